@@ -1,0 +1,57 @@
+# Backends. `cuda` is configured when nvcc is found (PD_ENABLE_CUDA=OFF turns it off). The
+# `sim` backend (CPU simulator) appends itself to PD_BACKENDS.
+#
+# CMAKE_CUDA_ARCHITECTURES: a user's value (-D or the CUDAARCHS environment variable) wins.
+# Otherwise `native` when a GPU is visible, so the build targets the card it will run on, and
+# PD_CUDA_ARCHITECTURES_NO_GPU otherwise: one architecture keeps compile-only builds short,
+# and its PTX is embedded so the driver can compile it for newer GPUs.
+option(PD_ENABLE_CUDA "Build the cuda backend when nvcc is found" ON)
+set(PD_CUDA_ARCHITECTURES_NO_GPU "80" CACHE STRING
+    "CUDA architectures compiled when no GPU is visible at configure time")
+
+set(PD_BACKENDS "")
+set(PD_CUDA_STATUS "")
+include(CheckLanguage)
+check_language(CUDA)
+if(PD_ENABLE_CUDA AND CMAKE_CUDA_COMPILER)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
+    set(_pd_gpu_visible FALSE)
+    find_program(PD_NVIDIA_SMI nvidia-smi)
+    if(PD_NVIDIA_SMI)
+      execute_process(COMMAND ${PD_NVIDIA_SMI} -L RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_QUIET
+                      TIMEOUT 20)
+      if(_rc EQUAL 0 AND _out MATCHES "GPU [0-9]")
+        set(_pd_gpu_visible TRUE)
+      endif()
+    endif()
+    if(_pd_gpu_visible)
+      set(CMAKE_CUDA_ARCHITECTURES native CACHE STRING "CUDA architectures (a GPU was visible)")
+    else()
+      set(CMAKE_CUDA_ARCHITECTURES ${PD_CUDA_ARCHITECTURES_NO_GPU} CACHE STRING
+          "CUDA architectures (no GPU was visible: PD_CUDA_ARCHITECTURES_NO_GPU)")
+    endif()
+  endif()
+  enable_language(CUDA)
+  # C++20 in device code too. CMake 3.25 does not know nvcc's C++20 flag (later versions do),
+  # so it is named here; without it CMake refuses CUDA targets of a C++20 project.
+  if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
+  set(CMAKE_CUDA_STANDARD 20)
+  set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+  set(CMAKE_CUDA_EXTENSIONS OFF)
+  # Line information lets compute-sanitizer and profilers point at source lines; it does not
+  # change the generated code.
+  string(APPEND CMAKE_CUDA_FLAGS " -lineinfo")
+  list(APPEND PD_BACKENDS cuda)
+  set(PD_CUDA_STATUS ", CUDA architectures ${CMAKE_CUDA_ARCHITECTURES}")
+else()
+  message(STATUS "nvcc not found or PD_ENABLE_CUDA=OFF: the cuda backend is not built")
+endif()
+
+# Compile options shared by every host translation unit of the project.
+add_library(pd_warnings INTERFACE)
+target_compile_options(pd_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter>)

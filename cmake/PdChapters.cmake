@@ -1,0 +1,60 @@
+# add_chapter(): one line builds a chapter program for every backend, registers its smoke
+# tests and lists it in build/chapters.tsv, the manifest that scripts/run (the tour) and
+# scripts/gpu-check read. A new chapter needs nothing else.
+#
+#   add_chapter(<NN_topic>
+#               [SOURCES <files>]        # default: main.cu
+#               [SMOKE_ARGS <args>...]   # CTest smoke test arguments (small, validating)
+#               [TOUR_ARGS <args>...]    # scripts/run: the tour's arguments (default sizes)
+#               [BENCH_ARGS <args>...])  # scripts/gpu-check: benchmark-size arguments
+#
+# Program names: ch<NN_topic> on cuda, ch<NN_topic>-sim on the simulator.
+
+function(pd_chapter_target program backend out_var)
+  if(backend STREQUAL "cuda")
+    set(${out_var} ${program} PARENT_SCOPE)
+  else()
+    set(${out_var} ${program}-${backend} PARENT_SCOPE)
+  endif()
+endfunction()
+
+function(add_chapter name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;SMOKE_ARGS;TOUR_ARGS;BENCH_ARGS" ${ARGN})
+  if(NOT ARG_SOURCES)
+    set(ARG_SOURCES main.cu)
+  endif()
+  set(program ch${name})
+  foreach(backend IN LISTS PD_BACKENDS)
+    pd_chapter_target(${program} ${backend} target)
+    if(backend STREQUAL "cuda")
+      add_executable(${target} ${ARG_SOURCES})
+      target_link_libraries(${target} PRIVATE pd_kernels_cuda pd_runtime_cuda pd_reference pd_core
+                                              CUDA::cublas pd_warnings)
+      # Smoke test on a GPU; CTest reports it as skipped (exit 77) where there is none.
+      add_test(NAME ${program}.cuda.smoke
+               COMMAND sh ${PROJECT_SOURCE_DIR}/cmake/run-if-device.sh $<TARGET_FILE:pd_device_query>
+                       $<TARGET_FILE:${target}> ${ARG_SMOKE_ARGS})
+      set_tests_properties(${program}.cuda.smoke PROPERTIES LABELS "cuda;smoke" SKIP_RETURN_CODE 77)
+    else()
+      # Backends other than cuda provide pd_add_<backend>_chapter(target sources).
+      cmake_language(CALL pd_add_${backend}_chapter ${target} "${ARG_SOURCES}")
+      add_test(NAME ${program}.${backend}.smoke COMMAND ${target} ${ARG_SMOKE_ARGS})
+      set_tests_properties(${program}.${backend}.smoke PROPERTIES LABELS "${backend};smoke")
+    endif()
+    list(JOIN ARG_TOUR_ARGS " " tour)
+    list(JOIN ARG_BENCH_ARGS " " bench)
+    set_property(GLOBAL APPEND PROPERTY PD_CHAPTER_MANIFEST
+                 "${program}\t${backend}\t${target}\t${tour}\t${bench}")
+  endforeach()
+endfunction()
+
+# Writes build/chapters.tsv: program, backend, executable name (in build/bin), tour
+# arguments, benchmark arguments; one line per chapter and backend.
+function(pd_write_chapter_manifest)
+  get_property(lines GLOBAL PROPERTY PD_CHAPTER_MANIFEST)
+  set(text "# program\tbackend\texecutable\ttour_args\tbench_args\n")
+  foreach(line IN LISTS lines)
+    string(APPEND text "${line}\n")
+  endforeach()
+  file(WRITE ${PROJECT_BINARY_DIR}/chapters.tsv "${text}")
+endfunction()

@@ -1,0 +1,43 @@
+# Finds the dependencies, first as installed packages (scripts/install-deps), then in the
+# header-only bundle .deps/ that scripts/bundle-deps fills for machines that cannot install
+# packages (the lent GPU machine of scripts/gpu-check).
+set(PD_DEPS_DIR "${PROJECT_SOURCE_DIR}/.deps" CACHE PATH "Bundled header-only dependencies")
+
+function(pd_header_only_fallback target header)
+  if(NOT TARGET ${target})
+    if(EXISTS "${PD_DEPS_DIR}/include/${header}")
+      add_library(${target} INTERFACE IMPORTED GLOBAL)
+      set_target_properties(${target} PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${PD_DEPS_DIR}/include")
+      message(STATUS "Using ${target} from ${PD_DEPS_DIR}")
+    else()
+      message(FATAL_ERROR "${target} not found (looked for ${header}). Run scripts/install-deps.")
+    endif()
+  endif()
+endfunction()
+
+find_package(CLI11 CONFIG QUIET)
+pd_header_only_fallback(CLI11::CLI11 CLI/CLI.hpp)
+find_package(nlohmann_json CONFIG QUIET)
+pd_header_only_fallback(nlohmann_json::nlohmann_json nlohmann/json.hpp)
+find_package(Catch2 2 CONFIG QUIET)
+pd_header_only_fallback(Catch2::Catch2 catch2/catch.hpp)
+if(Catch2_DIR)
+  list(APPEND CMAKE_MODULE_PATH "${Catch2_DIR}")
+else()
+  list(APPEND CMAKE_MODULE_PATH "${PD_DEPS_DIR}/cmake")
+endif()
+include(Catch)  # catch_discover_tests
+
+# The CUDA toolkit's headers (cuda_runtime.h, cuda_fp16.h, Thrust/CUB under cccl/) and, for
+# the cuda backend, its libraries.
+find_package(CUDAToolkit QUIET)
+if(NOT CUDAToolkit_FOUND)
+  message(FATAL_ERROR "The CUDA toolkit was not found (nvcc and headers). Install it, or put nvcc "
+                      "on the PATH / set CUDAToolkit_ROOT.")
+endif()
+set(PD_CUDA_INCLUDE_DIRS ${CUDAToolkit_INCLUDE_DIRS})
+if(EXISTS "${CUDAToolkit_INCLUDE_DIRS}/cccl")
+  list(APPEND PD_CUDA_INCLUDE_DIRS "${CUDAToolkit_INCLUDE_DIRS}/cccl")
+endif()
+
+find_package(Doxygen COMPONENTS dot)

@@ -1,0 +1,194 @@
+/// @file compare.hpp
+/// @brief Checking a kernel's output against its CPU reference, with the tolerances of
+/// CRAFT.md, NaN and all-zero guards, and a report of the first mismatches.
+#pragma once
+
+#include "pd/half.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace pd {
+
+/// Element-wise tolerance: passes when |out - ref| <= atol + rtol * |ref|.
+struct Tolerance {
+    double atol = 0;
+    double rtol = 0;
+    /// fp32 kernels against a double-accumulated reference: 1e-4 + 1e-4 * |ref|.
+    static constexpr Tolerance fp32() { return {1e-4, 1e-4}; }
+    /// Bitwise-exact results (copies, small-integer GEMMs, FMA chains done the same way).
+    static constexpr Tolerance exact() { return {0, 0}; }
+};
+
+/// One element outside the tolerance.
+struct Mismatch {
+    std::size_t index = 0;  ///< flat index into the output
+    double out = 0;
+    double ref = 0;
+};
+
+/// Outcome of a comparison. `passed` is false on any NaN/inf in the output, on an all-zero
+/// output where the reference is not all zero, or on any element out of tolerance.
+struct CompareResult {
+    bool passed = false;
+    std::size_t count = 0;             ///< elements compared
+    std::size_t bad = 0;               ///< elements out of tolerance (non-finite included)
+    std::size_t non_finite = 0;        ///< NaN or inf in the output
+    bool all_zero_output = false;      ///< output all zero while the reference is not
+    double max_abs_err = 0;            ///< max |out - ref| over finite outputs
+    double max_rel_err = 0;            ///< max |out - ref| / |ref| over elements with |ref| > atol
+    double rel_l2_err = 0;             ///< ||out - ref||_2 / ||ref||_2 (0 when ref is all zero)
+    std::vector<Mismatch> first;       ///< the first few mismatches, in index order
+    std::string rule;                  ///< the rule applied, for messages
+};
+
+/// Compares @p out with @p ref element by element under @p tol. Keeps up to @p max_report
+/// mismatches. @pre out.size() == ref.size()
+template <typename T, typename R>
+CompareResult compare(std::span<const T> out, std::span<const R> ref, Tolerance tol,
+                      std::size_t max_report = 8);
+
+/// Low-precision rule (FlashAttention style): passes when
+/// max|out - ref| <= factor * max|ref_lp - ref| (plus 1e-6 * max|ref| so that an exact
+/// low-precision reference does not demand bit-exactness), where @p ref_lp is the reference
+/// computed with the same rounding of inputs as the kernel. NaN and all-zero guards apply.
+template <typename T, typename R>
+CompareResult compare_to_lowp_reference(std::span<const T> out, std::span<const R> ref,
+                                        std::span<const R> ref_lp, double factor = 2.0,
+                                        std::size_t max_report = 8);
+
+/// Norm-wise rule for fp16/bf16 outputs: passes when ||out - ref|| / ||ref|| <= @p bound.
+template <typename T, typename R>
+CompareResult compare_rel_l2(std::span<const T> out, std::span<const R> ref, double bound = 1e-2,
+                             std::size_t max_report = 8);
+
+/// A readable report: the rule, the counts, the errors and the first mismatches. When
+/// @p shape is given, indices are printed as multi-dimensional coordinates. @p context should
+/// name the kernel, the seed and the shape, e.g. "v1 seed=42 B=2 H=3 S=17 d=64".
+std::string describe(const CompareResult& r, std::string_view context,
+                     std::span<const std::size_t> shape = {});
+
+/// Sets every element of a host buffer to NaN (quiet NaN; for 16-bit types, their NaN).
+template <typename T>
+void poison(std::span<T> values) {
+    for (T& v : values) v = from_float<T>(std::numeric_limits<float>::quiet_NaN());
+}
+
+// ---- implementation -------------------------------------------------------------------------
+
+namespace detail {
+
+template <typename T>
+double as_double(T v) {
+    if constexpr (std::is_same_v<T, double>) {
+        return v;
+    } else {
+        return static_cast<double>(to_float(v));
+    }
+}
+
+/// Shared scan: fills counts, errors and guards; `bad_fn(i, err, ref)` says if element i fails.
+template <typename T, typename R, typename BadFn>
+CompareResult scan(std::span<const T> out, std::span<const R> ref, double atol_for_rel,
+                   std::size_t max_report, BadFn&& bad_fn) {
+    CompareResult r;
+    if (out.size() != ref.size()) {
+        r.rule = "size mismatch: out has " + std::to_string(out.size()) + " elements, ref has " +
+                 std::to_string(ref.size());
+        return r;
+    }
+    r.count = out.size();
+    bool out_all_zero = true, ref_all_zero = true;
+    double err2 = 0, ref2 = 0;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        const double o = as_double(out[i]);
+        const double f = as_double(ref[i]);
+        if (f != 0) ref_all_zero = false;
+        ref2 += f * f;
+        bool is_bad;
+        if (!std::isfinite(o)) {
+            ++r.non_finite;
+            is_bad = true;
+        } else {
+            if (o != 0) out_all_zero = false;
+            const double e = std::fabs(o - f);
+            err2 += e * e;
+            if (e > r.max_abs_err) r.max_abs_err = e;
+            if (std::fabs(f) > atol_for_rel && e / std::fabs(f) > r.max_rel_err)
+                r.max_rel_err = e / std::fabs(f);
+            is_bad = bad_fn(i, e, f);
+        }
+        if (is_bad) {
+            ++r.bad;
+            if (r.first.size() < max_report) r.first.push_back({i, o, f});
+        }
+    }
+    r.all_zero_output = r.count > 0 && out_all_zero && r.non_finite == 0 && !ref_all_zero;
+    r.rel_l2_err = ref2 > 0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+    r.passed = r.bad == 0 && !r.all_zero_output;
+    return r;
+}
+
+}  // namespace detail
+
+template <typename T, typename R>
+CompareResult compare(std::span<const T> out, std::span<const R> ref, Tolerance tol,
+                      std::size_t max_report) {
+    CompareResult r = detail::scan(out, ref, tol.atol, max_report, [&](std::size_t, double e, double f) {
+        return !(e <= tol.atol + tol.rtol * std::fabs(f));
+    });
+    r.rule = "|out - ref| <= " + std::to_string(tol.atol) + " + " + std::to_string(tol.rtol) + " * |ref|";
+    return r;
+}
+
+template <typename T, typename R>
+CompareResult compare_to_lowp_reference(std::span<const T> out, std::span<const R> ref,
+                                        std::span<const R> ref_lp, double factor,
+                                        std::size_t max_report) {
+    double lp_err = 0, ref_max = 0;
+    for (std::size_t i = 0; i < ref.size() && i < ref_lp.size(); ++i) {
+        const double f = detail::as_double(ref[i]);
+        lp_err = std::max(lp_err, std::fabs(detail::as_double(ref_lp[i]) - f));
+        ref_max = std::max(ref_max, std::fabs(f));
+    }
+    const double bound = factor * lp_err + 1e-6 * ref_max;
+    CompareResult r = detail::scan(out, ref, 0.0, max_report,
+                                   [&](std::size_t, double e, double) { return !(e <= bound); });
+    if (ref_lp.size() != ref.size()) {
+        r.passed = false;
+        r.rule = "size mismatch between ref and ref_lp";
+        return r;
+    }
+    r.rule = "max|out - ref| <= " + std::to_string(factor) + " * max|ref_lp - ref| + 1e-6 * max|ref| = " +
+             std::to_string(bound);
+    return r;
+}
+
+template <typename T, typename R>
+CompareResult compare_rel_l2(std::span<const T> out, std::span<const R> ref, double bound,
+                             std::size_t max_report) {
+    // Element-wise: report the elements that contribute most, i.e. those beyond bound*|ref|max.
+    double ref_max = 0;
+    for (const R& v : ref) ref_max = std::max(ref_max, std::fabs(detail::as_double(v)));
+    CompareResult r = detail::scan(out, ref, 0.0, max_report, [&](std::size_t, double e, double) {
+        return !(e <= bound * ref_max);
+    });
+    // The pass criterion is norm-wise; element flags above only point at where to look.
+    const bool norm_ok = r.non_finite == 0 && r.rel_l2_err <= bound;
+    r.passed = norm_ok && !r.all_zero_output && r.count == ref.size();
+    if (r.passed) {
+        r.bad = 0;
+        r.first.clear();
+    }
+    r.rule = "||out - ref||_2 / ||ref||_2 <= " + std::to_string(bound);
+    return r;
+}
+
+}  // namespace pd

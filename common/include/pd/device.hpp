@@ -1,0 +1,50 @@
+/// @file device.hpp
+/// @brief What the device is: the numbers chapters print and judge kernels against.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <string>
+
+namespace pd {
+
+/// Properties of one device, read with cudaGetDeviceProperties and cudaDeviceGetAttribute
+/// (CUDA 13 removed the clock fields from cudaDeviceProp).
+struct DeviceInfo {
+    int index = 0;
+    std::string name;
+    int cc_major = 0, cc_minor = 0;           ///< compute capability
+    int sm_count = 0;                         ///< streaming multiprocessors
+    std::size_t global_mem_bytes = 0;
+    int l2_bytes = 0;
+    std::size_t smem_per_block = 0;           ///< default limit per block
+    std::size_t smem_per_block_optin = 0;     ///< limit with cudaFuncAttributeMaxDynamicSharedMemorySize
+    std::size_t smem_per_sm = 0;
+    int max_threads_per_block = 0;
+    int warp_size = 0;
+    int memory_clock_khz = 0;                 ///< peak memory clock
+    int memory_bus_bits = 0;
+    double theoretical_bandwidth_gbps = 0;    ///< 2 (double data rate) * clock * bus width / 8
+    int runtime_version = 0, driver_version = 0;
+};
+
+/// How many devices the runtime sees, and why none when there are none.
+struct DeviceProbe {
+    int count = 0;
+    std::string reason;  ///< empty when count > 0, else the runtime's explanation
+};
+
+/// Asks the runtime for devices; never throws (a machine without a GPU is a normal case).
+DeviceProbe probe_devices();
+
+/// Reads the properties of device @p index. Throws pd::CudaError on failure.
+DeviceInfo query_device(int index = 0);
+
+/// The device as a JSON object (the "device" field of a chapter's report).
+nlohmann::json to_json(const DeviceInfo& d);
+
+/// A multi-line human-readable report of the device.
+std::string describe(const DeviceInfo& d);
+
+}  // namespace pd

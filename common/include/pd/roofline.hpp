@@ -1,0 +1,130 @@
+/// @file roofline.hpp
+/// @brief The roofline model: arithmetic intensity, ridge point, floor time, fraction of the
+/// roofline; GPU and model presets; and the prefill/decode calculator of chapter 00.
+///
+/// Units: FLOPs and bytes as plain counts, times in seconds, rates in FLOP/s and bytes/s.
+/// Helpers convert to the GB/s and TFLOP/s that tables print.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pd::roofline {
+
+/// FLOPs per byte moved. @pre bytes > 0
+double arithmetic_intensity(double flops, double bytes);
+
+/// The intensity at which a kernel stops being memory-bound: peak FLOP/s over peak bytes/s.
+/// @pre both > 0
+double ridge_point(double peak_flops_per_s, double bytes_per_s);
+
+/// Highest FLOP/s the roofline allows at @p intensity: min(peak, intensity * bandwidth).
+double attainable_flops_per_s(double intensity, double peak_flops_per_s, double bytes_per_s);
+
+/// The shortest time a kernel can take: max(flops / peak, bytes / bandwidth), in seconds.
+double floor_time_s(double flops, double bytes, double peak_flops_per_s, double bytes_per_s);
+
+/// How close a measured time is to the floor: floor / measured, in (0, 1] for honest runs.
+/// @pre measured_s > 0
+double roofline_fraction(double floor_s, double measured_s);
+
+/// Which roof limits a kernel.
+enum class Bound { Memory, Compute };
+/// Memory-bound when @p intensity is below @p ridge, compute-bound otherwise.
+Bound bound_at(double intensity, double ridge);
+/// "memory-bound" or "compute-bound".
+const char* to_string(Bound b);
+
+/// Published figures of one GPU: the leads a chapter compares its measurements with.
+struct GpuSpec {
+    std::string name;
+    double bandwidth_gbps;   ///< peak memory bandwidth, 1e9 bytes/s
+    double tensor_tflops;    ///< dense (no sparsity) BF16 tensor-core rate, FP32 accumulate
+    double fp32_tflops;      ///< FP32 non-tensor rate
+    double memory_gb;        ///< device memory, 1e9 bytes
+    std::string source;      ///< where the figures come from
+};
+
+/// The GPU presets: H100-SXM, H200, A100-80GB, L4, T4, RTX-4090.
+const std::vector<GpuSpec>& gpu_presets();
+/// The preset named @p name (exact, case-sensitive), if any.
+std::optional<GpuSpec> find_gpu(std::string_view name);
+
+/// A decoder-only transformer's shape: what the KV-cache size and attention FLOPs need.
+struct ModelConfig {
+    std::string name;
+    int layers = 0;
+    int hidden = 0;      ///< model width
+    int heads = 0;       ///< query heads H
+    int kv_heads = 0;    ///< key/value heads (grouped-query attention when < heads)
+    int head_dim = 0;    ///< d
+    int ffn = 0;         ///< gated MLP inner size
+    int vocab = 0;
+    bool tied_embeddings = false;
+    std::string source;
+
+    /// Parameters of the weights: embeddings, attention and gated MLP projections, norms.
+    double parameter_count() const;
+    /// KV-cache bytes per token: 2 (K and V) * layers * kv_heads * head_dim * bytes.
+    double kv_bytes_per_token(double bytes_per_element) const;
+};
+
+/// The model presets (llama-3-8b, llama-3-70b, llama-2-7b).
+const std::vector<ModelConfig>& model_presets();
+/// The preset named @p name, if any.
+std::optional<ModelConfig> find_model(std::string_view name);
+
+/// The hardware a prediction is made for: one GPU's rates times an ideal N-way split.
+struct Machine {
+    std::string name;
+    double peak_flops_per_s = 0;  ///< all GPUs together
+    double bytes_per_s = 0;       ///< all GPUs together
+    int gpus = 1;
+    double memory_bytes = 0;      ///< all GPUs together (0 when unknown)
+};
+/// @p gpus copies of @p spec with perfect tensor parallelism (no communication cost).
+Machine machine_from(const GpuSpec& spec, int gpus);
+
+/// What is served: P parameters of b bytes, B sequences of S prompt tokens.
+struct Workload {
+    double params = 0;                      ///< P
+    double bytes_per_param = 0;             ///< b
+    long long batch = 0;                    ///< B
+    long long prompt_tokens = 0;            ///< S
+    std::optional<ModelConfig> model;       ///< adds attention FLOPs and KV-cache bytes
+    double kv_bytes_per_element = 0;        ///< bytes of one cached K or V element
+};
+
+/// FLOPs, bytes and their consequences for one phase.
+struct PhaseCost {
+    double flops = 0;
+    double bytes = 0;
+    double intensity = 0;
+    Bound bound = Bound::Memory;
+    double floor_s = 0;
+};
+
+/// The calculator's answer for a workload on a machine.
+struct Analysis {
+    PhaseCost prefill;          ///< the whole prompt of every sequence: sets TTFT
+    PhaseCost decode;           ///< one new token for every sequence: sets ITL
+    double ridge = 0;           ///< FLOP/byte
+    double kv_bytes_per_token = 0;    ///< 0 without a model
+    double kv_bytes_total = 0;        ///< cache of B sequences of S tokens
+    double weight_bytes = 0;          ///< P * b
+    double critical_batch = 0;        ///< B at which weights-only decode reaches the ridge
+    std::vector<std::string> terms;   ///< what the counts include
+};
+
+/// Counts prefill and one decode step, and places them on @p machine's roofline.
+///
+/// Dense layers: 2 FLOPs per parameter per token and every weight read once per pass, so
+/// prefill intensity is 2*B*S/b and decode intensity 2*B/b. With a model, prefill adds
+/// causal attention (2*layers*B*H*d*S^2 FLOPs) and the KV-cache write, and decode adds
+/// attention over S cached tokens (4*layers*B*H*d*S FLOPs) and reading that cache.
+/// Throws std::invalid_argument naming the parameter when a value is out of range.
+Analysis analyze(const Workload& w, const Machine& machine);
+
+}  // namespace pd::roofline

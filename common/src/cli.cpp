@@ -1,0 +1,73 @@
+// Shared command-line options and the parse-or-exit-2 convention.
+#include "pd/cli.hpp"
+
+#include <filesystem>
+#include <iostream>
+
+namespace pd {
+
+void add_common_options(CLI::App& app, CommonOptions& o, const std::vector<std::string>& kernel_names) {
+    std::vector<std::string> choices = kernel_names;
+    choices.push_back("all");
+    app.add_option("--kernel", o.kernel, "Kernel version to run, or all")
+        ->check(CLI::IsMember(choices))
+        ->capture_default_str();
+    app.add_option("--seed", o.seed, "Seed of every random input")->capture_default_str();
+    app.add_option("--iters", o.iters, "Timed runs per kernel (the median is reported)")
+        ->check(CLI::Range(1, 100000))
+        ->capture_default_str();
+    app.add_option("--warmup", o.warmup, "Untimed runs before timing")
+        ->check(CLI::Range(0, 10000))
+        ->capture_default_str();
+    app.add_flag("--check-only", o.check_only, "Validate every kernel against the reference; do not time");
+    app.add_option("--json", o.json, "Write the results as JSON to FILE ('-' for stdout)")
+        ->type_name("FILE")
+        ->check([](const std::string& path) -> std::string {
+            if (path == "-") return {};
+            const auto parent = std::filesystem::path(path).parent_path();
+            if (!parent.empty() && !std::filesystem::is_directory(parent))
+                return "directory " + parent.string() + " does not exist";
+            return {};
+        });
+    app.add_option("--dump", o.dump, "Write inputs and outputs as .npy files into DIR")
+        ->type_name("DIR")
+        ->check([](const std::string& dir) -> std::string {
+            if (std::filesystem::exists(dir) && !std::filesystem::is_directory(dir))
+                return dir + " exists and is not a directory";
+            return {};
+        });
+}
+
+std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp&) {
+        std::cout << app.help();
+        return kExitOk;
+    } catch (const CLI::CallForAllHelp&) {
+        std::cout << app.help("", CLI::AppFormatMode::All);
+        return kExitOk;
+    } catch (const CLI::ParseError& e) {
+        std::cerr << app.get_name() << ": error: " << e.what() << "\n"
+                  << "Run with --help for the options and their ranges.\n";
+        return kExitBadInput;
+    }
+    return std::nullopt;
+}
+
+int bad_input(const CLI::App& app, const std::string& message) {
+    std::cerr << app.get_name() << ": error: " << message << "\n";
+    return kExitBadInput;
+}
+
+std::ostream& text_out(const CommonOptions& options) { return options.json == "-" ? std::cerr : std::cout; }
+
+std::string prepare_dump_dir(const CommonOptions& options) {
+    if (options.dump.empty()) return {};
+    std::filesystem::create_directories(options.dump);
+    std::string dir = options.dump;
+    if (dir.back() != '/') dir.push_back('/');
+    return dir;
+}
+
+}  // namespace pd

@@ -1,0 +1,123 @@
+// NumPy .npy format version 1.0: magic, header length, a Python dict literal, raw data.
+#include "pd/npy.hpp"
+
+#include <bit>
+#include <cstring>
+#include <type_traits>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace pd {
+
+namespace {
+
+template <typename T>
+constexpr const char* npy_descr() {
+    if constexpr (std::is_same_v<T, float>) return "<f4";
+    else if constexpr (std::is_same_v<T, double>) return "<f8";
+    else if constexpr (std::is_same_v<T, __half>) return "<f2";
+    else if constexpr (std::is_same_v<T, std::int32_t>) return "<i4";
+    else if constexpr (std::is_same_v<T, std::int64_t>) return "<i8";
+    else if constexpr (std::is_same_v<T, std::uint8_t>) return "|u1";
+    else static_assert(sizeof(T) == 0, "write_npy: unsupported element type");
+}
+
+std::size_t product(const std::vector<std::size_t>& shape) {
+    std::size_t n = 1;
+    for (std::size_t s : shape) n *= s;
+    return n;
+}
+
+}  // namespace
+
+template <typename T>
+void write_npy(const std::string& path, std::span<const T> data, std::vector<std::size_t> shape) {
+    static_assert(std::endian::native == std::endian::little, "write_npy assumes little-endian");
+    if (product(shape) != data.size())
+        throw std::invalid_argument("write_npy(" + path + "): shape does not match " +
+                                    std::to_string(data.size()) + " elements");
+    std::ostringstream dict;
+    dict << "{'descr': '" << npy_descr<T>() << "', 'fortran_order': False, 'shape': (";
+    for (std::size_t i = 0; i < shape.size(); ++i) dict << shape[i] << (shape.size() == 1 || i + 1 < shape.size() ? "," : "");
+    dict << "), }";
+    std::string header = dict.str();
+    // Magic (6) + version (2) + length (2) + header + '\n' must be a multiple of 64.
+    const std::size_t unpadded = 10 + header.size() + 1;
+    header.append((64 - unpadded % 64) % 64, ' ');
+    header.push_back('\n');
+
+    std::ofstream f(path, std::ios::binary);
+    if (!f) throw std::runtime_error("cannot open " + path + " for writing");
+    const unsigned char preamble[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+    f.write(reinterpret_cast<const char*>(preamble), 8);
+    const std::uint16_t len = static_cast<std::uint16_t>(header.size());
+    const unsigned char len_le[2] = {static_cast<unsigned char>(len & 0xFF), static_cast<unsigned char>(len >> 8)};
+    f.write(reinterpret_cast<const char*>(len_le), 2);
+    f.write(header.data(), static_cast<std::streamsize>(header.size()));
+    f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size_bytes()));
+    if (!f) throw std::runtime_error("error writing " + path);
+}
+
+template void write_npy<float>(const std::string&, std::span<const float>, std::vector<std::size_t>);
+template void write_npy<double>(const std::string&, std::span<const double>, std::vector<std::size_t>);
+template void write_npy<__half>(const std::string&, std::span<const __half>, std::vector<std::size_t>);
+template void write_npy<std::int32_t>(const std::string&, std::span<const std::int32_t>, std::vector<std::size_t>);
+template void write_npy<std::int64_t>(const std::string&, std::span<const std::int64_t>, std::vector<std::size_t>);
+template void write_npy<std::uint8_t>(const std::string&, std::span<const std::uint8_t>, std::vector<std::size_t>);
+
+std::size_t NpyArray::size() const { return product(shape); }
+
+std::vector<float> NpyArray::as_float() const {
+    if (descr != "<f4") throw std::runtime_error("NpyArray::as_float: dtype is " + descr + ", not <f4");
+    std::vector<float> out(size());
+    if (bytes.size() != out.size() * sizeof(float)) throw std::runtime_error("NpyArray: data size mismatch");
+    std::memcpy(out.data(), bytes.data(), bytes.size());
+    return out;
+}
+
+NpyArray read_npy(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw std::runtime_error("cannot open " + path);
+    unsigned char pre[10];
+    f.read(reinterpret_cast<char*>(pre), 10);
+    if (!f || pre[0] != 0x93 || std::memcmp(pre + 1, "NUMPY", 5) != 0 || pre[6] != 1)
+        throw std::runtime_error(path + ": not a version 1.0 .npy file");
+    const std::size_t len = pre[8] | (std::size_t(pre[9]) << 8);
+    std::string header(len, '\0');
+    f.read(header.data(), static_cast<std::streamsize>(len));
+    if (!f) throw std::runtime_error(path + ": truncated header");
+
+    NpyArray a;
+    auto value_after = [&](const std::string& key) {
+        const auto k = header.find("'" + key + "'");
+        if (k == std::string::npos) throw std::runtime_error(path + ": header lacks " + key);
+        return header.find(':', k) + 1;
+    };
+    std::size_t p = header.find('\'', value_after("descr"));
+    a.descr = header.substr(p + 1, header.find('\'', p + 1) - p - 1);
+    p = value_after("fortran_order");
+    a.fortran_order = header.compare(header.find_first_not_of(' ', p), 4, "True") == 0;
+    p = header.find('(', value_after("shape"));
+    const std::size_t end = header.find(')', p);
+    std::istringstream dims(header.substr(p + 1, end - p - 1));
+    std::string item;
+    while (std::getline(dims, item, ','))
+        if (item.find_first_not_of(' ') != std::string::npos) a.shape.push_back(std::stoull(item));
+
+    std::size_t elem = 0;
+    if (a.descr.size() >= 3) elem = std::stoul(a.descr.substr(2));
+    if (elem == 0) throw std::runtime_error(path + ": unsupported dtype " + a.descr);
+    a.bytes.resize(a.size() * elem);
+    f.read(reinterpret_cast<char*>(a.bytes.data()), static_cast<std::streamsize>(a.bytes.size()));
+    if (!f) throw std::runtime_error(path + ": truncated data");
+    return a;
+}
+
+std::vector<float> to_float_vector(std::span<const __nv_bfloat16> values) {
+    std::vector<float> out(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) out[i] = __bfloat162float(values[i]);
+    return out;
+}
+
+}  // namespace pd

@@ -1,0 +1,35 @@
+/// @file roofline.hpp
+/// @brief Launchers of chapter 00's ceiling kernels: a bandwidth copy and an FMA-throughput
+/// kernel. Includable from plain C++ (tests), the kernels themselves live in the .cu files.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+namespace pd::kernels::roofline {
+
+/// Copies @p n floats from @p in to @p out with a grid-stride loop of 16-byte (float4)
+/// loads and stores; the n % 4 tail is copied element by element.
+/// Bytes moved: 8 n (each float read once and written once).
+/// @param in  [n] device memory, 16-byte aligned
+/// @param out [n] device memory, 16-byte aligned, not overlapping @p in
+/// @pre n >= 1; throws std::invalid_argument naming the parameter otherwise.
+void copy_grid_stride(const float* in, float* out, std::size_t n, cudaStream_t stream = nullptr);
+
+/// Number of independent FMA chains each thread of fma_chains keeps in registers.
+inline constexpr int kFmaChains = 8;
+
+/// Runs @p threads threads, each carrying kFmaChains independent chains
+/// `a = fmaf(a, mul, add)` for @p iters steps, and writes the final values.
+/// Thread t uses row (t % patterns) of the inputs, so a CPU reference of @p patterns rows
+/// checks every output exactly. FLOPs: 2 * kFmaChains * iters * threads.
+/// @param init [patterns, kFmaChains] starting values
+/// @param mul  [patterns, kFmaChains] multipliers (|mul| < 1 keeps the chains finite)
+/// @param add  [patterns, kFmaChains] addends
+/// @param out  [threads, kFmaChains] final values
+/// @pre threads >= 1, 1 <= patterns, iters >= 1; throws std::invalid_argument otherwise.
+void fma_chains(const float* init, const float* mul, const float* add, int patterns, float* out,
+                std::size_t threads, int iters, cudaStream_t stream = nullptr);
+
+}  // namespace pd::kernels::roofline
