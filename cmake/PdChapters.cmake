@@ -1,5 +1,5 @@
 # add_chapter(): one line builds a chapter program for every backend, registers its smoke
-# tests and lists it in build/chapters.tsv, the manifest that scripts/run (the tour) and
+# tests and lists it in build/chapters.txt, the manifest that scripts/run (the tour) and
 # scripts/gpu-check read. A new chapter needs nothing else.
 #
 #   add_chapter(<NN_topic>
@@ -44,17 +44,17 @@ function(add_chapter name)
     list(JOIN ARG_TOUR_ARGS " " tour)
     list(JOIN ARG_BENCH_ARGS " " bench)
     set_property(GLOBAL APPEND PROPERTY PD_CHAPTER_MANIFEST
-                 "${program}\t${backend}\t${target}\t${tour}\t${bench}")
+                 "${program}|${backend}|${target}|${tour}|${bench}")
   endforeach()
 endfunction()
 
-# Writes build/chapters.tsv: program, backend, executable name (in build/bin), tour
-# arguments, benchmark arguments; one line per chapter and backend.
+# Writes build/chapters.txt: program|backend|executable (in build/bin)|tour arguments|benchmark
+# arguments; one line per chapter and backend.
 function(pd_write_chapter_manifest)
   get_property(lines GLOBAL PROPERTY PD_CHAPTER_MANIFEST)
-  set(text "# program\tbackend\texecutable\ttour_args\tbench_args\n")
+  set(text "# program|backend|executable|tour_args|bench_args\n")
   foreach(line IN LISTS lines)
     string(APPEND text "${line}\n")
   endforeach()
-  file(WRITE ${PROJECT_BINARY_DIR}/chapters.tsv "${text}")
+  file(WRITE ${PROJECT_BINARY_DIR}/chapters.txt "${text}")
 endfunction()

@@ -12,7 +12,9 @@ void add_common_options(CLI::App& app, CommonOptions& o, const std::vector<std::
     app.add_option("--kernel", o.kernel, "Kernel version to run, or all")
         ->check(CLI::IsMember(choices))
         ->capture_default_str();
-    app.add_option("--seed", o.seed, "Seed of every random input")->capture_default_str();
+    app.add_option("--seed", o.seed, "Seed of every random input")
+        ->check(CLI::NonNegativeNumber)
+        ->capture_default_str();
     app.add_option("--iters", o.iters, "Timed runs per kernel (the median is reported)")
         ->check(CLI::Range(1, 100000))
         ->capture_default_str();

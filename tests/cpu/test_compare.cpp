@@ -1,0 +1,137 @@
+// The comparison helpers must fail on wrong outputs, NaN, inf and all-zero outputs.
+#include "pd/compare.hpp"
+#include "pd/rng.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+using Catch::Matchers::Contains;
+
+namespace {
+
+std::vector<double> random_ref(std::size_t n, std::uint64_t seed) {
+    std::vector<float> f(n);
+    pd::fill_uniform<float>(f, -2.f, 2.f, seed);
+    return {f.begin(), f.end()};
+}
+
+std::vector<float> as_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+
+}  // namespace
+
+TEST_CASE("identical outputs pass; one wrong element fails and is reported", "[compare]") {
+    const auto ref = random_ref(1000, 7);
+    std::vector<float> out = as_float(ref);
+    auto r = pd::compare<float, double>(out, ref, pd::Tolerance::fp32());
+    CHECK(r.passed);
+    CHECK(r.bad == 0);
+    CHECK(r.count == 1000);
+
+    out[417] += 0.5f;
+    r = pd::compare<float, double>(out, ref, pd::Tolerance::fp32());
+    CHECK_FALSE(r.passed);
+    CHECK(r.bad == 1);
+    REQUIRE(r.first.size() == 1);
+    CHECK(r.first[0].index == 417);
+    CHECK(r.max_abs_err == Approx(0.5).epsilon(1e-5));
+    const std::size_t shape[] = {10, 100};
+    const std::string text = pd::describe(r, "v1 seed=7 T=10 N=100", shape);
+    CHECK_THAT(text, Contains("MISMATCH"));
+    CHECK_THAT(text, Contains("seed=7"));
+    CHECK_THAT(text, Contains("[4,17]"));  // 417 = 4 * 100 + 17
+}
+
+TEST_CASE("the fp32 tolerance is atol + rtol * |ref|", "[compare]") {
+    const std::vector<double> ref = {100.0};
+    // Allowed: 1e-4 + 1e-4 * 100 = 0.0101.
+    CHECK(pd::compare<double, double>(std::vector<double>{100.0100}, ref, pd::Tolerance::fp32()).passed);
+    CHECK_FALSE(pd::compare<double, double>(std::vector<double>{100.0102}, ref, pd::Tolerance::fp32()).passed);
+    CHECK_FALSE(pd::compare<double, double>(std::vector<double>{99.9898}, ref, pd::Tolerance::fp32()).passed);
+    // Exact means exact.
+    CHECK_FALSE(pd::compare<float, double>(std::vector<float>{std::nextafter(1.f, 2.f)}, std::vector<double>{1.0},
+                                           pd::Tolerance::exact())
+                    .passed);
+}
+
+TEST_CASE("NaN and inf outputs always fail, even with a huge tolerance", "[compare]") {
+    const auto ref = random_ref(64, 3);
+    std::vector<float> out = as_float(ref);
+    out[5] = std::numeric_limits<float>::quiet_NaN();
+    const pd::Tolerance loose{1e30, 1e30};
+    auto r = pd::compare<float, double>(out, ref, loose);
+    CHECK_FALSE(r.passed);
+    CHECK(r.non_finite == 1);
+    CHECK(r.first.at(0).index == 5);
+    out[5] = std::numeric_limits<float>::infinity();
+    CHECK_FALSE(pd::compare<float, double>(out, ref, loose).passed);
+
+    SECTION("a poisoned buffer that was never written fails") {
+        std::vector<float> untouched(64);
+        pd::poison<float>(untouched);
+        r = pd::compare<float, double>(untouched, ref, loose);
+        CHECK_FALSE(r.passed);
+        CHECK(r.non_finite == 64);
+    }
+}
+
+TEST_CASE("an all-zero output fails where the reference is not zero", "[compare]") {
+    const std::vector<double> ref = {1e-6, -2e-6, 0.0};
+    const std::vector<float> zeros(3, 0.f);
+    // Within atol element by element, but all zero: the guard still fails it.
+    auto r = pd::compare<float, double>(zeros, ref, pd::Tolerance{1e-3, 0});
+    CHECK_FALSE(r.passed);
+    CHECK(r.all_zero_output);
+    CHECK_THAT(pd::describe(r, "ctx"), Contains("all zeros"));
+    // Zero output against a zero reference is right.
+    const std::vector<double> zref(3, 0.0);
+    CHECK(pd::compare<float, double>(zeros, zref, pd::Tolerance::exact()).passed);
+}
+
+TEST_CASE("a size mismatch fails", "[compare]") {
+    const std::vector<double> ref(4, 1.0);
+    const std::vector<float> out(3, 1.f);
+    const auto r = pd::compare<float, double>(out, ref, pd::Tolerance::fp32());
+    CHECK_FALSE(r.passed);
+    CHECK_THAT(r.rule, Contains("size mismatch"));
+}
+
+TEST_CASE("16-bit outputs are compared through float", "[compare][half]") {
+    const std::vector<double> ref = {0.5, -1.25, 3.0};
+    std::vector<__nv_bfloat16> out;
+    for (double v : ref) out.push_back(pd::from_float<__nv_bfloat16>(float(v)));
+    CHECK(pd::compare<__nv_bfloat16, double>(out, ref, pd::Tolerance::exact()).passed);
+    out[1] = pd::from_float<__nv_bfloat16>(-1.5f);
+    CHECK_FALSE(pd::compare<__nv_bfloat16, double>(out, ref, pd::Tolerance::exact()).passed);
+    std::vector<__half> h(3);
+    pd::poison<__half>(h);
+    CHECK(pd::compare<__half, double>(h, ref, pd::Tolerance{1, 1}).non_finite == 3);
+}
+
+TEST_CASE("low-precision rule: within twice the error of a reference with the same rounding", "[compare][lowp]") {
+    const std::vector<double> ref = {1.0, 2.0, 3.0, 4.0};
+    const std::vector<double> ref_lp = {1.01, 2.0, 3.0, 3.99};  // max |ref_lp - ref| = 0.01
+    CHECK(pd::compare_to_lowp_reference<float, double>(std::vector<float>{1.02f, 2.f, 2.985f, 4.f}, ref, ref_lp)
+              .passed);
+    const auto bad = pd::compare_to_lowp_reference<float, double>(std::vector<float>{1.f, 2.f, 3.03f, 4.f}, ref, ref_lp);
+    CHECK_FALSE(bad.passed);
+    CHECK(bad.first.at(0).index == 2);
+    // NaN still fails.
+    CHECK_FALSE(pd::compare_to_lowp_reference<float, double>(
+                    std::vector<float>{1.f, std::numeric_limits<float>::quiet_NaN(), 3.f, 4.f}, ref, ref_lp)
+                    .passed);
+}
+
+TEST_CASE("norm-wise rule for fp16/bf16: ||out - ref|| / ||ref|| <= bound", "[compare][lowp]") {
+    const auto ref = random_ref(4096, 11);
+    std::vector<float> out = as_float(ref);
+    for (std::size_t i = 0; i < out.size(); i += 2) out[i] *= 1.001f;  // 0.1% noise: passes 1e-2
+    CHECK(pd::compare_rel_l2<float, double>(out, ref, 1e-2).passed);
+    for (std::size_t i = 0; i < out.size(); i += 2) out[i] *= 1.1f;  // ~7% norm error: fails
+    const auto r = pd::compare_rel_l2<float, double>(out, ref, 1e-2);
+    CHECK_FALSE(r.passed);
+    CHECK(r.rel_l2_err > 1e-2);
+    CHECK_FALSE(r.first.empty());
+}

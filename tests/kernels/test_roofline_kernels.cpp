@@ -1,0 +1,101 @@
+// Chapter 00's kernels against their references: awkward sizes, poisoned outputs, guard
+// regions past the end, bad arguments, bitwise repeatability.
+#include "pd/buffer.hpp"
+#include "pd/compare.hpp"
+#include "pd/rng.hpp"
+#include "roofline/roofline.hpp"
+#include "roofline_reference.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <vector>
+
+namespace k = pd::kernels::roofline;
+using Catch::Matchers::Contains;
+
+namespace {
+
+constexpr std::size_t kGuard = 64;  // poisoned floats after the output that must stay untouched
+
+/// Checks that the @p guard floats after @p n in @p values still hold the poison bytes.
+bool guard_intact(const std::vector<float>& values, std::size_t n) {
+    for (std::size_t i = n; i < values.size(); ++i) {
+        unsigned char bytes[sizeof(float)];
+        std::memcpy(bytes, &values[i], sizeof(float));
+        for (unsigned char b : bytes)
+            if (b != pd::kPoisonByte) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+TEST_CASE("copy_grid_stride copies every element of awkward sizes exactly", "[roofline][copy]") {
+    const std::uint64_t seed = 1234;
+    for (std::size_t n : {1, 2, 3, 4, 5, 17, 31, 33, 97, 127, 129, 200, 4099, (1 << 20) + 3}) {
+        INFO("seed=" << seed << " n=" << n);
+        std::vector<float> in(n);
+        pd::fill_uniform<float>(in, -1.f, 1.f, pd::derive_seed(seed, n));
+        pd::DeviceBuffer<float> d_in{std::span<const float>(in)}, d_out(n + kGuard);
+        d_out.fill_bytes(pd::kPoisonByte);
+        k::copy_grid_stride(d_in.data(), d_out.data(), n);
+        PD_CHECK_CUDA(cudaDeviceSynchronize());
+        const std::vector<float> out = d_out.download();
+        const auto r = pd::compare<float, float>(std::span<const float>(out).first(n), in, pd::Tolerance::exact());
+        INFO(pd::describe(r, "copy_grid_stride"));
+        CHECK(r.passed);
+        CHECK(guard_intact(out, n));
+    }
+}
+
+TEST_CASE("copy_grid_stride rejects bad arguments by name", "[roofline][copy][errors]") {
+    pd::DeviceBuffer<float> a(16), b(16);
+    CHECK_THROWS_WITH(k::copy_grid_stride(a.data(), b.data(), 0), Contains("n must be >= 1"));
+    CHECK_THROWS_WITH(k::copy_grid_stride(a.data() + 1, b.data(), 4), Contains("in must be 16-byte aligned"));
+    CHECK_THROWS_WITH(k::copy_grid_stride(a.data(), b.data() + 2, 4), Contains("out must be 16-byte aligned"));
+}
+
+TEST_CASE("fma_chains matches the CPU chains bit for bit", "[roofline][fma]") {
+    const std::uint64_t seed = 99;
+    for (int patterns : {1, 3, 256}) {
+        for (std::size_t threads : {1, 2, 33, 1000, 4096 + 7}) {
+            for (int iters : {1, 17, 1000}) {
+                INFO("seed=" << seed << " patterns=" << patterns << " threads=" << threads << " iters=" << iters);
+                const std::size_t n = std::size_t(patterns) * k::kFmaChains;
+                std::vector<float> init(n), mul(n), add(n);
+                pd::fill_uniform<float>(init, -1.f, 1.f, pd::derive_seed(seed, 1));
+                pd::fill_uniform<float>(mul, 0.5f, 0.999f, pd::derive_seed(seed, 2));
+                pd::fill_uniform<float>(add, -1.f, 1.f, pd::derive_seed(seed, 3));
+                const auto ref = pd::reference::fma_chains(init, mul, add, patterns, k::kFmaChains, iters);
+                std::vector<float> expected(threads * k::kFmaChains);
+                for (std::size_t i = 0; i < expected.size(); ++i) expected[i] = ref[i % n];
+
+                pd::DeviceBuffer<float> d_init{std::span<const float>(init)}, d_mul{std::span<const float>(mul)},
+                    d_add{std::span<const float>(add)}, d_out(expected.size() + kGuard);
+                d_out.fill_bytes(pd::kPoisonByte);
+                k::fma_chains(d_init.data(), d_mul.data(), d_add.data(), patterns, d_out.data(), threads, iters);
+                PD_CHECK_CUDA(cudaDeviceSynchronize());
+                const std::vector<float> out = d_out.download();
+                const auto r = pd::compare<float, float>(std::span<const float>(out).first(expected.size()), expected,
+                                                         pd::Tolerance::exact());
+                const std::size_t shape[] = {threads, std::size_t(k::kFmaChains)};
+                INFO(pd::describe(r, "fma_chains", shape));
+                CHECK(r.passed);
+                CHECK(guard_intact(out, expected.size()));
+
+                // Same input, same bits.
+                k::fma_chains(d_init.data(), d_mul.data(), d_add.data(), patterns, d_out.data(), threads, iters);
+                PD_CHECK_CUDA(cudaDeviceSynchronize());
+                CHECK(std::memcmp(d_out.download().data(), out.data(), expected.size() * sizeof(float)) == 0);
+            }
+        }
+    }
+}
+
+TEST_CASE("fma_chains rejects bad arguments by name", "[roofline][fma][errors]") {
+    pd::DeviceBuffer<float> a(8), out(8);
+    CHECK_THROWS_WITH(k::fma_chains(a.data(), a.data(), a.data(), 1, out.data(), 0, 1), Contains("threads"));
+    CHECK_THROWS_WITH(k::fma_chains(a.data(), a.data(), a.data(), 0, out.data(), 1, 1), Contains("patterns"));
+    CHECK_THROWS_WITH(k::fma_chains(a.data(), a.data(), a.data(), 1, out.data(), 1, 0), Contains("iters"));
+}
