@@ -132,8 +132,10 @@ pd::KernelResult run_fma(const Options& o, const pd::DeviceInfo& dev, const std:
     pd::fill_uniform<float>(add, -1.f, 1.f, pd::derive_seed(o.common.seed, 12));
     const std::vector<float> ref = pd::reference::fma_chains(init, mul, add, kPatterns, k::kFmaChains, o.fma_iters);
 
-    // Two full waves of resident threads (2048 per SM on every supported GPU).
-    const std::size_t threads = std::size_t(dev.sm_count) * 2048 * 2;
+    // Two full waves of resident threads.
+    int per_sm = 0;
+    PD_CHECK_CUDA(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, dev.index));
+    const std::size_t threads = std::size_t(dev.sm_count) * std::size_t(per_sm) * 2;
     pd::DeviceBuffer<float> d_init{std::span<const float>(init)}, d_mul{std::span<const float>(mul)},
         d_add{std::span<const float>(add)}, d_out{threads * k::kFmaChains};
     d_out.fill_bytes(pd::kPoisonByte);
@@ -191,8 +193,8 @@ pd::KernelResult run_cublas_bf16(const Options& o, const std::string& dump_dir) 
     d_c.fill_bytes(pd::kPoisonByte);
     pd::CublasHandle handle;
     const float alpha = 1.f, beta = 0.f;
-    // Row-major C[n,n] = A B^T is, in cuBLAS's column-major terms, C^T = B A^T... which with
-    // B stored row-major [n,k] is op(B) = T on a k x n column-major matrix.
+    // Row-major C = A B^T, read by column-major cuBLAS as C^T = B A^T: the row-major [n, k]
+    // buffers of B and A are k x n column-major matrices, so B takes op T and A takes op N.
     auto gemm = [&] {
         PD_CHECK_CUBLAS(cublasGemmEx(handle.get(), CUBLAS_OP_T, CUBLAS_OP_N, o.gemm_n, o.gemm_n, o.gemm_n, &alpha,
                                      d_b.data(), CUDA_R_16BF, o.gemm_n, d_a.data(), CUDA_R_16BF, o.gemm_n, &beta,

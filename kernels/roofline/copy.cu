@@ -11,7 +11,7 @@
 
 namespace pd::kernels::roofline {
 
-//! [copy_grid_stride]
+// [copy_grid_stride]
 /// Each thread copies float4 elements i, i + stride, ... so that a warp touches 512
 /// consecutive bytes per step (fully coalesced), and a fixed-size grid covers any n.
 __global__ void copy_grid_stride_kernel(const float4* __restrict__ in, float4* __restrict__ out,
@@ -24,7 +24,7 @@ __global__ void copy_grid_stride_kernel(const float4* __restrict__ in, float4* _
     const std::size_t t = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x;
     if (t < std::size_t(tail)) out_tail[t] = in_tail[t];
 }
-//! [copy_grid_stride]
+// [copy_grid_stride]
 
 void copy_grid_stride(const float* in, float* out, std::size_t n, cudaStream_t stream) {
     if (n == 0) throw std::invalid_argument("copy_grid_stride: n must be >= 1, got 0");

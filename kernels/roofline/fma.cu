@@ -10,7 +10,7 @@
 
 namespace pd::kernels::roofline {
 
-//! [fma_chains]
+// [fma_chains]
 /// kFmaChains independent chains per thread hide the FMA latency (about 4 cycles) inside
 /// one thread; many warps per SM hide the rest. Inputs are read once and outputs written
 /// once, so memory traffic is negligible next to 2 * kFmaChains * iters FLOPs per thread.
@@ -35,7 +35,7 @@ __global__ void fma_chains_kernel(const float* __restrict__ init, const float* _
 #pragma unroll
     for (int k = 0; k < kFmaChains; ++k) out[t * kFmaChains + k] = a[k];
 }
-//! [fma_chains]
+// [fma_chains]
 
 void fma_chains(const float* init, const float* mul, const float* add, int patterns, float* out,
                 std::size_t threads, int iters, cudaStream_t stream) {

@@ -14,6 +14,8 @@ namespace pd::kernels::roofline {
 /// Bytes moved: 8 n (each float read once and written once).
 /// @param in  [n] device memory, 16-byte aligned
 /// @param out [n] device memory, 16-byte aligned, not overlapping @p in
+/// @param n      number of floats
+/// @param stream stream the kernel is launched on
 /// @pre n >= 1; throws std::invalid_argument naming the parameter otherwise.
 void copy_grid_stride(const float* in, float* out, std::size_t n, cudaStream_t stream = nullptr);
 
@@ -28,6 +30,10 @@ inline constexpr int kFmaChains = 8;
 /// @param mul  [patterns, kFmaChains] multipliers (|mul| < 1 keeps the chains finite)
 /// @param add  [patterns, kFmaChains] addends
 /// @param out  [threads, kFmaChains] final values
+/// @param patterns rows of the inputs
+/// @param threads  threads launched
+/// @param iters    FMA steps per chain
+/// @param stream   stream the kernel is launched on
 /// @pre threads >= 1, 1 <= patterns, iters >= 1; throws std::invalid_argument otherwise.
 void fma_chains(const float* init, const float* mul, const float* add, int patterns, float* out,
                 std::size_t threads, int iters, cudaStream_t stream = nullptr);

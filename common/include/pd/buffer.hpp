@@ -32,8 +32,10 @@ public:
 
     DeviceBuffer(const DeviceBuffer&) = delete;
     DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    /// Takes over @p other's allocation; @p other is left empty.
     DeviceBuffer(DeviceBuffer&& other) noexcept
         : ptr_(std::exchange(other.ptr_, nullptr)), count_(std::exchange(other.count_, 0)) {}
+    /// Frees this allocation and takes over @p other's; @p other is left empty.
     DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
         if (this != &other) {
             reset();
@@ -43,9 +45,13 @@ public:
         return *this;
     }
 
+    /// Device pointer to the first element (nullptr when empty).
     T* data() noexcept { return ptr_; }
+    /// Device pointer to the first element (nullptr when empty).
     const T* data() const noexcept { return ptr_; }
+    /// Number of elements.
     std::size_t size() const noexcept { return count_; }
+    /// Size in bytes: size() * sizeof(T).
     std::size_t bytes() const noexcept { return count_ * sizeof(T); }
 
     /// Copies @p host (exactly size() elements) to the device; synchronous.

@@ -21,39 +21,39 @@ enum ExitCode : int {
 };
 
 /// Values of the shared options. A chapter sets backend-appropriate defaults before calling
-/// add_common_options (the defaults are shown by --help).
+/// add_common_options (the defaults are shown by `--help`).
 struct CommonOptions {
-    std::string kernel = "all";   ///< --kernel NAME|all
-    std::uint64_t seed = 42;      ///< --seed
-    int iters = 20;               ///< --iters: timed runs (the median is reported)
-    int warmup = 3;               ///< --warmup: untimed runs first
-    bool check_only = false;      ///< --check-only: validate, do not time
-    std::string json;             ///< --json FILE, "-" for stdout
-    std::string dump;             ///< --dump DIR: inputs and outputs as .npy
+    std::string kernel = "all";   ///< `--kernel NAME|all`
+    std::uint64_t seed = 42;      ///< `--seed`
+    int iters = 20;               ///< `--iters`: timed runs (the median is reported)
+    int warmup = 3;               ///< `--warmup`: untimed runs first
+    bool check_only = false;      ///< `--check-only`: validate, do not time
+    std::string json;             ///< `--json FILE`, "-" for stdout
+    std::string dump;             ///< `--dump DIR`: inputs and outputs as .npy
 
-    /// True when --kernel selects @p name (or is "all").
+    /// True when `--kernel` selects @p name (or is "all").
     bool selects(const std::string& name) const { return kernel == "all" || kernel == name; }
 };
 
-/// Registers --kernel (checked against @p kernel_names plus "all"), --seed, --iters,
-/// --warmup, --check-only, --json and --dump on @p app.
+/// Registers `--kernel` (checked against @p kernel_names plus "all"), `--seed`, `--iters`,
+/// `--warmup`, `--check-only`, `--json` and `--dump` on @p app.
 void add_common_options(CLI::App& app, CommonOptions& options,
                         const std::vector<std::string>& kernel_names);
 
 /// Parses the command line. Returns std::nullopt when the program should continue, or the
-/// exit code to return now: 0 after --help, kExitBadInput after an error, whose one-line
+/// exit code to return now: 0 after `--help`, kExitBadInput after an error, whose one-line
 /// message (naming the option) has been printed to stderr as "<program>: error: ...".
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv);
 
 /// Prints "<program>: error: <message>" to stderr and returns kExitBadInput, for problems
-/// found after parsing (e.g. a problem too large for device memory).
+/// found after parsing (for example, a problem too large for device memory).
 int bad_input(const CLI::App& app, const std::string& message);
 
 /// The stream for human-readable output: stdout, or stderr when the JSON goes to stdout
 /// (`--json -`), so that stdout stays valid JSON.
 std::ostream& text_out(const CommonOptions& options);
 
-/// Creates the --dump directory if one was given; returns its path with a trailing '/'.
+/// Creates the `--dump` directory if one was given; returns its path with a trailing '/'.
 /// Throws std::runtime_error if it cannot be created.
 std::string prepare_dump_dir(const CommonOptions& options);
 

@@ -35,6 +35,7 @@ inline constexpr const char* backend_name() {
 
 /// Bytes in one gibibyte and one mebibyte, for sizes printed to the user.
 inline constexpr std::size_t kMiB = std::size_t{1} << 20;
+/// Bytes in one gibibyte (2^30).
 inline constexpr std::size_t kGiB = std::size_t{1} << 30;
 
 }  // namespace pd

@@ -99,13 +99,14 @@ double as_double(T v) {
     }
 }
 
-/// Shared scan (sizes already equal): fills counts, errors and guards; `bad_fn(i, err, ref)` says if element i fails.
+/// The failed result of comparing buffers of different sizes.
 inline CompareResult size_mismatch(std::size_t out, std::size_t ref) {
     CompareResult r;
     r.rule = "size mismatch: out has " + std::to_string(out) + " elements, ref has " + std::to_string(ref);
     return r;
 }
 
+/// Shared scan (sizes already equal): fills counts, errors and guards; `bad_fn(i, err, ref)` says if element i fails.
 template <typename T, typename R, typename BadFn>
 CompareResult scan(std::span<const T> out, std::span<const R> ref, double atol_for_rel,
                    std::size_t max_report, BadFn&& bad_fn) {

@@ -29,8 +29,10 @@ public:
     }
     CublasHandle(const CublasHandle&) = delete;
     CublasHandle& operator=(const CublasHandle&) = delete;
+    /// Takes over @p o's handle; @p o is left empty.
     CublasHandle(CublasHandle&& o) noexcept : h_(std::exchange(o.h_, nullptr)) {}
     CublasHandle& operator=(CublasHandle&&) = delete;
+    /// The handle, for cuBLAS calls.
     cublasHandle_t get() const noexcept { return h_; }
 
 private:

@@ -12,6 +12,7 @@ namespace pd {
 /// A failed CUDA runtime call: what() holds the call, file:line, error name and text.
 class CudaError : public std::runtime_error {
 public:
+    /// An error @p code with its full message @p what (see cuda_error_message).
     CudaError(cudaError_t code, const std::string& what) : std::runtime_error(what), code_(code) {}
     /// The CUDA error code that caused the exception.
     cudaError_t code() const noexcept { return code_; }

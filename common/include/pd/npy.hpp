@@ -23,9 +23,13 @@ void write_npy(const std::string& path, std::span<const T> data, std::vector<std
 
 /// A .npy file read back: its dtype descriptor (e.g. "<f4"), shape and raw bytes.
 struct NpyArray {
+    /// NumPy dtype descriptor, e.g. "<f4".
     std::string descr;
+    /// Dimensions, outermost first.
     std::vector<std::size_t> shape;
+    /// True for column-major data (write_npy always writes C order).
     bool fortran_order = false;
+    /// The element data as stored in the file.
     std::vector<std::uint8_t> bytes;
     /// Number of elements (product of the shape).
     std::size_t size() const;

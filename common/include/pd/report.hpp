@@ -14,14 +14,18 @@ namespace pd {
 /// One row of a chapter's results: a kernel version (or a ceiling) that was validated and,
 /// on a GPU, timed. Fields that do not apply stay empty and become null in JSON.
 struct KernelResult {
+    /// Kernel (or ceiling) name, as accepted by `--kernel`.
     std::string kernel;
     std::optional<double> time_ms;            ///< median time of one run
     std::optional<double> gbps;               ///< bytes moved / time, 1e9 bytes per second
     std::optional<double> tflops;             ///< FLOPs / time, 1e12 per second
     std::optional<double> roofline_fraction;  ///< floor time / measured time
     std::optional<double> vs_baseline;        ///< baseline time / this time (>1: faster)
+    /// Largest |out - ref| of the validation.
     std::optional<double> max_abs_err;
+    /// Largest |out - ref| / |ref| of the validation.
     std::optional<double> max_rel_err;
+    /// True when the output matched its reference.
     bool passed = false;
 };
 
@@ -31,10 +35,11 @@ nlohmann::json to_json(const KernelResult& r);
 /// A plain-text table with right-aligned numeric columns, printed after a run.
 class Table {
 public:
+    /// A table with these column @p headers and no rows.
     explicit Table(std::vector<std::string> headers) : headers_(std::move(headers)) {}
     /// Adds a row; it must have as many cells as there are headers.
     void add_row(std::vector<std::string> cells);
-    /// Renders the table with a header rule; each line ends in '\n'.
+    /// Renders the table with a header rule; each line ends in a newline.
     std::string render() const;
 
 private:

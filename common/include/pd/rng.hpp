@@ -18,6 +18,7 @@ namespace pd {
 /// A seeded generator of uniform and normal floats, reproducible across compilers.
 class Rng {
 public:
+    /// A generator whose whole sequence is fixed by @p seed.
     explicit Rng(std::uint64_t seed) : engine_(seed) {}
 
     /// Uniform in [0, 1) with 24 random bits (every value exactly representable as float).

@@ -39,6 +39,7 @@ const char* to_string(Bound b);
 
 /// Published figures of one GPU: the leads a chapter compares its measurements with.
 struct GpuSpec {
+    /// Preset name, as accepted by `--gpu`.
     std::string name;
     double bandwidth_gbps;   ///< peak memory bandwidth, 1e9 bytes/s
     double tensor_tflops;    ///< dense (no sparsity) BF16 tensor-core rate, FP32 accumulate
@@ -54,15 +55,20 @@ std::optional<GpuSpec> find_gpu(std::string_view name);
 
 /// A decoder-only transformer's shape: what the KV-cache size and attention FLOPs need.
 struct ModelConfig {
+    /// Preset name, as accepted by `--model`.
     std::string name;
+    /// Transformer blocks L.
     int layers = 0;
     int hidden = 0;      ///< model width
     int heads = 0;       ///< query heads H
     int kv_heads = 0;    ///< key/value heads (grouped-query attention when < heads)
     int head_dim = 0;    ///< d
     int ffn = 0;         ///< gated MLP inner size
+    /// Vocabulary size.
     int vocab = 0;
+    /// True when the output projection reuses the input embedding matrix.
     bool tied_embeddings = false;
+    /// Where the shape comes from.
     std::string source;
 
     /// Parameters of the weights: embeddings, attention and gated MLP projections, norms.
@@ -78,9 +84,11 @@ std::optional<ModelConfig> find_model(std::string_view name);
 
 /// The hardware a prediction is made for: one GPU's rates times an ideal N-way split.
 struct Machine {
+    /// The GPU's name, prefixed by "N x " for several GPUs.
     std::string name;
     double peak_flops_per_s = 0;  ///< all GPUs together
     double bytes_per_s = 0;       ///< all GPUs together
+    /// Number of GPUs.
     int gpus = 1;
     double memory_bytes = 0;      ///< all GPUs together (0 when unknown)
 };
@@ -99,10 +107,15 @@ struct Workload {
 
 /// FLOPs, bytes and their consequences for one phase.
 struct PhaseCost {
+    /// Floating-point operations of the phase.
     double flops = 0;
+    /// Bytes the phase moves to and from device memory.
     double bytes = 0;
+    /// flops / bytes, in FLOP/byte.
     double intensity = 0;
+    /// Memory-bound below the ridge point, compute-bound at or above it.
     Bound bound = Bound::Memory;
+    /// max(flops / peak FLOP/s, bytes / bandwidth), in seconds.
     double floor_s = 0;
 };
 

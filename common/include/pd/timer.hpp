@@ -13,9 +13,13 @@ namespace pd {
 
 /// Summary of N timed runs, in milliseconds.
 struct TimingStats {
+    /// Median of the runs.
     double median_ms = 0;
+    /// Fastest run.
     double min_ms = 0;
+    /// Slowest run.
     double max_ms = 0;
+    /// Number of timed runs.
     int runs = 0;
 };
 
@@ -31,6 +35,7 @@ public:
     }
     CudaEvent(const CudaEvent&) = delete;
     CudaEvent& operator=(const CudaEvent&) = delete;
+    /// Takes over @p o's event; @p o is left empty.
     CudaEvent(CudaEvent&& o) noexcept : event_(std::exchange(o.event_, nullptr)) {}
     CudaEvent& operator=(CudaEvent&&) = delete;
 
