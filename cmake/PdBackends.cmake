@@ -55,3 +55,5 @@ add_library(pd_warnings INTERFACE)
 target_compile_options(pd_warnings INTERFACE
   $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>
   $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra,-Wno-unused-parameter>)
+
+include(PdSim)

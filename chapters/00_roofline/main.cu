@@ -37,7 +37,11 @@ namespace {
 namespace rl = pd::roofline;
 
 const char* const kChapter = "00_roofline";
+#if defined(PD_BACKEND_SIM)
+const std::vector<std::string> kKernels = {"copy_memcpy", "copy_kernel", "fma_fp32"};  // no cuBLAS on the sim
+#else
 const std::vector<std::string> kKernels = {"copy_memcpy", "copy_kernel", "fma_fp32", "cublas_bf16"};
+#endif
 
 struct Options {
     pd::CommonOptions common;
@@ -51,9 +55,14 @@ struct Options {
     int gpus = 1;
     std::string model = "none";
     bool calculator_only = false;
-    // Measured ceilings.
+    // Measured ceilings: benchmark sizes on a GPU, seconds-long runs on the simulator.
+#if defined(PD_BACKEND_SIM)
+    int copy_mib = 64;
+    int fma_iters = 256;
+#else
     int copy_mib = 1024;
     int fma_iters = 16384;
+#endif
     int gemm_n = 8192;
 };
 
@@ -377,6 +386,11 @@ int run(int argc, char** argv) {
     if (auto code = pd::parse_command_line(app, argc, argv)) return *code;
     if (o.gpu == "measured" && o.calculator_only)
         return pd::bad_input(app, "--gpu measured needs this run's ceilings; drop --calculator-only");
+#if defined(PD_BACKEND_SIM)
+    if (o.gpu == "measured")
+        return pd::bad_input(app, "--gpu measured needs a GPU's ceilings; the simulator's timings are CPU figures "
+                                  "(run ch00_roofline on a GPU)");
+#endif
 
     std::ostream& out = pd::text_out(o.common);
     const std::string dump_dir = pd::prepare_dump_dir(o.common);
@@ -403,7 +417,11 @@ int run(int argc, char** argv) {
         if (probe.count > 0) {
             const pd::DeviceInfo dev = pd::query_device(0);
             device_json = pd::to_json(dev);
-            out << "== Device ==\n" << pd::describe(dev) << "\n";
+            out << "== Device ==\n" << pd::describe(dev);
+#if defined(PD_BACKEND_SIM)
+            out << "  (the CPU simulator: its timings below are CPU figures, not GPU performance)\n";
+#endif
+            out << "\n";
 
             const std::size_t copy_n = std::size_t(o.copy_mib) * pd::kMiB / sizeof(float);
             const double gemm_bytes = double(o.gemm_n) * o.gemm_n * (2 + 2 + 4);
@@ -417,7 +435,8 @@ int run(int argc, char** argv) {
                 return pd::bad_input(app, "--gemm-n " + std::to_string(o.gemm_n) + " needs " +
                                               pd::format_bytes(gemm_bytes) + " but only " +
                                               pd::format_bytes(double(free_b)) + " of device memory is free");
-            out << "== Measured ceilings ==\n"
+            out << (pd::backend_name() == std::string("sim") ? "== Ceiling kernels, run on the CPU simulator ==\n"
+                                                              : "== Measured ceilings ==\n")
                 << "copy: " << pd::format_bytes(double(copy_n) * sizeof(float)) << " read and written; FMA: "
                 << o.fma_iters << " steps x " << pd::kernels::roofline::kFmaChains << " chains per thread; cuBLAS: "
                 << o.gemm_n << "^3 BF16 in, FP32 accumulate and out"

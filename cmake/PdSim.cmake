@@ -1,0 +1,71 @@
+# The sim backend: the same kernel sources, rewritten by pd_sim_rewrite (launch chevrons,
+# `extern __shared__`, inline PTX) and compiled by the host compiler against the CPU
+# simulator of the CUDA execution model (common/sim). Everything linked with pd_sim gets the
+# simulator header force-included and PD_BACKEND_SIM defined.
+option(PD_ENABLE_SIM "Build the sim backend (the CPU simulator of the CUDA execution model)" ON)
+option(PD_SIM_SANITIZE "Build the sim backend with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
+
+if(NOT PD_ENABLE_SIM)
+  return()
+endif()
+find_package(Boost 1.74 CONFIG COMPONENTS context)
+find_package(Threads REQUIRED)
+if(NOT Boost_FOUND)
+  message(STATUS "Boost.Context not found: the sim backend is not built (scripts/install-deps installs it)")
+  return()
+endif()
+list(APPEND PD_BACKENDS sim)
+
+# pd_sim_rewrite_sources(<out_var> <files>...): for each CUDA source or header, a rewritten
+# copy under build/sim_src/<path from the repository root> (.cu files get a .cpp suffix so
+# the host compiler builds them). Headers are mirrored too, so that `#include "x.cuh"` next
+# to a rewritten file finds the rewritten header.
+function(pd_sim_rewrite_sources out_var)
+  set(outs)
+  foreach(src IN LISTS ARGN)
+    get_filename_component(abs "${src}" ABSOLUTE)
+    file(RELATIVE_PATH rel "${PROJECT_SOURCE_DIR}" "${abs}")
+    set(out "${PROJECT_BINARY_DIR}/sim_src/${rel}")
+    if(abs MATCHES "\\.cu$")
+      string(APPEND out ".cpp")
+    endif()
+    add_custom_command(OUTPUT "${out}"
+                       COMMAND pd_sim_rewrite "${abs}" "${out}"
+                       DEPENDS "${abs}" pd_sim_rewrite
+                       COMMENT "Rewriting ${rel} for the simulator" VERBATIM)
+    list(APPEND outs "${out}")
+  endforeach()
+  set(${out_var} ${outs} PARENT_SCOPE)
+endfunction()
+
+# pd_sim_mirror_dir(<out_var> <dir>): every .cu/.cuh/.h/.hpp below <dir>, rewritten; the
+# mirror of <dir> is ${PROJECT_BINARY_DIR}/sim_src/<dir relative to the root>.
+function(pd_sim_mirror_dir out_var dir)
+  file(GLOB_RECURSE files CONFIGURE_DEPENDS "${dir}/*.cu" "${dir}/*.cuh" "${dir}/*.h" "${dir}/*.hpp")
+  pd_sim_rewrite_sources(outs ${files})
+  set(${out_var} ${outs} PARENT_SCOPE)
+endfunction()
+
+function(pd_sim_mirror_path out_var dir)
+  file(RELATIVE_PATH rel "${PROJECT_SOURCE_DIR}" "${dir}")
+  set(${out_var} "${PROJECT_BINARY_DIR}/sim_src/${rel}" PARENT_SCOPE)
+endfunction()
+
+# Called by add_chapter() for the sim backend.
+function(pd_add_sim_chapter target sources)
+  set(abs_sources)
+  foreach(s IN LISTS sources)
+    list(APPEND abs_sources "${CMAKE_CURRENT_SOURCE_DIR}/${s}")
+  endforeach()
+  pd_sim_rewrite_sources(rewritten ${abs_sources})
+  add_executable(${target} ${rewritten})
+  target_link_libraries(${target} PRIVATE pd_kernels_sim pd_runtime_sim pd_reference pd_core pd_warnings)
+endfunction()
+
+# Called by tests/kernels for the sim backend: the test .cpp files, compiled with the
+# simulator header, against the sim kernel library.
+function(pd_add_sim_kernel_tests target sources)
+  add_executable(${target} ${sources})
+  target_link_libraries(${target} PRIVATE pd_kernels_sim pd_runtime_sim pd_reference pd_core Catch2::Catch2
+                                          pd_warnings)
+endfunction()

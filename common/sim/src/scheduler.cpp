@@ -1,0 +1,711 @@
+// The simulator's execution engine: every CUDA thread a fiber, the fibers of one block on one
+// OS thread, blocks spread over a pool of worker threads.
+//
+// A block runs in passes: each runnable fiber is resumed until it finishes or waits at a
+// barrier or warp collective. When no fiber can run, completed warp collectives and the block
+// barrier are released; if nothing can be released the block is stuck, and the diagnosis
+// names the threads and source lines involved. Any fault stops the launch with an error.
+#include "sim_internal.hpp"
+
+#include <boost/context/fiber.hpp>
+#include <boost/context/stack_context.hpp>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define PD_SIM_ASAN 1
+#endif
+
+namespace ctx = boost::context;
+
+namespace pd::sim::detail {
+
+thread_local ThreadState* current = nullptr;
+thread_local const BlockInfo* current_block = nullptr;
+
+Settings& settings() {
+    static Settings s = [] {
+        Settings s;
+        const unsigned hw = std::thread::hardware_concurrency();
+        s.workers = hw > 0 ? int(hw) : 1;
+        if (const char* v = std::getenv("PD_SIM_THREADS")) s.workers = std::max(1, std::atoi(v));
+        if (const char* v = std::getenv("PD_SIM_SCHEDULE")) s.random_schedule = std::string(v) == "random";
+        if (const char* v = std::getenv("PD_SIM_SEED")) s.seed = std::strtoull(v, nullptr, 10);
+#if defined(PD_SIM_ASAN)
+        std::size_t kib = 256;  // instrumented frames are larger
+#else
+        std::size_t kib = 64;
+#endif
+        if (const char* v = std::getenv("PD_SIM_STACK_KIB")) kib = std::max<std::size_t>(16, std::strtoull(v, nullptr, 10));
+        s.stack_bytes = kib * 1024;
+        return s;
+    }();
+    return s;
+}
+
+namespace {
+
+// ---- fiber stacks: mmap'd with a guard page, pooled per worker so launches reuse them ----------
+
+class StackPool {
+public:
+    ~StackPool() {
+        for (auto& sc : free_) release(sc);
+    }
+    ctx::stack_context get() {
+        if (!free_.empty()) {
+            ctx::stack_context sc = free_.back();
+            free_.pop_back();
+            return sc;
+        }
+        const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
+        const std::size_t size = settings().stack_bytes + page;
+        void* base = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (base == MAP_FAILED) throw std::bad_alloc();
+        mprotect(base, page, PROT_NONE);  // overflow faults instead of corrupting memory
+        ctx::stack_context sc;
+        sc.size = size;
+        sc.sp = static_cast<char*>(base) + size;
+        return sc;
+    }
+    void put(ctx::stack_context& sc) { free_.push_back(sc); }
+
+private:
+    static void release(ctx::stack_context& sc) { munmap(static_cast<char*>(sc.sp) - sc.size, sc.size); }
+    std::vector<ctx::stack_context> free_;
+};
+
+thread_local StackPool stack_pool;
+
+struct PooledStack {
+    ctx::stack_context allocate() { return stack_pool.get(); }
+    void deallocate(ctx::stack_context& sc) noexcept { stack_pool.put(sc); }
+};
+
+// ---- dynamic shared memory: one buffer per worker, the size of the opt-in limit -------------
+
+struct DynamicShared {
+    std::unique_ptr<unsigned char[]> buffer{new (std::align_val_t(256)) unsigned char[kSharedPerBlockOptin]};
+    std::size_t in_use = 0;
+};
+thread_local DynamicShared dynamic_shared;
+
+// ---- per-thread and per-block scheduling state ---------------------------------------------
+
+enum class Wait { Runnable, Barrier, Warp, Exited, Faulted };
+
+struct Slot : ThreadState {
+    ctx::fiber fiber;  // the thread while it is suspended
+    ctx::fiber sink;   // the scheduler while the thread runs
+    bool started = false;
+    Wait wait = Wait::Runnable;
+    std::source_location loc;
+    // block barrier
+    BarrierKind barrier_kind = BarrierKind::Sync;
+    int predicate = 0;
+    int barrier_result = 0;
+    // warp collective
+    WarpOp op = WarpOp::SyncWarp;
+    unsigned mask = 0;
+    std::uint64_t value = 0, result = 0;
+    int param = 0, width = 32;
+};
+
+const char* barrier_name(BarrierKind k) {
+    switch (k) {
+        case BarrierKind::Sync: return "__syncthreads";
+        case BarrierKind::Count: return "__syncthreads_count";
+        case BarrierKind::And: return "__syncthreads_and";
+        case BarrierKind::Or: return "__syncthreads_or";
+    }
+    return "?";
+}
+
+const char* warp_op_name(WarpOp op) {
+    switch (op) {
+        case WarpOp::SyncWarp: return "__syncwarp";
+        case WarpOp::Shfl: return "__shfl_sync";
+        case WarpOp::ShflUp: return "__shfl_up_sync";
+        case WarpOp::ShflDown: return "__shfl_down_sync";
+        case WarpOp::ShflXor: return "__shfl_xor_sync";
+        case WarpOp::Ballot: return "__ballot_sync";
+        case WarpOp::Any: return "__any_sync";
+        case WarpOp::All: return "__all_sync";
+        case WarpOp::Match: return "__match_any_sync";
+        case WarpOp::Wmma: return "a wmma warp operation";
+    }
+    return "?";
+}
+
+std::string where(const std::source_location& loc) {
+    return std::string(loc.file_name()) + ":" + std::to_string(loc.line());
+}
+
+std::string hex(unsigned mask) {
+    char buf[16];
+    std::snprintf(buf, sizeof buf, "0x%08x", mask);
+    return buf;
+}
+
+std::string coords(const uint3& v) {
+    return "(" + std::to_string(v.x) + "," + std::to_string(v.y) + "," + std::to_string(v.z) + ")";
+}
+
+struct Launch;
+
+struct BlockRun {
+    BlockInfo info;
+    const Launch* launch = nullptr;
+    std::vector<Slot> slots;
+    std::vector<int> order;
+    int live = 0;
+    bool failed = false;
+    std::mt19937_64 rng;
+    std::uint64_t passes = 0;
+
+    int warp_count() const { return int((slots.size() + kWarpSize - 1) / kWarpSize); }
+    int lanes_in_warp(int w) const { return std::min<int>(kWarpSize, int(slots.size()) - w * kWarpSize); }
+};
+
+struct Launch {
+    LaunchRequest req;
+    std::size_t total_blocks = 0;
+    std::atomic<std::size_t> next{0};
+    std::atomic<bool> failed{false};
+    std::mutex error_mutex;
+    std::string diagnostic;
+    cudaError_t error = cudaSuccess;
+};
+
+thread_local BlockRun* running_block = nullptr;
+
+/// Records the first fault of a launch; later ones are dropped (a GPU reports one error too).
+void record_fault(BlockRun& b, cudaError_t code, const std::string& text) {
+    b.failed = true;
+    Launch& l = *const_cast<Launch*>(b.launch);
+    std::lock_guard<std::mutex> lock(l.error_mutex);
+    if (l.error == cudaSuccess) {
+        l.error = code;
+        l.diagnostic = text;
+    }
+    l.failed = true;
+}
+
+std::string thread_label(const BlockRun& b, const Slot& s) {
+    return "block " + coords(b.info.block_idx) + " thread " + coords(s.thread_idx);
+}
+
+Slot& self() { return *static_cast<Slot*>(current); }
+
+/// Switches from the running thread back to the scheduler; returns when resumed.
+void suspend(Slot& s) { s.sink = std::move(s.sink).resume(); }
+
+/// Marks the running thread faulted and never returns (its fiber is abandoned, not unwound).
+[[noreturn]] void fault_and_stop(cudaError_t code, const std::string& text) {
+    Slot& s = self();
+    record_fault(*running_block, code, text);
+    s.wait = Wait::Faulted;
+    for (;;) suspend(s);
+}
+
+// ---- warp collectives --------------------------------------------------------------------
+
+bool is_power_of_two(int w) { return w > 0 && (w & (w - 1)) == 0; }
+
+/// Computes the results of a complete collective of the lanes in @p mask of warp @p w.
+void complete_collective(BlockRun& b, int w, unsigned mask) {
+    Slot* lanes[kWarpSize] = {};
+    for (int l = 0; l < kWarpSize; ++l)
+        if (mask & (1u << l)) lanes[l] = &b.slots[std::size_t(w * kWarpSize + l)];
+    const int first = std::countr_zero(mask);
+    const WarpOp op = lanes[first]->op;
+    for (int l = 0; l < kWarpSize; ++l) {
+        Slot* s = lanes[l];
+        if (s == nullptr) continue;
+        if (s->op != op) {
+            record_fault(b, cudaErrorLaunchFailure,
+                         "lanes of one warp met at different warp collectives: " + thread_label(b, *lanes[first]) +
+                             " at " + warp_op_name(op) + " (" + where(lanes[first]->loc) + "), " + thread_label(b, *s) +
+                             " at " + warp_op_name(s->op) + " (" + where(s->loc) + ")");
+            return;
+        }
+    }
+    unsigned ballot = 0;
+    for (int l = 0; l < kWarpSize; ++l)
+        if (lanes[l] && lanes[l]->value) ballot |= 1u << l;
+    for (int l = 0; l < kWarpSize; ++l) {
+        Slot* s = lanes[l];
+        if (s == nullptr) continue;
+        const int width = s->width;
+        const int seg = l & ~(width - 1);  // first lane of this lane's segment
+        int src = l;
+        switch (op) {
+            case WarpOp::Shfl: src = seg + (((s->param % width) + width) % width); break;
+            case WarpOp::ShflUp: src = (l - seg) >= s->param ? l - s->param : l; break;
+            case WarpOp::ShflDown: src = (l - seg) + s->param < width ? l + s->param : l; break;
+            case WarpOp::ShflXor: {
+                const int x = l ^ s->param;
+                src = (x >= seg + width || x >= kWarpSize) ? l : x;  // later segments: own value
+                break;
+            }
+            default: break;
+        }
+        switch (op) {
+            case WarpOp::Shfl:
+            case WarpOp::ShflUp:
+            case WarpOp::ShflDown:
+            case WarpOp::ShflXor:
+                if (!(mask & (1u << src))) {
+                    record_fault(b, cudaErrorLaunchFailure,
+                                 std::string(warp_op_name(op)) + " in " + thread_label(b, *s) + " at " + where(s->loc) +
+                                     " reads lane " + std::to_string(src) + ", which is not in the mask " +
+                                     hex(mask) + " (the value would be undefined on a GPU)");
+                    return;
+                }
+                s->result = lanes[src]->value;
+                break;
+            case WarpOp::Ballot: s->result = ballot; break;
+            case WarpOp::Any: s->result = ballot != 0; break;
+            case WarpOp::All: s->result = ballot == mask; break;
+            case WarpOp::Match: {
+                unsigned same = 0;
+                for (int k = 0; k < kWarpSize; ++k)
+                    if (lanes[k] && lanes[k]->value == s->value) same |= 1u << k;
+                s->result = same;
+                break;
+            }
+            case WarpOp::SyncWarp:
+            case WarpOp::Wmma: s->result = 0; break;
+        }
+    }
+    for (int l = 0; l < kWarpSize; ++l)
+        if (lanes[l]) lanes[l]->wait = Wait::Runnable;
+}
+
+/// Releases every warp collective whose lanes have all arrived with the same mask.
+bool release_warps(BlockRun& b) {
+    bool released = false;
+    for (int w = 0; w < b.warp_count() && !b.failed; ++w) {
+        const int base = w * kWarpSize, n = b.lanes_in_warp(w);
+        unsigned done = 0;
+        for (int l = 0; l < n; ++l) {
+            const Slot& s = b.slots[std::size_t(base + l)];
+            if (s.wait != Wait::Warp || (done & (1u << l))) continue;
+            const unsigned mask = s.mask;
+            bool complete = true;
+            for (int k = 0; k < kWarpSize && complete; ++k) {
+                if (!(mask & (1u << k))) continue;
+                const Slot& o = b.slots[std::size_t(base + k)];
+                complete = o.wait == Wait::Warp && o.mask == mask;
+            }
+            done |= mask;
+            if (complete) {
+                complete_collective(b, w, mask);
+                released = true;
+            }
+        }
+    }
+    return released;
+}
+
+// ---- block barrier -------------------------------------------------------------------------
+
+/// Releases the block barrier when every thread that has not exited waits at it.
+bool release_barrier(BlockRun& b) {
+    int waiting = 0, exited = 0;
+    const Slot* first = nullptr;
+    for (const Slot& s : b.slots) {
+        if (s.wait == Wait::Barrier) {
+            ++waiting;
+            if (!first) first = &s;
+        } else if (s.wait == Wait::Exited) {
+            ++exited;
+        } else {
+            return false;  // someone waits at a warp collective: not a barrier release
+        }
+    }
+    if (waiting == 0 || exited > 0) return false;
+    for (const Slot& s : b.slots) {
+        if (s.loc.line() != first->loc.line() || std::strcmp(s.loc.file_name(), first->loc.file_name()) != 0 ||
+            s.barrier_kind != first->barrier_kind)
+            return false;  // different barriers: diagnosed as stuck
+    }
+    int count = 0;
+    for (const Slot& s : b.slots) count += s.predicate;
+    const int n = int(b.slots.size());
+    for (Slot& s : b.slots) {
+        switch (s.barrier_kind) {
+            case BarrierKind::Sync: s.barrier_result = 0; break;
+            case BarrierKind::Count: s.barrier_result = count; break;
+            case BarrierKind::And: s.barrier_result = count == n; break;
+            case BarrierKind::Or: s.barrier_result = count > 0; break;
+        }
+        s.wait = Wait::Runnable;
+    }
+    if (settings().random_schedule) std::shuffle(b.order.begin(), b.order.end(), b.rng);
+    return true;
+}
+
+/// Explains why no thread of the block can make progress.
+std::string diagnose_stuck(const BlockRun& b) {
+    std::ostringstream out;
+    std::map<std::string, int> at_barrier;
+    const Slot* first_exited = nullptr;
+    const Slot* first_barrier = nullptr;
+    int exited = 0;
+    for (const Slot& s : b.slots) {
+        if (s.wait == Wait::Barrier) {
+            at_barrier[std::string(barrier_name(s.barrier_kind)) + " at " + where(s.loc)]++;
+            if (!first_barrier) first_barrier = &s;
+        }
+        if (s.wait == Wait::Exited) {
+            ++exited;
+            if (!first_exited) first_exited = &s;
+        }
+    }
+    // A warp collective waiting for a lane that is elsewhere.
+    for (const Slot& s : b.slots) {
+        if (s.wait != Wait::Warp) continue;
+        const int base = (s.linear / kWarpSize) * kWarpSize;
+        for (int k = 0; k < kWarpSize; ++k) {
+            if (!(s.mask & (1u << k))) continue;
+            const Slot& o = b.slots[std::size_t(base + k)];
+            if (o.wait == Wait::Warp && o.mask == s.mask) continue;
+            out << "deadlock: " << thread_label(b, s) << " waits at " << warp_op_name(s.op) << " (" << where(s.loc)
+                << ") for lane " << k << " of its warp, but that lane ";
+            if (o.wait == Wait::Exited) out << "has exited";
+            else if (o.wait == Wait::Barrier) out << "waits at " << barrier_name(o.barrier_kind) << " (" << where(o.loc) << ")";
+            else out << "waits at " << warp_op_name(o.op) << " (" << where(o.loc) << ") with mask " << hex(o.mask);
+            return out.str();
+        }
+    }
+    if (!at_barrier.empty() && exited > 0) {
+        out << "divergent barrier: " << thread_label(b, *first_barrier) << " waits at "
+            << barrier_name(first_barrier->barrier_kind) << " (" << where(first_barrier->loc) << ") but " << exited
+            << " thread(s) of the block exited without reaching it (first: " << thread_label(b, *first_exited)
+            << "); every thread of the block must reach the same __syncthreads";
+        return out.str();
+    }
+    if (at_barrier.size() > 1) {
+        out << "divergent barrier: the threads of one block wait at different barriers:";
+        for (const auto& [site, n] : at_barrier) out << " " << n << " at " << site << ";";
+        return out.str();
+    }
+    out << "deadlock: no thread of block " << coords(b.info.block_idx) << " can make progress";
+    return out.str();
+}
+
+// ---- running one block ----------------------------------------------------------------------
+
+void resume(BlockRun& b, Slot& s) {
+    current = &s;
+    if (!s.started) {
+        s.started = true;
+        s.fiber = ctx::fiber(std::allocator_arg, PooledStack{}, [&b, &s](ctx::fiber&& sink) -> ctx::fiber {
+            s.sink = std::move(sink);
+            try {
+                b.launch->req.invoke(b.launch->req.bound);
+            } catch (const ctx::detail::forced_unwind&) {
+                throw;
+            } catch (const std::exception& e) {
+                record_fault(b, cudaErrorLaunchFailure,
+                             thread_label(b, s) + ": C++ exception escaped the kernel: " + e.what());
+            }
+            s.wait = Wait::Exited;
+            --b.live;
+            return std::move(s.sink);
+        });
+    }
+    s.fiber = std::move(s.fiber).resume();
+    current = nullptr;
+}
+
+/// Fibers of a failed block are abandoned rather than unwound: a fault may have stopped a
+/// thread inside a function that must not throw (an assertion handler).
+void abandon(BlockRun& b) {
+    for (Slot& s : b.slots)
+        if (s.fiber) new ctx::fiber(std::move(s.fiber));  // deliberately leaked with its stack
+}
+
+void run_block(Launch& l, std::size_t linear_block) {
+    const dim3 g = l.req.grid, bd = l.req.block;
+    BlockRun b;
+    b.launch = &l;
+    b.info.block_idx = uint3{unsigned(linear_block % g.x), unsigned((linear_block / g.x) % g.y),
+                             unsigned(linear_block / (std::size_t(g.x) * g.y))};
+    b.info.block_dim = bd;
+    b.info.grid_dim = g;
+    const std::size_t n = std::size_t(bd.x) * bd.y * bd.z;
+    b.slots.resize(n);
+    b.order.resize(n);
+    for (std::size_t t = 0; t < n; ++t) {
+        Slot& s = b.slots[t];
+        s.thread_idx = uint3{unsigned(t % bd.x), unsigned((t / bd.x) % bd.y), unsigned(t / (std::size_t(bd.x) * bd.y))};
+        s.linear = int(t);
+        b.order[t] = int(t);
+    }
+    b.live = int(n);
+    if (settings().random_schedule) {
+        b.rng.seed(settings().seed * 0x9E3779B97F4A7C15ull + linear_block);
+        std::shuffle(b.order.begin(), b.order.end(), b.rng);
+    }
+    // Dynamic shared memory starts as NaN bytes, so reading it before writing shows up.
+    DynamicShared& dyn = dynamic_shared;
+    dyn.in_use = l.req.shared_bytes;
+    std::memset(dyn.buffer.get(), 0xFF, dyn.in_use);
+#if defined(PD_SIM_ASAN)
+    ASAN_UNPOISON_MEMORY_REGION(dyn.buffer.get(), dyn.in_use);
+    ASAN_POISON_MEMORY_REGION(dyn.buffer.get() + dyn.in_use, kSharedPerBlockOptin - dyn.in_use);
+#endif
+
+    running_block = &b;
+    current_block = &b.info;
+    while (!b.failed && !l.failed) {
+        for (int idx : b.order) {
+            Slot& s = b.slots[std::size_t(idx)];
+            if (s.wait == Wait::Runnable) resume(b, s);
+            if (b.failed) break;
+        }
+        if (b.failed || b.live == 0) break;
+        if (release_warps(b) || b.failed) continue;
+        if (release_barrier(b)) continue;
+        record_fault(b, cudaErrorLaunchFailure, diagnose_stuck(b));
+    }
+    if (b.failed || l.failed) abandon(b);
+    running_block = nullptr;
+    current_block = nullptr;
+#if defined(PD_SIM_ASAN)
+    ASAN_UNPOISON_MEMORY_REGION(dyn.buffer.get(), kSharedPerBlockOptin);
+#endif
+}
+
+// ---- the worker pool ------------------------------------------------------------------------
+
+class WorkerPool {
+public:
+    explicit WorkerPool(int workers) {
+        for (int i = 1; i < workers; ++i) threads_.emplace_back([this] { loop(); });
+    }
+    ~WorkerPool() {
+        {
+            std::lock_guard<std::mutex> lock(m_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        for (auto& t : threads_) t.join();
+    }
+    /// Runs @p job on every worker and on the calling thread; returns when all have finished.
+    void run(const std::function<void()>& job) {
+        {
+            std::lock_guard<std::mutex> lock(m_);
+            job_ = &job;
+            ++generation_;
+            pending_ = int(threads_.size());
+        }
+        cv_.notify_all();
+        job();
+        std::unique_lock<std::mutex> lock(m_);
+        done_.wait(lock, [this] { return pending_ == 0; });
+        job_ = nullptr;
+    }
+
+private:
+    void loop() {
+        std::uint64_t seen = 0;
+        for (;;) {
+            const std::function<void()>* job;
+            {
+                std::unique_lock<std::mutex> lock(m_);
+                cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+                if (stop_) return;
+                seen = generation_;
+                job = job_;
+            }
+            (*job)();
+            {
+                std::lock_guard<std::mutex> lock(m_);
+                --pending_;
+            }
+            done_.notify_one();
+        }
+    }
+    std::vector<std::thread> threads_;
+    std::mutex m_;
+    std::condition_variable cv_, done_;
+    const std::function<void()>* job_ = nullptr;
+    std::uint64_t generation_ = 0;
+    int pending_ = 0;
+    bool stop_ = false;
+};
+
+std::string launch_error(const LaunchRequest& r) {
+    const dim3 g = r.grid, b = r.block;
+    const unsigned long long threads = 1ull * b.x * b.y * b.z;
+    std::ostringstream out;
+    if (g.x == 0 || g.y == 0 || g.z == 0 || b.x == 0 || b.y == 0 || b.z == 0)
+        out << "a grid or block dimension is 0 (grid " << coords(g) << ", block " << coords(b) << ")";
+    else if (threads > unsigned(kMaxThreadsPerBlock))
+        out << threads << " threads per block (block " << coords(b) << "); the limit is " << kMaxThreadsPerBlock;
+    else if (b.x > unsigned(kMaxBlockDimX) || b.y > unsigned(kMaxBlockDimY) || b.z > unsigned(kMaxBlockDimZ))
+        out << "block " << coords(b) << " exceeds the per-dimension limits (" << kMaxBlockDimX << ", "
+            << kMaxBlockDimY << ", " << kMaxBlockDimZ << ")";
+    else if (g.x > kMaxGridDimX || g.y > kMaxGridDimY || g.z > kMaxGridDimZ)
+        out << "grid " << coords(g) << " exceeds the limits (" << kMaxGridDimX << ", " << kMaxGridDimY << ", "
+            << kMaxGridDimZ << ")";
+    else {
+        const std::size_t limit = std::max(kSharedPerBlock, max_dynamic_shared(r.kernel));
+        if (r.shared_bytes > limit)
+            out << r.shared_bytes << " bytes of dynamic shared memory; the limit is " << limit
+                << (limit == kSharedPerBlock ? " (raise it up to " + std::to_string(kSharedPerBlockOptin) +
+                                                   " with cudaFuncSetAttribute(kernel, "
+                                                   "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes))"
+                                             : "");
+    }
+    return out.str();
+}
+
+}  // namespace
+
+// ---- entry points called from kernels and launches ------------------------------------------
+
+int block_barrier(BarrierKind kind, int predicate, const std::source_location& loc) {
+    Slot& s = self();
+    s.wait = Wait::Barrier;
+    s.barrier_kind = kind;
+    s.predicate = predicate;
+    s.loc = loc;
+    suspend(s);
+    return s.barrier_result;
+}
+
+std::uint64_t warp_collective(WarpOp op, unsigned mask, std::uint64_t value, int param, int width,
+                              const std::source_location& loc) {
+    Slot& s = self();
+    BlockRun& b = *running_block;
+    const int lane = s.linear % kWarpSize, warp = s.linear / kWarpSize;
+    const int lanes = b.lanes_in_warp(warp);
+    const unsigned existing = lanes == kWarpSize ? 0xffffffffu : ((1u << lanes) - 1);
+    const std::string mask_text = hex(mask);
+    const std::string who = thread_label(b, s) + " at " + warp_op_name(op) + " (" + where(loc) + ")";
+    if (!(mask & (1u << lane)))
+        fault_and_stop(cudaErrorLaunchFailure, who + ": the mask " + mask_text + " does not include the calling lane " +
+                                                   std::to_string(lane));
+    if (mask & ~existing)
+        fault_and_stop(cudaErrorLaunchFailure,
+                       who + ": the mask " + mask_text + " names lanes that do not exist (warp " +
+                           std::to_string(warp) + " has " + std::to_string(lanes) +
+                           " threads, because the block has " + std::to_string(b.slots.size()) + ")");
+    if (!is_power_of_two(width) || width > kWarpSize)
+        fault_and_stop(cudaErrorLaunchFailure,
+                       who + ": width " + std::to_string(width) + " is not a power of two between 1 and 32");
+    for (int k = 0; k < kWarpSize; ++k) {
+        if (!(mask & (1u << k))) continue;
+        const Slot& o = b.slots[std::size_t(warp * kWarpSize + k)];
+        if (o.wait == Wait::Exited)
+            fault_and_stop(cudaErrorLaunchFailure, who + ": lane " + std::to_string(k) + " named in the mask " +
+                                                       mask_text + " has already exited");
+    }
+    s.wait = Wait::Warp;
+    s.op = op;
+    s.mask = mask;
+    s.value = value;
+    s.param = param;
+    s.width = width;
+    s.loc = loc;
+    suspend(s);
+    return s.result;
+}
+
+unsigned active_mask() {
+    const Slot& s = self();
+    const BlockRun& b = *running_block;
+    const int warp = s.linear / kWarpSize;
+    unsigned m = 0;
+    for (int l = 0; l < b.lanes_in_warp(warp); ++l)
+        if (b.slots[std::size_t(warp * kWarpSize + l)].wait != Wait::Exited) m |= 1u << l;
+    return m;
+}
+
+void kernel_fault(cudaError_t code, const char* message, const std::source_location& loc) {
+    fault_and_stop(code, thread_label(*running_block, self()) + ": " + message + " at " + where(loc));
+}
+
+void* dynamic_shared_memory() { return dynamic_shared.buffer.get(); }
+
+void launch(const LaunchRequest& req) {
+    if (sticky_error() != cudaSuccess) return;  // the context is unusable after a fault, as on a GPU
+    if (current != nullptr) {
+        set_error(cudaErrorNotSupported);  // dynamic parallelism
+        return;
+    }
+    const std::string bad = launch_error(req);
+    if (!bad.empty()) {
+        set_last_diagnostic("invalid launch configuration: " + bad);
+        set_error(cudaErrorInvalidConfiguration);
+        return;
+    }
+    auto l = std::make_unique<Launch>();
+    l->req = req;
+    l->total_blocks = std::size_t(req.grid.x) * req.grid.y * req.grid.z;
+    const std::function<void()> job = [&l] {
+        for (;;) {
+            const std::size_t i = l->next.fetch_add(1);
+            if (i >= l->total_blocks || l->failed) return;
+            run_block(*l, i);
+        }
+    };
+    static WorkerPool pool(settings().workers);
+    if (settings().workers == 1 || l->total_blocks == 1) job();
+    else pool.run(job);
+    if (l->failed) {
+        set_last_diagnostic(l->diagnostic);
+        std::fprintf(stderr, "pd::sim: kernel failed: %s\n", l->diagnostic.c_str());
+        set_sticky_error(l->error);
+    }
+}
+
+}  // namespace pd::sim::detail
+
+namespace pd::sim {
+void set_schedule(bool random, std::uint64_t seed) {
+    detail::settings().random_schedule = random;
+    detail::settings().seed = seed;
+}
+}  // namespace pd::sim
+
+long long clock64() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+// An assert() in a kernel stops the launch with cudaErrorAssert, as on a GPU; elsewhere it
+// behaves as the C library's (message, then abort).
+extern "C" void __assert_fail(const char* assertion, const char* file, unsigned int line,
+                              const char* function) noexcept {
+    using namespace pd::sim::detail;
+    if (current != nullptr) {
+        std::ostringstream msg;
+        msg << file << ":" << line << ": " << function << ": " << thread_label(*running_block, self())
+            << ": Assertion `" << assertion << "` failed.";
+        std::fprintf(stderr, "%s\n", msg.str().c_str());
+        fault_and_stop(cudaErrorAssert, msg.str());
+    }
+    std::fprintf(stderr, "%s:%u: %s: Assertion `%s' failed.\n", file, line, function, assertion);
+    std::abort();
+}

@@ -1,0 +1,46 @@
+// Internal interface between the simulator's scheduler and its runtime API.
+#pragma once
+
+#include "pd/sim/cuda_sim.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace pd::sim::detail {
+
+/// Settings read once from the environment.
+struct Settings {
+    int workers = 1;              ///< PD_SIM_THREADS (default: hardware threads)
+    bool random_schedule = false; ///< PD_SIM_SCHEDULE=random
+    std::uint64_t seed = 0;       ///< PD_SIM_SEED
+    std::size_t stack_bytes = 0;  ///< per simulated thread (PD_SIM_STACK_KIB)
+};
+Settings& settings();
+
+/// Limits of the simulated device (also reported by cudaGetDeviceProperties).
+inline constexpr int kMaxThreadsPerBlock = 1024;
+inline constexpr int kMaxBlockDimX = 1024, kMaxBlockDimY = 1024, kMaxBlockDimZ = 64;
+inline constexpr unsigned kMaxGridDimX = 0x7FFFFFFFu, kMaxGridDimY = 65535, kMaxGridDimZ = 65535;
+inline constexpr std::size_t kSharedPerBlock = 48 * 1024;         ///< default limit
+inline constexpr std::size_t kSharedPerBlockOptin = 163 * 1024;   ///< with the opt-in attribute
+inline constexpr std::size_t kSharedPerSM = 164 * 1024;
+
+/// The error returned (and cleared) by cudaGetLastError; sticky errors are never cleared.
+void set_error(cudaError_t code);
+/// Records a fault that poisons the context, as a kernel fault does on a GPU.
+void set_sticky_error(cudaError_t code);
+cudaError_t sticky_error();
+cudaError_t take_last_error();
+cudaError_t peek_last_error();
+/// Clears every error (cudaDeviceReset).
+void reset_errors();
+
+/// The kernel's opt-in dynamic shared memory limit (cudaFuncSetAttribute), or 0.
+std::size_t max_dynamic_shared(const void* kernel);
+void set_max_dynamic_shared(const void* kernel, std::size_t bytes);
+
+/// Records the diagnostic of the last failed launch (also printed to stderr).
+void set_last_diagnostic(const std::string& text);
+
+}  // namespace pd::sim::detail

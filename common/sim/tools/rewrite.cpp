@@ -1,0 +1,227 @@
+// pd_sim_rewrite IN OUT: rewrites a CUDA source so that a host C++ compiler accepts it with
+// the simulator's header force-included. Only three things change, each within its lines so
+// that line numbers stay the same (a #line directive names the original file):
+//
+//   k<<<grid, block, shared, stream>>>(args)  ->  k << ::pd::sim::launch_config(grid, block, shared, stream)(args)
+//   extern __shared__ T name[];               ->  static thread_local T* const name = <this block's dynamic shared memory>;
+//   asm(...) / asm volatile(...)              ->  a static_assert saying inline PTX does not run on the simulator
+//
+// Comments, string and character literals (raw strings included) are left alone, and only a
+// `>>>` that closes a `<<<` is rewritten (`>>>` also ends nested templates).
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+
+/// If a comment or literal starts at @p i, returns the index just past it; else returns @p i.
+std::size_t skip_non_code(const std::string& s, std::size_t i) {
+    const std::size_t n = s.size();
+    if (s.compare(i, 2, "//") == 0) {
+        while (i < n && s[i] != '\n') ++i;
+        return i;
+    }
+    if (s.compare(i, 2, "/*") == 0) {
+        const std::size_t end = s.find("*/", i + 2);
+        return end == std::string::npos ? n : end + 2;
+    }
+    // Raw string: R"delim( ... )delim", possibly with an encoding prefix (u8R, LR, ...).
+    if (s[i] == 'R' && i + 1 < n && s[i + 1] == '"' && (i == 0 || !ident_char(s[i - 1]) || s[i - 1] == '8' ||
+                                                         s[i - 1] == 'u' || s[i - 1] == 'U' || s[i - 1] == 'L')) {
+        const std::size_t open = s.find('(', i + 2);
+        if (open == std::string::npos) return i;
+        const std::string close = ")" + s.substr(i + 2, open - i - 2) + "\"";
+        const std::size_t end = s.find(close, open);
+        return end == std::string::npos ? n : end + close.size();
+    }
+    if (s[i] == '"' || (s[i] == '\'' && (i == 0 || !std::isxdigit(static_cast<unsigned char>(s[i - 1]))))) {
+        // A quote after a hex digit is a digit separator (1'000'000), not a character literal.
+        const char q = s[i];
+        for (++i; i < n && s[i] != q; ++i)
+            if (s[i] == '\\') ++i;
+        return i < n ? i + 1 : n;
+    }
+    return i;
+}
+
+/// Index of the `>>>` closing the `<<<` whose contents start at @p i, or npos.
+std::size_t find_launch_close(const std::string& s, std::size_t i) {
+    int depth = 0;
+    while (i < s.size()) {
+        const std::size_t j = skip_non_code(s, i);
+        if (j != i) {
+            i = j;
+            continue;
+        }
+        const char c = s[i];
+        if (c == '(' || c == '[' || c == '{') ++depth;
+        if (c == ')' || c == ']' || c == '}') --depth;
+        if (depth == 0 && s.compare(i, 3, ">>>") == 0) return i;
+        ++i;
+    }
+    return std::string::npos;
+}
+
+/// Index just past the `)` matching the `(` at @p open, or npos.
+std::size_t match_paren(const std::string& s, std::size_t open) {
+    int depth = 0;
+    for (std::size_t i = open; i < s.size();) {
+        const std::size_t j = skip_non_code(s, i);
+        if (j != i) {
+            i = j;
+            continue;
+        }
+        if (s[i] == '(') ++depth;
+        if (s[i] == ')' && --depth == 0) return i + 1;
+        ++i;
+    }
+    return std::string::npos;
+}
+
+std::string newlines_of(const std::string& text) {
+    std::string nl;
+    for (char c : text)
+        if (c == '\n') nl.push_back('\n');
+    return nl;
+}
+
+std::string trim(const std::string& s) {
+    const std::size_t b = s.find_first_not_of(" \t\r\n");
+    const std::size_t e = s.find_last_not_of(" \t\r\n");
+    return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+/// Removes `__align__(...)` and `alignas(...)` from a declaration's type.
+std::string strip_alignment(std::string t) {
+    for (const char* kw : {"__align__", "alignas"}) {
+        for (std::size_t p; (p = t.find(kw)) != std::string::npos;) {
+            const std::size_t open = t.find('(', p);
+            const std::size_t close = open == std::string::npos ? std::string::npos : match_paren(t, open);
+            if (close == std::string::npos) break;
+            t.erase(p, close - p);
+        }
+    }
+    return trim(t);
+}
+
+/// Rewrites `extern __shared__ TYPE NAME[];` starting at @p i (the `extern`); returns the
+/// replacement and sets @p end, or returns "" when the text is not such a declaration.
+std::string rewrite_extern_shared(const std::string& s, std::size_t i, std::size_t& end) {
+    std::size_t p = i + 6;
+    while (p < s.size() && std::isspace(static_cast<unsigned char>(s[p]))) ++p;
+    if (s.compare(p, 10, "__shared__") != 0 || (p + 10 < s.size() && ident_char(s[p + 10]))) return "";
+    const std::size_t semi = s.find(';', p);
+    if (semi == std::string::npos) return "";
+    const std::string decl = s.substr(p + 10, semi - p - 10);  // " TYPE NAME[]"
+    const std::size_t bracket = decl.rfind('[');
+    if (bracket == std::string::npos || trim(decl.substr(bracket)) != "[]") return "";
+    std::string head = trim(decl.substr(0, bracket));
+    std::size_t name_start = head.size();
+    while (name_start > 0 && ident_char(head[name_start - 1])) --name_start;
+    const std::string name = head.substr(name_start);
+    const std::string type = strip_alignment(head.substr(0, name_start));
+    if (name.empty() || type.empty()) return "";
+    end = semi + 1;
+    return "static thread_local " + type + "* const " + name + " = reinterpret_cast<" + type +
+           "*>(::pd::sim::detail::dynamic_shared_memory());" + newlines_of(s.substr(i, end - i));
+}
+
+std::string rewrite(const std::string& s) {
+    std::string out;
+    out.reserve(s.size() + 256);
+    std::size_t i = 0;
+    bool line_start = true;  // only whitespace since the last newline: a directive may start here
+    while (i < s.size()) {
+        const std::size_t j = skip_non_code(s, i);
+        if (j != i) {
+            out.append(s, i, j - i);
+            i = j;
+            line_start = false;
+            continue;
+        }
+        const char c = s[i];
+        if (s.compare(i, 3, "<<<") == 0) {
+            const std::size_t close = find_launch_close(s, i + 3);
+            if (close != std::string::npos) {
+                out += " << ::pd::sim::launch_config(";
+                out.append(s, i + 3, close - i - 3);
+                out += ")";
+                i = close + 3;
+                continue;
+            }
+        }
+        if (ident_char(c) && (i == 0 || !ident_char(s[i - 1]))) {
+            std::size_t e = i;
+            while (e < s.size() && ident_char(s[e])) ++e;
+            const std::string word = s.substr(i, e - i);
+            if (word == "extern") {
+                std::size_t end = 0;
+                const std::string repl = rewrite_extern_shared(s, i, end);
+                if (!repl.empty()) {
+                    out += repl;
+                    i = end;
+                    continue;
+                }
+            }
+            if (word == "asm" || word == "__asm__" || word == "__asm") {
+                const std::size_t open = s.find('(', e);
+                const std::size_t close = open == std::string::npos ? std::string::npos : match_paren(s, open);
+                if (close != std::string::npos) {
+                    out += "static_assert(::pd::sim::kUnsupported<>, \"inline PTX (asm) does not run on the "
+                           "simulator: this kernel is a CUDA-only variant\")" +
+                           newlines_of(s.substr(i, close - i));
+                    i = close;
+                    continue;
+                }
+            }
+            out += word;
+            i = e;
+            line_start = false;
+            continue;
+        }
+        out.push_back(c);
+        if (c == '\n') line_start = true;
+        else if (!std::isspace(static_cast<unsigned char>(c))) line_start = false;
+        ++i;
+    }
+    (void)line_start;
+    return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    if (argc != 3) {
+        std::cerr << "usage: pd_sim_rewrite IN.cu OUT.cpp\n";
+        return 2;
+    }
+    std::ifstream in(argv[1], std::ios::binary);
+    if (!in) {
+        std::cerr << "pd_sim_rewrite: cannot read " << argv[1] << "\n";
+        return 1;
+    }
+    std::stringstream buf;
+    buf << in.rdbuf();
+    const std::string path = std::filesystem::absolute(argv[1]).lexically_normal().string();
+    std::string text = "#line 1 \"" + path + "\"\n" + rewrite(buf.str());
+    std::filesystem::create_directories(std::filesystem::path(argv[2]).parent_path());
+    // Write only when the text changed, so dependents are not rebuilt needlessly.
+    std::ifstream old(argv[2], std::ios::binary);
+    std::stringstream old_buf;
+    if (old) old_buf << old.rdbuf();
+    if (!old || old_buf.str() != text) {
+        std::ofstream out(argv[2], std::ios::binary);
+        out << text;
+        if (!out) {
+            std::cerr << "pd_sim_rewrite: cannot write " << argv[2] << "\n";
+            return 1;
+        }
+    }
+    return 0;
+}
