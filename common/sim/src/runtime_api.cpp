@@ -135,6 +135,7 @@ const char* cudaGetErrorName(cudaError_t e) {
         PD_SIM_ERROR(cudaErrorInsufficientDriver)
         PD_SIM_ERROR(cudaErrorNotSupported)
         PD_SIM_ERROR(cudaErrorIllegalAddress)
+        PD_SIM_ERROR(cudaErrorMisalignedAddress)
         PD_SIM_ERROR(cudaErrorLaunchOutOfResources)
         PD_SIM_ERROR(cudaErrorAssert)
         PD_SIM_ERROR(cudaErrorIllegalInstruction)
@@ -159,6 +160,8 @@ const char* cudaGetErrorString(cudaError_t e) {
         case cudaErrorNotReady: return "device not ready";
         case cudaErrorNotSupported: return "operation not supported";
         case cudaErrorAssert: return "device-side assert triggered";
+        case cudaErrorMisalignedAddress: return "misaligned address";
+        case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
         case cudaErrorLaunchFailure: return "unspecified launch failure";
         default: return "unknown error";
     }

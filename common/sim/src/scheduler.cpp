@@ -29,6 +29,7 @@
 
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
+#include <sanitizer/lsan_interface.h>
 #define PD_SIM_ASAN 1
 #endif
 
@@ -36,8 +37,8 @@ namespace ctx = boost::context;
 
 namespace pd::sim::detail {
 
-thread_local ThreadState* current = nullptr;
-thread_local const BlockInfo* current_block = nullptr;
+__thread ThreadState* current = nullptr;
+__thread const BlockInfo* current_block = nullptr;
 
 Settings& settings() {
     static Settings s = [] {
@@ -101,8 +102,12 @@ struct PooledStack {
 // ---- dynamic shared memory: one buffer per worker, the size of the opt-in limit -------------
 
 struct DynamicShared {
-    std::unique_ptr<unsigned char[]> buffer{new (std::align_val_t(256)) unsigned char[kSharedPerBlockOptin]};
+    struct alignas(256) Storage {
+        unsigned char bytes[kSharedPerBlockOptin];
+    };
+    std::unique_ptr<Storage> storage = std::make_unique<Storage>();  // over-aligned new and delete
     std::size_t in_use = 0;
+    unsigned char* data() { return storage->bytes; }
 };
 thread_local DynamicShared dynamic_shared;
 
@@ -389,7 +394,7 @@ std::string diagnose_stuck(const BlockRun& b) {
             if (o.wait == Wait::Warp && o.mask == s.mask) continue;
             out << "deadlock: " << thread_label(b, s) << " waits at " << warp_op_name(s.op) << " (" << where(s.loc)
                 << ") for lane " << k << " of its warp, but that lane ";
-            if (o.wait == Wait::Exited) out << "has exited";
+            if (o.wait == Wait::Exited) out << "has exited (every lane named in the mask must reach the collective)";
             else if (o.wait == Wait::Barrier) out << "waits at " << barrier_name(o.barrier_kind) << " (" << where(o.loc) << ")";
             else out << "waits at " << warp_op_name(o.op) << " (" << where(o.loc) << ") with mask " << hex(o.mask);
             return out.str();
@@ -439,8 +444,15 @@ void resume(BlockRun& b, Slot& s) {
 /// Fibers of a failed block are abandoned rather than unwound: a fault may have stopped a
 /// thread inside a function that must not throw (an assertion handler).
 void abandon(BlockRun& b) {
-    for (Slot& s : b.slots)
-        if (s.fiber) new ctx::fiber(std::move(s.fiber));  // deliberately leaked with its stack
+    for (Slot& s : b.slots) {
+        if (!s.fiber) continue;
+        auto* kept = new ctx::fiber(std::move(s.fiber));  // deliberately leaked with its stack
+#if defined(PD_SIM_ASAN)
+        __lsan_ignore_object(kept);
+#else
+        (void)kept;
+#endif
+    }
 }
 
 void run_block(Launch& l, std::size_t linear_block) {
@@ -468,10 +480,10 @@ void run_block(Launch& l, std::size_t linear_block) {
     // Dynamic shared memory starts as NaN bytes, so reading it before writing shows up.
     DynamicShared& dyn = dynamic_shared;
     dyn.in_use = l.req.shared_bytes;
-    std::memset(dyn.buffer.get(), 0xFF, dyn.in_use);
+    std::memset(dyn.data(), 0xFF, dyn.in_use);
 #if defined(PD_SIM_ASAN)
-    ASAN_UNPOISON_MEMORY_REGION(dyn.buffer.get(), dyn.in_use);
-    ASAN_POISON_MEMORY_REGION(dyn.buffer.get() + dyn.in_use, kSharedPerBlockOptin - dyn.in_use);
+    ASAN_UNPOISON_MEMORY_REGION(dyn.data(), dyn.in_use);
+    ASAN_POISON_MEMORY_REGION(dyn.data() + dyn.in_use, kSharedPerBlockOptin - dyn.in_use);
 #endif
 
     running_block = &b;
@@ -491,7 +503,7 @@ void run_block(Launch& l, std::size_t linear_block) {
     running_block = nullptr;
     current_block = nullptr;
 #if defined(PD_SIM_ASAN)
-    ASAN_UNPOISON_MEMORY_REGION(dyn.buffer.get(), kSharedPerBlockOptin);
+    ASAN_UNPOISON_MEMORY_REGION(dyn.data(), kSharedPerBlockOptin);
 #endif
 }
 
@@ -601,25 +613,25 @@ std::uint64_t warp_collective(WarpOp op, unsigned mask, std::uint64_t value, int
     const int lane = s.linear % kWarpSize, warp = s.linear / kWarpSize;
     const int lanes = b.lanes_in_warp(warp);
     const unsigned existing = lanes == kWarpSize ? 0xffffffffu : ((1u << lanes) - 1);
-    const std::string mask_text = hex(mask);
-    const std::string who = thread_label(b, s) + " at " + warp_op_name(op) + " (" + where(loc) + ")";
+    // Messages are built only on a fault: this function is on every collective's hot path.
+    auto who = [&] { return thread_label(b, s) + " at " + warp_op_name(op) + " (" + where(loc) + ")"; };
     if (!(mask & (1u << lane)))
-        fault_and_stop(cudaErrorLaunchFailure, who + ": the mask " + mask_text + " does not include the calling lane " +
-                                                   std::to_string(lane));
+        fault_and_stop(cudaErrorLaunchFailure, who() + ": the mask " + hex(mask) +
+                                                   " does not include the calling lane " + std::to_string(lane));
     if (mask & ~existing)
         fault_and_stop(cudaErrorLaunchFailure,
-                       who + ": the mask " + mask_text + " names lanes that do not exist (warp " +
+                       who() + ": the mask " + hex(mask) + " names lanes that do not exist (warp " +
                            std::to_string(warp) + " has " + std::to_string(lanes) +
                            " threads, because the block has " + std::to_string(b.slots.size()) + ")");
     if (!is_power_of_two(width) || width > kWarpSize)
         fault_and_stop(cudaErrorLaunchFailure,
-                       who + ": width " + std::to_string(width) + " is not a power of two between 1 and 32");
+                       who() + ": width " + std::to_string(width) + " is not a power of two between 1 and 32");
     for (int k = 0; k < kWarpSize; ++k) {
         if (!(mask & (1u << k))) continue;
         const Slot& o = b.slots[std::size_t(warp * kWarpSize + k)];
         if (o.wait == Wait::Exited)
-            fault_and_stop(cudaErrorLaunchFailure, who + ": lane " + std::to_string(k) + " named in the mask " +
-                                                       mask_text + " has already exited");
+            fault_and_stop(cudaErrorLaunchFailure, who() + ": lane " + std::to_string(k) + " named in the mask " +
+                                                       hex(mask) + " has already exited");
     }
     s.wait = Wait::Warp;
     s.op = op;
@@ -646,7 +658,7 @@ void kernel_fault(cudaError_t code, const char* message, const std::source_locat
     fault_and_stop(code, thread_label(*running_block, self()) + ": " + message + " at " + where(loc));
 }
 
-void* dynamic_shared_memory() { return dynamic_shared.buffer.get(); }
+void* dynamic_shared_memory() { return dynamic_shared.data(); }
 
 void launch(const LaunchRequest& req) {
     if (sticky_error() != cudaSuccess) return;  // the context is unusable after a fault, as on a GPU

@@ -74,10 +74,12 @@ struct BlockInfo {
     dim3 grid_dim;
 };
 
+// GNU __thread rather than thread_local: constant-initialized, so no TLS wrapper functions
+// (GCC 12 miscompiles UBSan's null check around those wrappers).
 /// The simulated thread running on this OS thread (null outside kernels).
-extern thread_local ThreadState* current;
+extern __thread ThreadState* current;
 /// The block info of the block running on this OS thread.
-extern thread_local const BlockInfo* current_block;
+extern __thread const BlockInfo* current_block;
 
 /// Kinds of block-wide barriers.
 enum class BarrierKind { Sync, Count, And, Or };
