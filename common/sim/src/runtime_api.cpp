@@ -84,10 +84,11 @@ void reset_errors() {
     last_error = cudaSuccess;
     diagnostic.clear();
 }
-std::size_t max_dynamic_shared(const void* kernel) {
+std::optional<std::size_t> max_dynamic_shared(const void* kernel) {
     std::lock_guard<std::mutex> lock(state_mutex);
     const auto it = dynamic_shared_limits.find(kernel);
-    return it == dynamic_shared_limits.end() ? 0 : it->second;
+    if (it == dynamic_shared_limits.end()) return std::nullopt;
+    return it->second;
 }
 void set_max_dynamic_shared(const void* kernel, std::size_t bytes) {
     std::lock_guard<std::mutex> lock(state_mutex);
@@ -270,6 +271,25 @@ cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int v
         if (value < 0 || std::size_t(value) > kSharedPerBlockOptin) return fail(cudaErrorInvalidValue);
         set_max_dynamic_shared(func, std::size_t(value));
     }
+    return cudaSuccess;
+}
+
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func) {
+    if (attr == nullptr || func == nullptr) return fail(cudaErrorInvalidValue);
+    *attr = cudaFuncAttributes{};
+    attr->maxThreadsPerBlock = kMaxThreadsPerBlock;
+    attr->maxDynamicSharedSizeBytes = int(max_dynamic_shared(func).value_or(kSharedPerBlock));
+    attr->numRegs = 0;          // not simulated
+    attr->sharedSizeBytes = 0;  // static shared memory is not measured by the simulator
+    return cudaSuccess;
+}
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void* func, int block_size,
+                                                          std::size_t dynamic_shared) {
+    if (blocks == nullptr || func == nullptr || block_size < 1) return fail(cudaErrorInvalidValue);
+    // Threads and shared memory only: the simulator knows no register counts.
+    int by_threads = 2048 / block_size;
+    const int by_shared = dynamic_shared > 0 ? int(kSharedPerSM / dynamic_shared) : 32;
+    *blocks = std::max(0, std::min({by_threads, by_shared, 32}));
     return cudaSuccess;
 }
 

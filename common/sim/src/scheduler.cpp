@@ -154,6 +154,15 @@ const char* warp_op_name(WarpOp op) {
         case WarpOp::All: return "__all_sync";
         case WarpOp::Match: return "__match_any_sync";
         case WarpOp::Wmma: return "a wmma warp operation";
+        case WarpOp::ActiveMask: return "__activemask";
+        case WarpOp::ReduceAdd: return "__reduce_add_sync";
+        case WarpOp::ReduceMinU:
+        case WarpOp::ReduceMinI: return "__reduce_min_sync";
+        case WarpOp::ReduceMaxU:
+        case WarpOp::ReduceMaxI: return "__reduce_max_sync";
+        case WarpOp::ReduceAnd: return "__reduce_and_sync";
+        case WarpOp::ReduceOr: return "__reduce_or_sync";
+        case WarpOp::ReduceXor: return "__reduce_xor_sync";
     }
     return "?";
 }
@@ -277,11 +286,9 @@ void complete_collective(BlockRun& b, int w, unsigned mask) {
             case WarpOp::ShflDown:
             case WarpOp::ShflXor:
                 if (!(mask & (1u << src))) {
-                    record_fault(b, cudaErrorLaunchFailure,
-                                 std::string(warp_op_name(op)) + " in " + thread_label(b, *s) + " at " + where(s->loc) +
-                                     " reads lane " + std::to_string(src) + ", which is not in the mask " +
-                                     hex(mask) + " (the value would be undefined on a GPU)");
-                    return;
+                    // Undefined on a GPU: all-one bits (NaN for floats, -1 for integers).
+                    s->result = ~std::uint64_t{0};
+                    break;
                 }
                 s->result = lanes[src]->value;
                 break;
@@ -295,12 +302,69 @@ void complete_collective(BlockRun& b, int w, unsigned mask) {
                 s->result = same;
                 break;
             }
+            case WarpOp::ReduceAdd:
+            case WarpOp::ReduceMinU:
+            case WarpOp::ReduceMaxU:
+            case WarpOp::ReduceMinI:
+            case WarpOp::ReduceMaxI:
+            case WarpOp::ReduceAnd:
+            case WarpOp::ReduceOr:
+            case WarpOp::ReduceXor: {
+                std::uint32_t acc = std::uint32_t(lanes[first]->value);
+                for (int k = first + 1; k < kWarpSize; ++k) {
+                    if (!lanes[k]) continue;
+                    const std::uint32_t v = std::uint32_t(lanes[k]->value);
+                    switch (op) {
+                        case WarpOp::ReduceAdd: acc += v; break;
+                        case WarpOp::ReduceMinU: acc = std::min(acc, v); break;
+                        case WarpOp::ReduceMaxU: acc = std::max(acc, v); break;
+                        case WarpOp::ReduceMinI: acc = std::uint32_t(std::min(std::int32_t(acc), std::int32_t(v))); break;
+                        case WarpOp::ReduceMaxI: acc = std::uint32_t(std::max(std::int32_t(acc), std::int32_t(v))); break;
+                        case WarpOp::ReduceAnd: acc &= v; break;
+                        case WarpOp::ReduceOr: acc |= v; break;
+                        default: acc ^= v; break;
+                    }
+                }
+                s->result = acc;
+                break;
+            }
             case WarpOp::SyncWarp:
+            case WarpOp::ActiveMask:
             case WarpOp::Wmma: s->result = 0; break;
         }
     }
     for (int l = 0; l < kWarpSize; ++l)
         if (lanes[l]) lanes[l]->wait = Wait::Runnable;
+}
+
+/// __activemask: when no thread can run, the lanes of a warp waiting at the same
+/// __activemask call are the ones executing it together; each gets their mask.
+bool release_active_masks(BlockRun& b) {
+    bool released = false;
+    for (int w = 0; w < b.warp_count(); ++w) {
+        const int base = w * kWarpSize, n = b.lanes_in_warp(w);
+        unsigned done = 0;
+        for (int l = 0; l < n; ++l) {
+            const Slot& first = b.slots[std::size_t(base + l)];
+            if (first.wait != Wait::Warp || first.op != WarpOp::ActiveMask || (done & (1u << l))) continue;
+            unsigned group = 0;
+            for (int k = l; k < n; ++k) {
+                const Slot& o = b.slots[std::size_t(base + k)];
+                if (o.wait == Wait::Warp && o.op == WarpOp::ActiveMask && o.loc.line() == first.loc.line() &&
+                    std::strcmp(o.loc.file_name(), first.loc.file_name()) == 0)
+                    group |= 1u << k;
+            }
+            for (int k = l; k < n; ++k) {
+                if (!(group & (1u << k))) continue;
+                Slot& o = b.slots[std::size_t(base + k)];
+                o.result = group;
+                o.wait = Wait::Runnable;
+            }
+            done |= group;
+            released = true;
+        }
+    }
+    return released;
 }
 
 /// Releases every warp collective whose lanes have all arrived with the same mask.
@@ -311,7 +375,7 @@ bool release_warps(BlockRun& b) {
         unsigned done = 0;
         for (int l = 0; l < n; ++l) {
             const Slot& s = b.slots[std::size_t(base + l)];
-            if (s.wait != Wait::Warp || (done & (1u << l))) continue;
+            if (s.wait != Wait::Warp || s.op == WarpOp::ActiveMask || (done & (1u << l))) continue;
             const unsigned mask = s.mask;
             bool complete = true;
             for (int k = 0; k < kWarpSize && complete; ++k) {
@@ -386,7 +450,7 @@ std::string diagnose_stuck(const BlockRun& b) {
     }
     // A warp collective waiting for a lane that is elsewhere.
     for (const Slot& s : b.slots) {
-        if (s.wait != Wait::Warp) continue;
+        if (s.wait != Wait::Warp || s.op == WarpOp::ActiveMask) continue;
         const int base = (s.linear / kWarpSize) * kWarpSize;
         for (int k = 0; k < kWarpSize; ++k) {
             if (!(s.mask & (1u << k))) continue;
@@ -496,6 +560,7 @@ void run_block(Launch& l, std::size_t linear_block) {
         }
         if (b.failed || b.live == 0) break;
         if (release_warps(b) || b.failed) continue;
+        if (release_active_masks(b)) continue;
         if (release_barrier(b)) continue;
         record_fault(b, cudaErrorLaunchFailure, diagnose_stuck(b));
     }
@@ -580,15 +645,21 @@ std::string launch_error(const LaunchRequest& r) {
     else if (g.x > kMaxGridDimX || g.y > kMaxGridDimY || g.z > kMaxGridDimZ)
         out << "grid " << coords(g) << " exceeds the limits (" << kMaxGridDimX << ", " << kMaxGridDimY << ", "
             << kMaxGridDimZ << ")";
-    else {
-        const std::size_t limit = std::max(kSharedPerBlock, max_dynamic_shared(r.kernel));
-        if (r.shared_bytes > limit)
-            out << r.shared_bytes << " bytes of dynamic shared memory; the limit is " << limit
-                << (limit == kSharedPerBlock ? " (raise it up to " + std::to_string(kSharedPerBlockOptin) +
-                                                   " with cudaFuncSetAttribute(kernel, "
-                                                   "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes))"
-                                             : "");
-    }
+    return out.str();
+}
+
+/// Dynamic shared memory above the kernel's limit (48 KiB, or what cudaFuncSetAttribute set):
+/// a GPU rejects the launch with cudaErrorInvalidValue.
+std::string shared_memory_error(const LaunchRequest& r) {
+    const std::optional<std::size_t> attribute = max_dynamic_shared(r.kernel);
+    const std::size_t limit = attribute.value_or(kSharedPerBlock);
+    if (r.shared_bytes <= limit) return {};
+    std::ostringstream out;
+    out << r.shared_bytes << " bytes of dynamic shared memory; this kernel's limit is " << limit
+        << (attribute ? " (set by cudaFuncSetAttribute)"
+                          : " (raise it up to " + std::to_string(kSharedPerBlockOptin) +
+                                " with cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, "
+                                "bytes))");
     return out.str();
 }
 
@@ -644,14 +715,14 @@ std::uint64_t warp_collective(WarpOp op, unsigned mask, std::uint64_t value, int
     return s.result;
 }
 
-unsigned active_mask() {
-    const Slot& s = self();
-    const BlockRun& b = *running_block;
-    const int warp = s.linear / kWarpSize;
-    unsigned m = 0;
-    for (int l = 0; l < b.lanes_in_warp(warp); ++l)
-        if (b.slots[std::size_t(warp * kWarpSize + l)].wait != Wait::Exited) m |= 1u << l;
-    return m;
+unsigned active_mask(const std::source_location& loc) {
+    Slot& s = self();
+    s.wait = Wait::Warp;
+    s.op = WarpOp::ActiveMask;
+    s.mask = 0;
+    s.loc = loc;
+    suspend(s);
+    return unsigned(s.result);
 }
 
 void kernel_fault(cudaError_t code, const char* message, const std::source_location& loc) {
@@ -670,6 +741,12 @@ void launch(const LaunchRequest& req) {
     if (!bad.empty()) {
         set_last_diagnostic("invalid launch configuration: " + bad);
         set_error(cudaErrorInvalidConfiguration);
+        return;
+    }
+    const std::string too_much_shared = shared_memory_error(req);
+    if (!too_much_shared.empty()) {
+        set_last_diagnostic("invalid launch: " + too_much_shared);
+        set_error(cudaErrorInvalidValue);
         return;
     }
     auto l = std::make_unique<Launch>();

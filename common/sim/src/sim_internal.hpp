@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace pd::sim::detail {
@@ -36,8 +37,8 @@ cudaError_t peek_last_error();
 /// Clears every error (cudaDeviceReset).
 void reset_errors();
 
-/// The kernel's opt-in dynamic shared memory limit (cudaFuncSetAttribute), or 0.
-std::size_t max_dynamic_shared(const void* kernel);
+/// The kernel's dynamic shared memory limit set by cudaFuncSetAttribute, if any.
+std::optional<std::size_t> max_dynamic_shared(const void* kernel);
 void set_max_dynamic_shared(const void* kernel, std::size_t bytes);
 
 /// Records the diagnostic of the last failed launch (also printed to stderr).

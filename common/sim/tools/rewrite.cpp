@@ -210,18 +210,13 @@ int main(int argc, char** argv) {
     buf << in.rdbuf();
     const std::string path = std::filesystem::absolute(argv[1]).lexically_normal().string();
     std::string text = "#line 1 \"" + path + "\"\n" + rewrite(buf.str());
-    std::filesystem::create_directories(std::filesystem::path(argv[2]).parent_path());
-    // Write only when the text changed, so dependents are not rebuilt needlessly.
-    std::ifstream old(argv[2], std::ios::binary);
-    std::stringstream old_buf;
-    if (old) old_buf << old.rdbuf();
-    if (!old || old_buf.str() != text) {
-        std::ofstream out(argv[2], std::ios::binary);
-        out << text;
-        if (!out) {
-            std::cerr << "pd_sim_rewrite: cannot write " << argv[2] << "\n";
-            return 1;
-        }
+    const std::filesystem::path out_dir = std::filesystem::path(argv[2]).parent_path();
+    if (!out_dir.empty()) std::filesystem::create_directories(out_dir);
+    std::ofstream out(argv[2], std::ios::binary);
+    out << text;
+    if (!out) {
+        std::cerr << "pd_sim_rewrite: cannot write " << argv[2] << "\n";
+        return 1;
     }
     return 0;
 }

@@ -30,6 +30,9 @@
 #include <utility>
 
 #ifndef PD_BACKEND_SIM
+/// Defined (as 1) in every translation unit of the sim build, so that code can tell the
+/// backends apart. `__CUDA_ARCH__` and `__CUDACC__` are not defined on the simulator: guard
+/// code for a newer architecture with `#if defined(PD_BACKEND_SIM) || __CUDA_ARCH__ >= 800`.
 #define PD_BACKEND_SIM 1
 #endif
 
@@ -43,6 +46,10 @@
 #undef __launch_bounds__
 #undef __forceinline__
 #undef __grid_constant__
+///@{
+/// CUDA's qualifiers, empty on the simulator: a kernel or device function is an ordinary C++
+/// function; a `__constant__`, `__device__` or `__managed__` variable is an ordinary global
+/// variable; `__grid_constant__` and `__launch_bounds__(...)` have no effect.
 #define __global__
 #define __device__
 #define __host__
@@ -50,10 +57,15 @@
 #define __managed__
 #define __grid_constant__
 #define __launch_bounds__(...)
+///@}
+/// Asks the host compiler to inline the function, as nvcc does.
 #define __forceinline__ inline __attribute__((always_inline))
 /// One copy per block: a block's threads share the OS thread that runs it.
 #define __shared__ static thread_local
 
+/// The CPU simulator of the CUDA execution model: each CUDA thread a fiber, the fibers of one
+/// block on one OS thread, blocks spread over a pool of worker threads (see the page
+/// "Running without a GPU", docs/simulator.md).
 namespace pd::sim {
 
 /// Threads per warp on the simulated device.
@@ -87,12 +99,16 @@ enum class BarrierKind { Sync, Count, And, Or };
 int block_barrier(BarrierKind kind, int predicate, const std::source_location& loc);
 
 /// Kinds of warp collectives.
-enum class WarpOp { SyncWarp, Shfl, ShflUp, ShflDown, ShflXor, Ballot, Any, All, Match, Wmma };
+enum class WarpOp {
+    SyncWarp, Shfl, ShflUp, ShflDown, ShflXor, Ballot, Any, All, Match, Wmma, ActiveMask,
+    ReduceAdd, ReduceMinU, ReduceMaxU, ReduceMinI, ReduceMaxI, ReduceAnd, ReduceOr, ReduceXor
+};
 /// Arrives at a warp collective with a value of up to 8 bytes; returns this lane's result.
 std::uint64_t warp_collective(WarpOp op, unsigned mask, std::uint64_t value, int param, int width,
                               const std::source_location& loc);
-/// Lanes of the current thread's warp that have not exited.
-unsigned active_mask();
+/// __activemask: the lanes of the warp that reach this call together (same call site, in the
+/// same scheduling round).
+unsigned active_mask(const std::source_location& loc);
 
 /// Stops the launch with cudaErrorAssert / cudaErrorLaunchFailure after printing @p message
 /// for the current thread. Does not return.
@@ -116,8 +132,7 @@ void launch(const LaunchRequest& request);
 
 template <typename T>
 std::uint64_t to_bits(const T& v) {
-    static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= 8,
-                  "warp collectives on the simulator take trivially copyable values of at most 8 bytes");
+    static_assert(sizeof(T) <= 8, "warp collectives on the simulator take values of at most 8 bytes");
     std::uint64_t bits = 0;
     std::memcpy(&bits, &v, sizeof(T));
     return bits;
@@ -136,23 +151,35 @@ T from_bits(std::uint64_t bits) {
 /// Arguments bound to a launch configuration, waiting for the kernel on the left of `<<`.
 template <typename... A>
 struct BoundLaunch {
+    ///@{
+    /// The launch configuration: grid and block dimensions, dynamic shared memory in bytes, stream.
     dim3 grid, block;
     std::size_t shared_bytes;
     cudaStream_t stream;
+    ///@}
+    /// The launch's arguments, as given (converted to the kernel's parameter types at launch).
     std::tuple<A...> args;
 };
 
 /// The launch configuration of one `<<<grid, block, shared_bytes, stream>>>`.
 struct LaunchConfig {
+    ///@{
+    /// Grid and block dimensions, dynamic shared memory in bytes, stream, as written in `<<<...>>>`.
     dim3 grid, block;
     std::size_t shared_bytes;
     cudaStream_t stream;
+    ///@}
+    /// Binds the launch's arguments @p args (copied, as CUDA copies kernel arguments) to this
+    /// configuration; `kernel << config(args...)` then launches.
     template <typename... A>
     BoundLaunch<std::decay_t<A>...> operator()(A&&... args) const {
         return {grid, block, shared_bytes, stream, std::tuple<std::decay_t<A>...>(std::forward<A>(args)...)};
     }
 };
 
+/// What the rewritten `k<<<grid, block, shared_bytes, stream>>>(args)` calls:
+/// `k << pd::sim::launch_config(grid, block, shared_bytes, stream)(args)`. As in CUDA,
+/// @p shared_bytes (dynamic shared memory) and @p stream may be omitted.
 inline LaunchConfig launch_config(dim3 grid, dim3 block, std::size_t shared_bytes = 0, cudaStream_t stream = nullptr) {
     return {grid, block, shared_bytes, stream};
 }
@@ -171,6 +198,7 @@ void invoke_kernel(const void* bound) {
 }
 }  // namespace detail
 
+// [launch_operator]
 /// Launches @p kernel with the bound configuration and arguments (converted to the kernel's
 /// parameter types, as a CUDA launch does).
 template <typename... P, typename... A>
@@ -188,6 +216,7 @@ void operator<<(void (*kernel)(P...), BoundLaunch<A...>&& launch) {
     req.bound = &bound;
     detail::launch(req);
 }
+// [launch_operator]
 
 /// The diagnostic of the last failed launch or rejected configuration ("" if none).
 std::string last_diagnostic();
@@ -205,83 +234,165 @@ inline constexpr bool kUnsupported = false;
 }  // namespace pd::sim
 
 // ---- built-in variables --------------------------------------------------------------------
+/// CUDA's threadIdx: the index of the calling thread in its block.
 #define threadIdx (static_cast<const uint3&>(::pd::sim::detail::current->thread_idx))
+/// CUDA's blockIdx: the index of the calling thread's block in the grid.
 #define blockIdx (static_cast<const uint3&>(::pd::sim::detail::current_block->block_idx))
+/// CUDA's blockDim: the dimensions of the block, as launched.
 #define blockDim (static_cast<const dim3&>(::pd::sim::detail::current_block->block_dim))
+/// CUDA's gridDim: the dimensions of the grid, as launched.
 #define gridDim (static_cast<const dim3&>(::pd::sim::detail::current_block->grid_dim))
 /// CUDA's warpSize: a constant, not a macro, so that cudaDeviceProp::warpSize stays usable.
 inline constexpr int warpSize = ::pd::sim::kWarpSize;
 
 // ---- barriers and warp collectives (the call site is reported in diagnostics) ---------------
+/// Waits until every thread of the block has reached this barrier. Every thread must reach
+/// the same `__syncthreads` (same source line): a thread that exited, or waits at another
+/// barrier, stops the launch with a "divergent barrier" diagnostic.
+/// The last parameter, the call site, is filled in by the compiler; diagnostics name it.
 inline void __syncthreads(const std::source_location& loc = std::source_location::current()) {
     ::pd::sim::detail::block_barrier(::pd::sim::detail::BarrierKind::Sync, 0, loc);
 }
+/// A __syncthreads() that returns the number of threads of the block whose @p predicate is
+/// non-zero.
+/// The last parameter, the call site, is filled in by the compiler; diagnostics name it.
 inline int __syncthreads_count(int predicate, const std::source_location& loc = std::source_location::current()) {
     return ::pd::sim::detail::block_barrier(::pd::sim::detail::BarrierKind::Count, predicate != 0, loc);
 }
+/// A __syncthreads() that returns 1 if @p predicate is non-zero in every thread of the block,
+/// else 0.
+/// The last parameter, the call site, is filled in by the compiler; diagnostics name it.
 inline int __syncthreads_and(int predicate, const std::source_location& loc = std::source_location::current()) {
     return ::pd::sim::detail::block_barrier(::pd::sim::detail::BarrierKind::And, predicate != 0, loc);
 }
+/// A __syncthreads() that returns 1 if @p predicate is non-zero in any thread of the block,
+/// else 0.
+/// The last parameter, the call site, is filled in by the compiler; diagnostics name it.
 inline int __syncthreads_or(int predicate, const std::source_location& loc = std::source_location::current()) {
     return ::pd::sim::detail::block_barrier(::pd::sim::detail::BarrierKind::Or, predicate != 0, loc);
 }
+/// Waits until every lane named in @p mask (which must include the caller) has reached a
+/// __syncwarp with the same mask. A warp collective: see __shfl_sync() for the rules.
+/// The last parameter, the call site, is filled in by the compiler; diagnostics name it.
 inline void __syncwarp(unsigned mask = 0xffffffffu, const std::source_location& loc = std::source_location::current()) {
     ::pd::sim::detail::warp_collective(::pd::sim::detail::WarpOp::SyncWarp, mask, 0, 0, 32, loc);
 }
 
+/// Returns @p var of lane @p src_lane (modulo @p width, within the caller's segment of
+/// @p width lanes). A warp collective, as are the other *_sync functions: it waits until
+/// every lane named in @p mask has arrived at a collective with the same mask. The launch
+/// stops with a diagnostic if @p mask omits the caller or names a lane that does not exist
+/// or has exited, if the lanes meet at different collectives, or if @p width is not a power
+/// of two from 1 to 32. @p T is any trivially copyable type of at most 8 bytes.
+/// The last parameter, the call site, is filled in by the compiler; diagnostics name it.
 template <typename T>
 T __shfl_sync(unsigned mask, T var, int src_lane, int width = 32,
               const std::source_location& loc = std::source_location::current()) {
     using namespace ::pd::sim::detail;
     return from_bits<T>(warp_collective(WarpOp::Shfl, mask, to_bits(var), src_lane, width, loc));
 }
+/// Returns @p var of the lane @p delta below the caller, or the caller's own @p var when
+/// that lane is outside its segment of @p width lanes. A warp collective (see __shfl_sync()).
+/// The last parameter, the call site, is filled in by the compiler; diagnostics name it.
 template <typename T>
 T __shfl_up_sync(unsigned mask, T var, unsigned delta, int width = 32,
                  const std::source_location& loc = std::source_location::current()) {
     using namespace ::pd::sim::detail;
     return from_bits<T>(warp_collective(WarpOp::ShflUp, mask, to_bits(var), int(delta), width, loc));
 }
+/// Returns @p var of the lane @p delta above the caller, or the caller's own @p var when
+/// that lane is outside its segment of @p width lanes. A warp collective (see __shfl_sync()).
+/// The last parameter, the call site, is filled in by the compiler; diagnostics name it.
 template <typename T>
 T __shfl_down_sync(unsigned mask, T var, unsigned delta, int width = 32,
                    const std::source_location& loc = std::source_location::current()) {
     using namespace ::pd::sim::detail;
     return from_bits<T>(warp_collective(WarpOp::ShflDown, mask, to_bits(var), int(delta), width, loc));
 }
+/// Returns @p var of lane (caller's lane XOR @p lane_mask), or the caller's own @p var when
+/// that lane is beyond its segment of @p width lanes. A warp collective (see __shfl_sync()).
+/// The last parameter, the call site, is filled in by the compiler; diagnostics name it.
 template <typename T>
 T __shfl_xor_sync(unsigned mask, T var, int lane_mask, int width = 32,
                   const std::source_location& loc = std::source_location::current()) {
     using namespace ::pd::sim::detail;
     return from_bits<T>(warp_collective(WarpOp::ShflXor, mask, to_bits(var), lane_mask, width, loc));
 }
+/// Returns the mask of the lanes in @p mask whose @p predicate is non-zero. A warp collective
+/// (see __shfl_sync()).
+/// The last parameter, the call site, is filled in by the compiler; diagnostics name it.
 inline unsigned __ballot_sync(unsigned mask, int predicate,
                               const std::source_location& loc = std::source_location::current()) {
     using namespace ::pd::sim::detail;
     return unsigned(warp_collective(WarpOp::Ballot, mask, predicate != 0, 0, 32, loc));
 }
+/// Returns 1 if @p predicate is non-zero in any lane of @p mask, else 0. A warp collective
+/// (see __shfl_sync()).
+/// The last parameter, the call site, is filled in by the compiler; diagnostics name it.
 inline int __any_sync(unsigned mask, int predicate, const std::source_location& loc = std::source_location::current()) {
     using namespace ::pd::sim::detail;
     return int(warp_collective(WarpOp::Any, mask, predicate != 0, 0, 32, loc));
 }
+/// Returns 1 if @p predicate is non-zero in every lane of @p mask, else 0. A warp collective
+/// (see __shfl_sync()).
+/// The last parameter, the call site, is filled in by the compiler; diagnostics name it.
 inline int __all_sync(unsigned mask, int predicate, const std::source_location& loc = std::source_location::current()) {
     using namespace ::pd::sim::detail;
     return int(warp_collective(WarpOp::All, mask, predicate != 0, 0, 32, loc));
 }
+/// Returns the mask of the lanes in @p mask whose @p value has the same bits as the caller's.
+/// A warp collective (see __shfl_sync()).
+/// The last parameter, the call site, is filled in by the compiler; diagnostics name it.
 template <typename T>
 unsigned __match_any_sync(unsigned mask, T value, const std::source_location& loc = std::source_location::current()) {
     using namespace ::pd::sim::detail;
     return unsigned(warp_collective(WarpOp::Match, mask, to_bits(value), 0, 32, loc));
 }
-inline unsigned __activemask() { return ::pd::sim::detail::active_mask(); }
+/// The lanes of the caller's warp that have not exited.
+inline unsigned __activemask(const std::source_location& loc = std::source_location::current()) {
+    return ::pd::sim::detail::active_mask(loc);
+}
+template <typename T>
+unsigned __match_all_sync(unsigned mask, T value, int* pred,
+                          const std::source_location& loc = std::source_location::current()) {
+    using namespace ::pd::sim::detail;
+    const unsigned same = unsigned(warp_collective(WarpOp::Match, mask, to_bits(value), 0, 32, loc));
+    *pred = same == mask;
+    return same == mask ? mask : 0u;
+}
+#define PD_SIM_WARP_REDUCE(name, type, op)                                                                \
+    inline type name(unsigned mask, type value, const std::source_location& loc = std::source_location::current()) { \
+        using namespace ::pd::sim::detail;                                                                \
+        return type(warp_collective(WarpOp::op, mask, std::uint32_t(value), 0, 32, loc));                 \
+    }
+PD_SIM_WARP_REDUCE(__reduce_add_sync, unsigned, ReduceAdd)
+PD_SIM_WARP_REDUCE(__reduce_add_sync, int, ReduceAdd)
+PD_SIM_WARP_REDUCE(__reduce_min_sync, unsigned, ReduceMinU)
+PD_SIM_WARP_REDUCE(__reduce_min_sync, int, ReduceMinI)
+PD_SIM_WARP_REDUCE(__reduce_max_sync, unsigned, ReduceMaxU)
+PD_SIM_WARP_REDUCE(__reduce_max_sync, int, ReduceMaxI)
+PD_SIM_WARP_REDUCE(__reduce_and_sync, unsigned, ReduceAnd)
+PD_SIM_WARP_REDUCE(__reduce_or_sync, unsigned, ReduceOr)
+PD_SIM_WARP_REDUCE(__reduce_xor_sync, unsigned, ReduceXor)
+#undef PD_SIM_WARP_REDUCE
 
 // ---- memory fences, clocks, traps ------------------------------------------------------------
+///@{
+/// A sequentially consistent fence (std::atomic_thread_fence). The threads of one block run on
+/// one OS thread, so among them every write is already visible to the next thread to run.
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+///@}
+/// The host's steady clock in nanoseconds (not GPU clock cycles).
 long long clock64();
+/// Does nothing: a simulated thread runs until it waits at a barrier or warp collective.
 inline void __nanosleep(unsigned) {}
+/// Stops the launch with cudaErrorLaunchFailure and a diagnostic naming the thread and @p loc.
 [[noreturn]] inline void __trap(const std::source_location& loc = std::source_location::current()) {
     ::pd::sim::detail::kernel_fault(cudaErrorLaunchFailure, "__trap() called", loc);
 }
+/// Returns `*p` (there is no read-only cache to go through).
 template <typename T>
 T __ldg(const T* p) {
     return *p;
@@ -299,80 +410,210 @@ T atomic_update(T* address, Fn&& fn) {
 }
 }  // namespace pd::sim::detail
 
+/// Adds @p val to `*address` atomically and returns the old value. The atomics are real
+/// (std::atomic_ref, sequentially consistent): blocks run at the same time on worker threads.
+/// @p T is int, unsigned, unsigned long long, float or double.
+// The value parameters do not take part in deduction (std::type_identity_t), so that
+// atomicAdd(unsigned*, 1) converts 1 as CUDA's overloads would.
 template <typename T>
-T atomicAdd(T* address, T val) {
-    static_assert(std::is_same_v<T, int> || std::is_same_v<T, unsigned> || std::is_same_v<T, unsigned long long> ||
-                      std::is_same_v<T, float> || std::is_same_v<T, double>,
-                  "atomicAdd: int, unsigned, unsigned long long, float or double");
-    return std::atomic_ref<T>(*address).fetch_add(val);
+T atomicAdd(T* address, std::type_identity_t<T> val) {
+    if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half2> ||
+                  std::is_same_v<T, __nv_bfloat162>) {
+        // 16-bit floats (and pairs): a compare-and-swap loop on the raw bits.
+        using Bits = std::conditional_t<sizeof(T) == 2, unsigned short, unsigned>;
+        std::atomic_ref<Bits> ref(*reinterpret_cast<Bits*>(address));
+        Bits old = ref.load();
+        for (;;) {
+            T current;
+            std::memcpy(&current, &old, sizeof(T));
+            const T sum = current + val;
+            Bits desired;
+            std::memcpy(&desired, &sum, sizeof(T));
+            if (ref.compare_exchange_weak(old, desired)) return current;
+        }
+    } else {
+        static_assert(std::is_same_v<T, int> || std::is_same_v<T, unsigned> || std::is_same_v<T, unsigned long long> ||
+                          std::is_same_v<T, float> || std::is_same_v<T, double>,
+                      "atomicAdd: int, unsigned, unsigned long long, float, double, __half, __half2 or bf16");
+        return std::atomic_ref<T>(*address).fetch_add(val);
+    }
 }
 template <typename T>
-T atomicSub(T* address, T val) {
+T atomicAdd_block(T* address, std::type_identity_t<T> val) {
+    return atomicAdd(address, val);
+}
+template <typename T>
+T atomicAdd_system(T* address, std::type_identity_t<T> val) {
+    return atomicAdd(address, val);
+}
+/// Subtracts @p val from `*address` atomically; returns the old value.
+template <typename T>
+T atomicSub(T* address, std::type_identity_t<T> val) {
     return std::atomic_ref<T>(*address).fetch_sub(val);
 }
+/// Stores @p val in `*address` atomically; returns the old value.
 template <typename T>
-T atomicExch(T* address, T val) {
+T atomicExch(T* address, std::type_identity_t<T> val) {
     return std::atomic_ref<T>(*address).exchange(val);
 }
+/// Stores max(`*address`, @p val) atomically; returns the old value.
 template <typename T>
-T atomicMax(T* address, T val) {
+T atomicMax(T* address, std::type_identity_t<T> val) {
     return ::pd::sim::detail::atomic_update(address, [val](T old) { return old < val ? val : old; });
 }
+/// Stores min(`*address`, @p val) atomically; returns the old value.
 template <typename T>
-T atomicMin(T* address, T val) {
+T atomicMin(T* address, std::type_identity_t<T> val) {
     return ::pd::sim::detail::atomic_update(address, [val](T old) { return val < old ? val : old; });
 }
+/// Stores @p val in `*address` if it equals @p compare, atomically; returns the old value.
 template <typename T>
-T atomicCAS(T* address, T compare, T val) {
+T atomicCAS(T* address, std::type_identity_t<T> compare, std::type_identity_t<T> val) {
     std::atomic_ref<T>(*address).compare_exchange_strong(compare, val);
     return compare;  // the old value, whether or not the exchange happened
 }
+/// Stores `*address & val` atomically; returns the old value.
 template <typename T>
-T atomicAnd(T* address, T val) {
+T atomicAnd(T* address, std::type_identity_t<T> val) {
     return std::atomic_ref<T>(*address).fetch_and(val);
 }
+/// Stores `*address | val` atomically; returns the old value.
 template <typename T>
-T atomicOr(T* address, T val) {
+T atomicOr(T* address, std::type_identity_t<T> val) {
     return std::atomic_ref<T>(*address).fetch_or(val);
 }
+/// Stores `*address ^ val` atomically; returns the old value.
 template <typename T>
-T atomicXor(T* address, T val) {
+T atomicXor(T* address, std::type_identity_t<T> val) {
     return std::atomic_ref<T>(*address).fetch_xor(val);
 }
+/// Stores `old >= val ? 0 : old + 1` atomically, where old is `*address`; returns old.
 inline unsigned atomicInc(unsigned* address, unsigned val) {
     return ::pd::sim::detail::atomic_update(address, [val](unsigned old) { return old >= val ? 0u : old + 1; });
 }
+/// Stores `(old == 0 || old > val) ? val : old - 1` atomically, where old is `*address`;
+/// returns old.
 inline unsigned atomicDec(unsigned* address, unsigned val) {
     return ::pd::sim::detail::atomic_update(address,
                                             [val](unsigned old) { return (old == 0 || old > val) ? val : old - 1; });
 }
 
 // ---- integer and bit intrinsics ---------------------------------------------------------------
+///@{
+/// The number of bits set in @p x.
 inline int __popc(unsigned x) { return std::popcount(x); }
 inline int __popcll(unsigned long long x) { return std::popcount(x); }
+///@}
+///@{
+/// The number of leading zero bits of @p x (32 or 64 for 0).
 inline int __clz(int x) { return std::countl_zero(static_cast<unsigned>(x)); }
 inline int __clzll(long long x) { return std::countl_zero(static_cast<unsigned long long>(x)); }
+///@}
+///@{
+/// The position (from 1) of the least significant bit set in @p x; 0 for 0.
 inline int __ffs(int x) { return x == 0 ? 0 : std::countr_zero(static_cast<unsigned>(x)) + 1; }
 inline int __ffsll(long long x) { return x == 0 ? 0 : std::countr_zero(static_cast<unsigned long long>(x)) + 1; }
+///@}
+/// @p x with its 32 bits in reverse order.
 inline unsigned __brev(unsigned x) {
     unsigned r = 0;
     for (int i = 0; i < 32; ++i) r |= ((x >> i) & 1u) << (31 - i);
     return r;
 }
+///@{
+/// The low 32 bits of the full product `a * b`. CUDA multiplies only the low 24 bits of each
+/// operand, so the results agree only when both operands fit in 24 bits.
 inline int __mul24(int a, int b) { return a * b; }
 inline unsigned __umul24(unsigned a, unsigned b) { return a * b; }
+///@}
+///@{
+/// The high 32 bits of the 64-bit product of @p a and @p b.
 inline int __mulhi(int a, int b) { return int((static_cast<long long>(a) * b) >> 32); }
 inline unsigned __umulhi(unsigned a, unsigned b) { return unsigned((static_cast<unsigned long long>(a) * b) >> 32); }
+///@}
+///@{
+/// Reinterprets the bits of @p x as the other type (std::bit_cast).
 inline float __int_as_float(int x) { return std::bit_cast<float>(x); }
 inline int __float_as_int(float x) { return std::bit_cast<int>(x); }
 inline float __uint_as_float(unsigned x) { return std::bit_cast<float>(x); }
 inline unsigned __float_as_uint(float x) { return std::bit_cast<unsigned>(x); }
 inline double __longlong_as_double(long long x) { return std::bit_cast<double>(x); }
 inline long long __double_as_longlong(double x) { return std::bit_cast<long long>(x); }
+///@}
+
+inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+    return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
+inline long long __mul64hi(long long a, long long b) { return (long long)(((__int128)a * b) >> 64); }
+inline unsigned __sad(int x, int y, unsigned z) { return z + unsigned(x > y ? x - y : y - x); }
+inline unsigned __usad(unsigned x, unsigned y, unsigned z) { return z + (x > y ? x - y : y - x); }
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+    const unsigned long long bytes = (static_cast<unsigned long long>(y) << 32) | x;
+    unsigned r = 0;
+    for (int i = 0; i < 4; ++i) r |= unsigned((bytes >> (8 * ((s >> (4 * i)) & 7))) & 0xFF) << (8 * i);
+    return r;
+}
+inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned shift) {
+    const unsigned long long v = (static_cast<unsigned long long>(hi) << 32) | lo;
+    return unsigned((v << (shift & 31)) >> 32);
+}
+inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift) {
+    const unsigned long long v = (static_cast<unsigned long long>(hi) << 32) | lo;
+    return unsigned(v >> (shift & 31));
+}
+inline int __dp4a(int a, int b, int c) {
+    for (int i = 0; i < 4; ++i) c += int(std::int8_t(a >> (8 * i))) * int(std::int8_t(b >> (8 * i)));
+    return c;
+}
+inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
+    for (int i = 0; i < 4; ++i) c += ((a >> (8 * i)) & 0xFF) * ((b >> (8 * i)) & 0xFF);
+    return c;
+}
+inline int __hadd(int a, int b) { return int((static_cast<long long>(a) + b) >> 1); }
+inline unsigned __uhadd(unsigned a, unsigned b) { return unsigned((static_cast<unsigned long long>(a) + b) >> 1); }
+inline int __rhadd(int a, int b) { return int((static_cast<long long>(a) + b + 1) >> 1); }
+inline unsigned __urhadd(unsigned a, unsigned b) { return unsigned((static_cast<unsigned long long>(a) + b + 1) >> 1); }
+
+// CUDA's min and max for every arithmetic type (device code calls them unqualified).
+inline int min(int a, int b) { return a < b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+inline float min(float a, float b) { return std::fmin(a, b); }
+inline double min(double a, double b) { return std::fmin(a, b); }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+inline float max(float a, float b) { return std::fmax(a, b); }
+inline double max(double a, double b) { return std::fmax(a, b); }
+
+// ---- conversions with CUDA's rounding suffixes (rn: to nearest even, rz: toward zero,
+// rd: down, ru: up) ------------------------------------------------------------------------
+inline int __float2int_rn(float x) { return int(std::nearbyint(x)); }
+inline int __float2int_rz(float x) { return int(std::trunc(x)); }
+inline int __float2int_rd(float x) { return int(std::floor(x)); }
+inline int __float2int_ru(float x) { return int(std::ceil(x)); }
+inline unsigned __float2uint_rn(float x) { return unsigned(std::nearbyint(x)); }
+inline unsigned __float2uint_rz(float x) { return unsigned(std::trunc(x)); }
+inline long long __float2ll_rn(float x) { return static_cast<long long>(std::nearbyint(x)); }
+inline long long __float2ll_rz(float x) { return static_cast<long long>(std::trunc(x)); }
+inline float __int2float_rn(int x) { return float(x); }
+inline float __uint2float_rn(unsigned x) { return float(x); }
+inline float __ll2float_rn(long long x) { return float(x); }
+inline float __double2float_rn(double x) { return float(x); }
+inline int __double2int_rn(double x) { return int(std::nearbyint(x)); }
+inline int __double2int_rz(double x) { return int(std::trunc(x)); }
 
 // ---- float math: CUDA's names that the host library lacks -----------------------------------
 // The fast intrinsics (__expf, ...) are approximations on a GPU; here they are the accurate
 // functions, so results can differ from a GPU's in the last bits.
+///@{
+/// CUDA's math functions that the host library lacks, and its intrinsics. Each is computed
+/// with the accurate host function or operator: `__expf`, `__sinf`, `__fdividef`, ... are
+/// not the GPU's faster approximations, and the `_rn` forms round to nearest as the host's
+/// arithmetic does, so results can differ from a GPU's in the last bits. `__saturatef`
+/// clamps to [0, 1] (NaN gives 0).
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 inline float rcbrtf(float x) { return 1.0f / std::cbrt(x); }
@@ -397,6 +638,52 @@ inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fdiv_rn(float a, float b) { return a / b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __frsqrt_rn(float x) { return 1.0f / std::sqrt(x); }
+inline float sinpif(float x) { return std::sin(3.14159265358979323846f * x); }
+inline float cospif(float x) { return std::cos(3.14159265358979323846f * x); }
+inline double sinpi(double x) { return std::sin(3.14159265358979323846 * x); }
+inline double cospi(double x) { return std::cos(3.14159265358979323846 * x); }
+inline float norm3df(float a, float b, float c) { return std::sqrt(a * a + b * b + c * c); }
+inline float normcdff(float x) { return 0.5f * std::erfc(-x / std::sqrt(2.0f)); }
 inline double __fma_rn(double a, double b, double c) { return std::fma(a, b, c); }
+///@}
+
+// ---- 16-bit float functions the toolkit's headers give only to device code --------------------
+inline __half __hfma(__half a, __half b, __half c) {
+    return __float2half_rn(std::fma(__half2float(a), __half2float(b), __half2float(c)));
+}
+inline __half2 __hfma2(__half2 a, __half2 b, __half2 c) {
+    return __halves2half2(__hfma(__low2half(a), __low2half(b), __low2half(c)),
+                          __hfma(__high2half(a), __high2half(b), __high2half(c)));
+}
+inline __half hexp(__half x) { return __float2half_rn(std::exp(__half2float(x))); }
+inline __half hlog(__half x) { return __float2half_rn(std::log(__half2float(x))); }
+inline __half hsqrt(__half x) { return __float2half_rn(std::sqrt(__half2float(x))); }
+inline __half hrsqrt(__half x) { return __float2half_rn(1.0f / std::sqrt(__half2float(x))); }
+inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) {
+    return __float2bfloat16_rn(std::fma(__bfloat162float(a), __bfloat162float(b), __bfloat162float(c)));
+}
+inline __nv_bfloat16 hexp(__nv_bfloat16 x) { return __float2bfloat16_rn(std::exp(__bfloat162float(x))); }
+
+// ---- the C++ forms of runtime API calls that cuda_runtime.h declares for nvcc only -----------
+template <typename T>
+cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attr, int value) {
+    return ::cudaFuncSetAttribute(reinterpret_cast<const void*>(entry), attr, value);
+}
+template <typename T>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, T* entry) {
+    return ::cudaFuncGetAttributes(attr, reinterpret_cast<const void*>(entry));
+}
+template <typename T>
+cudaError_t cudaMemcpyToSymbol(const T& symbol, const void* src, std::size_t count, std::size_t offset = 0,
+                               cudaMemcpyKind kind = cudaMemcpyHostToDevice) {
+    return ::cudaMemcpyToSymbol(static_cast<const void*>(&symbol), src, count, offset, kind);
+}
+template <typename T>
+cudaError_t cudaMemcpyFromSymbol(void* dst, const T& symbol, std::size_t count, std::size_t offset = 0,
+                                 cudaMemcpyKind kind = cudaMemcpyDeviceToHost) {
+    return ::cudaMemcpyFromSymbol(dst, static_cast<const void*>(&symbol), count, offset, kind);
+}
 
 #include "pd/sim/wmma.hpp"

@@ -1,0 +1,75 @@
+/// @file softmax_cub.cu
+/// @brief v3 softmax = v1 with the row reductions done by CUB's BlockReduce: the production
+/// library doing what v1 and v2 wrote by hand. CUDA only: CUB does not run on the simulator.
+#include "attention.hpp"
+
+#include "pd/cuda_check.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#if !defined(PD_BACKEND_SIM)
+#include <cub/block/block_reduce.cuh>
+#endif
+
+namespace pd::kernels::attention {
+
+#if !defined(PD_BACKEND_SIM)
+
+constexpr int kSoftmaxV3Threads = 256;
+
+struct MaxOp {
+    __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+//! [softmax_v3_kernel]
+__global__ void softmax_v3_kernel(float* __restrict__ scores, int q_len, int kv_len, bool causal) {
+    using BlockReduce = cub::BlockReduce<float, kSoftmaxV3Threads>;
+    __shared__ typename BlockReduce::TempStorage temp;
+    __shared__ float broadcast;
+    const std::size_t row = blockIdx.x;
+    const int i = int(row % std::size_t(q_len));
+    const int keys = causal ? kv_len - q_len + i + 1 : kv_len;
+    float* s = scores + row * std::size_t(kv_len);
+    const int t = threadIdx.x;
+
+    float m = -INFINITY;
+    for (int j = t; j < keys; j += blockDim.x) m = fmaxf(m, s[j]);
+    m = BlockReduce(temp).Reduce(m, MaxOp{});  // the result is valid in thread 0 only
+    if (t == 0) broadcast = m;
+    __syncthreads();
+    const float row_max = broadcast;
+
+    float sum = 0.f;
+    for (int j = t; j < keys; j += blockDim.x) {
+        const float e = expf(s[j] - row_max);
+        s[j] = e;
+        sum += e;
+    }
+    __syncthreads();  // temp storage and broadcast are reused
+    sum = BlockReduce(temp).Sum(sum);
+    if (t == 0) broadcast = sum;
+    __syncthreads();
+    const float inv = 1.f / broadcast;
+    for (int j = t; j < keys; j += blockDim.x) s[j] *= inv;
+    for (int j = keys + t; j < kv_len; j += blockDim.x) s[j] = 0.f;
+}
+//! [softmax_v3_kernel]
+
+void softmax_v3(float* scores, const Shape& s, cudaStream_t stream) {
+    check_shape(s);
+    const std::size_t rows = std::size_t(s.batch) * s.heads * s.q_len;
+    if (rows > 0x7FFFFFFFu) throw std::invalid_argument("softmax_v3: B * H * Sq exceeds 2^31 - 1 rows");
+    softmax_v3_kernel<<<unsigned(rows), kSoftmaxV3Threads, 0, stream>>>(scores, s.q_len, s.kv_len, s.causal);
+    PD_CHECK_LAUNCH();
+}
+
+#else
+
+void softmax_v3(float*, const Shape&, cudaStream_t) {
+    throw std::invalid_argument("softmax_v3 uses CUB, which does not run on the simulator: v3 is CUDA-only");
+}
+
+#endif
+
+}  // namespace pd::kernels::attention

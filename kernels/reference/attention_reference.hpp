@@ -1,0 +1,23 @@
+/// @file attention_reference.hpp
+/// @brief CPU reference of causal scaled dot-product attention (chapter 01): plain loops,
+/// double accumulation, the layout and mask rule of kernels/attention/attention.hpp.
+#pragma once
+
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace pd::reference {
+
+/// O = softmax(mask(Q K^T / sqrt(d))) V for every batch and head.
+/// @param q [B, H, Sq, d]  @param k [B, H, Sk, d]  @param v [B, H, Sk, d]
+/// @param causal query i attends to keys 0 .. Sk - Sq + i when true, to all keys otherwise
+/// @pre 1 <= Sq <= Sk. @return [B, H, Sq, d]
+std::vector<double> attention(std::span<const float> q, std::span<const float> k, std::span<const float> v,
+                              int batch, int heads, int q_len, int kv_len, int head_dim, bool causal);
+
+/// The probabilities P (after mask and softmax), [B, H, Sq, Sk], exact zeros where masked.
+std::vector<double> attention_probabilities(std::span<const float> q, std::span<const float> k, int batch,
+                                            int heads, int q_len, int kv_len, int head_dim, bool causal);
+
+}  // namespace pd::reference

@@ -1,0 +1,80 @@
+/// @file causal_softmax.cu
+/// @brief Lab 01: the causal, numerically stable row softmax of naive attention (v1).
+///
+/// One block per score row; each thread handles keys t, t + blockDim.x, ... (rows longer than
+/// the block), and the block combines the per-thread results with a shared-memory tree
+/// reduction, twice: once for the row maximum, once for the sum of exponentials.
+#include "attention/attention.hpp"
+
+#include "pd/cuda_check.hpp"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace pd::kernels::attention {
+
+/// Threads per row: a power of two, so the tree can halve it down to one.
+constexpr int kSoftmaxV1Threads = 256;
+
+//! [softmax_v1_kernel]
+/// Row r of the [B*H*Sq, Sk] score matrix is query i = r % Sq of its head. In place:
+/// s[j] = exp(s[j] - max) / sum over the allowed keys j, and exactly 0 at the masked ones.
+__global__ void softmax_v1_kernel(float* __restrict__ scores, int q_len, int kv_len, bool causal) {
+    __shared__ float partial[kSoftmaxV1Threads];
+    const std::size_t row = blockIdx.x;
+    const int i = int(row % std::size_t(q_len));
+    const int keys = causal ? kv_len - q_len + i + 1 : kv_len;  // the mask rule of attention.hpp
+    float* s = scores + row * std::size_t(kv_len);
+    const int t = threadIdx.x;
+
+    // BEGIN LAB: 1. row_max = the largest score among the allowed keys s[0 .. keys-1]: each thread takes keys t, t + blockDim.x, ...; then halve the block in a shared-memory tree (partial[]), with a __syncthreads after every step (~12 lines)
+    //~ float row_max = 0.f;
+    float m = -INFINITY;
+    for (int j = t; j < keys; j += blockDim.x) m = fmaxf(m, s[j]);
+    partial[t] = m;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+        if (t < stride) partial[t] = fmaxf(partial[t], partial[t + stride]);
+        __syncthreads();
+    }
+    const float row_max = partial[0];
+    __syncthreads();  // every thread has read partial[0] before the array is reused below
+    // END LAB
+
+    // BEGIN LAB: 2. replace each allowed score by exp(s[j] - row_max) (subtracting the maximum keeps exp from overflowing), and reduce their sum into row_sum with the same tree (~12 lines)
+    //~ float row_sum = 1.f;
+    float sum = 0.f;
+    for (int j = t; j < keys; j += blockDim.x) {
+        const float e = expf(s[j] - row_max);
+        s[j] = e;
+        sum += e;
+    }
+    partial[t] = sum;
+    __syncthreads();
+    for (int stride = blockDim.x / 2; stride > 0; stride /= 2) {
+        if (t < stride) partial[t] += partial[t + stride];
+        __syncthreads();
+    }
+    const float row_sum = partial[0];
+    // END LAB
+
+    // BEGIN LAB: 3. divide the allowed entries by row_sum, and write exact zeros at the masked keys s[keys .. kv_len-1] (~4 lines)
+    //~ (void)row_max;
+    //~ (void)row_sum;
+    const float inv = 1.f / row_sum;
+    for (int j = t; j < keys; j += blockDim.x) s[j] *= inv;
+    for (int j = keys + t; j < kv_len; j += blockDim.x) s[j] = 0.f;
+    // END LAB
+}
+//! [softmax_v1_kernel]
+
+void softmax_v1(float* scores, const Shape& s, cudaStream_t stream) {
+    check_shape(s);
+    const std::size_t rows = std::size_t(s.batch) * s.heads * s.q_len;
+    if (rows > 0x7FFFFFFFu) throw std::invalid_argument("softmax_v1: B * H * Sq exceeds 2^31 - 1 rows");
+    softmax_v1_kernel<<<unsigned(rows), kSoftmaxV1Threads, 0, stream>>>(scores, s.q_len, s.kv_len, s.causal);
+    PD_CHECK_LAUNCH();
+}
+
+}  // namespace pd::kernels::attention

@@ -1,0 +1,91 @@
+// Lab 01: the causal row softmax (softmax_v1, in <lab tree>/01_naive_attention/causal_softmax.cu)
+// against the CPU reference: rows shorter and longer than the block, causal and not, Sq < Sk,
+// large logits, exact zeros at masked keys.
+#include "attention/attention.hpp"
+#include "attention_reference.hpp"
+#include "pd/buffer.hpp"
+#include "pd/compare.hpp"
+#include "pd/rng.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+namespace att = pd::kernels::attention;
+
+namespace {
+
+constexpr const char* kWhere = "lab 01: softmax_v1 in <lab tree>/01_naive_attention/causal_softmax.cu";
+
+/// Scores Q K^T / sqrt(d) in float, from seeded Q and K, as the scores kernel would give them.
+std::vector<float> make_scores(const att::Shape& s, std::uint64_t seed, float logit_scale,
+                               std::vector<float>& q, std::vector<float>& k) {
+    q.resize(s.q_elements());
+    k.resize(s.kv_elements());
+    pd::fill_uniform<float>(q, -1.f, 1.f, pd::derive_seed(seed, 1));
+    pd::fill_uniform<float>(k, -1.f, 1.f, pd::derive_seed(seed, 2));
+    for (float& x : q) x *= logit_scale;
+    std::vector<float> scores(s.score_elements());
+    const double scale = 1.0 / std::sqrt(double(s.head_dim));
+    const std::size_t bh_count = std::size_t(s.batch) * s.heads;
+    for (std::size_t bh = 0; bh < bh_count; ++bh)
+        for (int i = 0; i < s.q_len; ++i)
+            for (int j = 0; j < s.kv_len; ++j) {
+                double dot = 0;
+                for (int c = 0; c < s.head_dim; ++c)
+                    dot += double(q[(bh * s.q_len + i) * s.head_dim + c]) * k[(bh * s.kv_len + j) * s.head_dim + c];
+                scores[(bh * s.q_len + i) * s.kv_len + j] = float(dot * scale);
+            }
+    return scores;
+}
+
+void check_softmax(const att::Shape& s, std::uint64_t seed, float logit_scale = 1.f) {
+    INFO(kWhere);
+    INFO("seed=" << seed << " B=" << s.batch << " H=" << s.heads << " Sq=" << s.q_len << " Sk=" << s.kv_len
+                 << " d=" << s.head_dim << " causal=" << s.causal << " logit scale=" << logit_scale);
+    std::vector<float> q, k;
+    const std::vector<float> scores = make_scores(s, seed, logit_scale, q, k);
+    const std::vector<double> ref =
+        pd::reference::attention_probabilities(q, k, s.batch, s.heads, s.q_len, s.kv_len, s.head_dim, s.causal);
+    pd::DeviceBuffer<float> d(s.score_elements() + 64);  // 64 guard floats after the matrix
+    d.fill_bytes(pd::kPoisonByte);
+    PD_CHECK_CUDA(cudaMemcpy(d.data(), scores.data(), scores.size() * sizeof(float), cudaMemcpyHostToDevice));
+    att::softmax_v1(d.data(), s);
+    PD_CHECK_CUDA(cudaDeviceSynchronize());
+    const std::vector<float> all = d.download();
+    const std::span<const float> out(all.data(), scores.size());
+    // Probabilities are at most 1: fp32 rounding of exp and of the sum stays far below 1e-5.
+    const pd::CompareResult r = pd::compare<float, double>(out, ref, pd::Tolerance{1e-5, 1e-4});
+    const std::size_t shape[] = {std::size_t(s.batch), std::size_t(s.heads), std::size_t(s.q_len),
+                                 std::size_t(s.kv_len)};
+    INFO(pd::describe(r, "softmax_v1", shape));
+    CHECK(r.passed);
+    std::size_t masked_nonzero = 0, guard_written = 0;
+    for (std::size_t e = 0; e < ref.size(); ++e) masked_nonzero += ref[e] == 0.0 && out[e] != 0.f;
+    for (std::size_t e = scores.size(); e < all.size(); ++e) guard_written += !std::isnan(all[e]);
+    INFO("masked keys must hold exact zeros; nothing may be written past the matrix");
+    CHECK(masked_nonzero == 0);
+    CHECK(guard_written == 0);
+}
+
+}  // namespace
+
+TEST_CASE("lab01: rows shorter than, equal to and longer than the block", "[lab01]") {
+    for (int kv : {1, 2, 17, 255, 256, 257, 1000, 3001}) check_softmax({1, 1, 1, kv, 16, false}, 101 + kv);
+}
+
+TEST_CASE("lab01: causal mask, queries the last Sq of Sk positions", "[lab01]") {
+    check_softmax({2, 3, 17, 17, 32, true}, 7);
+    check_softmax({1, 2, 5, 300, 16, true}, 8);   // Sq < Sk: bottom-right aligned mask
+    check_softmax({1, 1, 1, 513, 16, true}, 9);   // one query sees every key
+    check_softmax({1, 1, 129, 129, 16, true}, 10);
+}
+
+TEST_CASE("lab01: no mask", "[lab01]") {
+    check_softmax({2, 1, 33, 97, 32, false}, 11);
+}
+
+TEST_CASE("lab01: large logits stay finite (the maximum is subtracted before exp)", "[lab01]") {
+    check_softmax({1, 2, 20, 40, 64, true}, 12, 100.f);
+}

@@ -1,0 +1,50 @@
+// Helpers for the diagnostic programs (simulator only): after a launch that must fail, check the
+// error code, that the simulator's diagnostic contains the expected words and source locations,
+// then reset the device (a kernel fault leaves the context unusable, on a GPU as here) and check
+// that the next valid launch works. Host code only: this header is not rewritten.
+#pragma once
+
+#include "check.cuh"
+
+#include <initializer_list>
+#include <string>
+
+namespace conformance {
+
+/// The simulator's explanation of the last failed launch ("" on a GPU, which gives none).
+inline std::string last_diagnostic() {
+#ifdef PD_BACKEND_SIM
+    return pd::sim::last_diagnostic();
+#else
+    return "";
+#endif
+}
+
+/// "<this file>:<line>", as diagnostics name a source location.
+inline std::string at(const char* file, int line) {
+    return std::string(file) + ":" + std::to_string(line);
+}
+
+/// Checks the error of a failed launch (from cudaDeviceSynchronize and cudaGetLastError) and
+/// that the diagnostic contains every one of @p words; then resets the device.
+inline void expect_fault(const char* what, cudaError_t expected, std::initializer_list<std::string> words) {
+    const cudaError_t sync = cudaDeviceSynchronize();
+    const cudaError_t last = cudaGetLastError();
+    const std::string diagnostic = last_diagnostic();
+    bool ok = check(sync == expected, "cudaDeviceSynchronize() returns the expected error", __FILE__, __LINE__);
+    ok &= check(last == expected, "cudaGetLastError() returns the expected error", __FILE__, __LINE__);
+    if (sync != expected || last != expected)
+        std::printf("    %s: expected %s, cudaDeviceSynchronize() gave %s, cudaGetLastError() gave %s\n", what,
+                    cudaGetErrorName(expected), cudaGetErrorName(sync), cudaGetErrorName(last));
+    for (const std::string& w : words) {
+        const bool found = diagnostic.find(w) != std::string::npos;
+        ok &= check(found, "the diagnostic names what went wrong", __FILE__, __LINE__);
+        if (!found) std::printf("    %s: the diagnostic lacks \"%s\"\n", what, w.c_str());
+    }
+    if (!ok) std::printf("    %s: the diagnostic was: %s\n", what, diagnostic.c_str());
+    CUDA_OK(cudaDeviceReset());
+    const cudaError_t after = cudaGetLastError();
+    check(after == cudaSuccess, "cudaDeviceReset() clears the error", __FILE__, __LINE__);
+}
+
+}  // namespace conformance

@@ -1,0 +1,35 @@
+# Compiles one CUDA file for the simulator (rewritten by pd_sim_rewrite, then checked by the host
+# compiler with the flags of pd_sim) and checks the outcome:
+#   cmake -DREWRITE=<pd_sim_rewrite> -DCXX=<c++> -DSTD=<20> -DSRC=<file.cu> -DWORK=<dir>
+#         -DINCLUDES=<a|b> -DDEFINES=<a|b> [-DEXPECT=<regex>] -P expect_compile.cmake
+# Without EXPECT the file must compile. With EXPECT it must fail, and the compiler's output must
+# match EXPECT (the simulator's own message, not some other error).
+string(REPLACE "|" ";" includes "${INCLUDES}")
+string(REPLACE "|" ";" defines "${DEFINES}")
+get_filename_component(name "${SRC}" NAME_WE)
+set(rewritten "${WORK}/${name}.cpp")
+file(MAKE_DIRECTORY "${WORK}")
+execute_process(COMMAND "${REWRITE}" "${SRC}" "${rewritten}" RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "pd_sim_rewrite failed on ${SRC}: ${err}")
+endif()
+set(args -std=c++${STD} -fsyntax-only -include pd/sim/cuda_sim.hpp)
+foreach(dir IN LISTS includes)
+  list(APPEND args "-I${dir}")
+endforeach()
+foreach(def IN LISTS defines)
+  list(APPEND args "-D${def}")
+endforeach()
+execute_process(COMMAND "${CXX}" ${args} "${rewritten}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+if(EXPECT)
+  if(rc EQUAL 0)
+    message(FATAL_ERROR "${SRC} compiled for the simulator; it should have been refused with \"${EXPECT}\"")
+  endif()
+  if(NOT out MATCHES "${EXPECT}")
+    message(FATAL_ERROR "${SRC} failed to compile, but without the simulator's message \"${EXPECT}\":\n${out}")
+  endif()
+  string(REGEX MATCH "[^\n]*${EXPECT}[^\n]*" line "${out}")
+  message(STATUS "refused as expected: ${line}")
+elseif(NOT rc EQUAL 0)
+  message(FATAL_ERROR "${SRC} should compile for the simulator:\n${out}")
+endif()
