@@ -75,14 +75,6 @@ struct Ceilings {
 
 // ---- ceilings -------------------------------------------------------------------------------
 
-/// FP32 lanes per SM by compute capability (CUDA C++ Programming Guide, "Arithmetic
-/// Instructions" throughput table); 0 when unknown.
-int fp32_lanes_per_sm(int major, int minor) {
-    if (major == 7 || (major == 8 && minor == 0)) return 64;
-    if (major >= 8) return 128;
-    return 0;
-}
-
 pd::KernelResult run_copy_memcpy(const Options& o, pd::DeviceBuffer<float>& in, pd::DeviceBuffer<float>& out,
                                  const std::vector<float>& host_in, double theoretical_gbps) {
     pd::KernelResult r;
@@ -142,9 +134,7 @@ pd::KernelResult run_fma(const Options& o, const pd::DeviceInfo& dev, const std:
     const std::vector<float> ref = pd::reference::fma_chains(init, mul, add, kPatterns, k::kFmaChains, o.fma_iters);
 
     // Two full waves of resident threads.
-    int per_sm = 0;
-    PD_CHECK_CUDA(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, dev.index));
-    const std::size_t threads = std::size_t(dev.sm_count) * std::size_t(per_sm) * 2;
+    const std::size_t threads = std::size_t(dev.sm_count) * std::size_t(dev.max_threads_per_sm) * 2;
     pd::DeviceBuffer<float> d_init{std::span<const float>(init)}, d_mul{std::span<const float>(mul)},
         d_add{std::span<const float>(add)}, d_out{threads * k::kFmaChains};
     d_out.fill_bytes(pd::kPoisonByte);
@@ -179,13 +169,7 @@ pd::KernelResult run_fma(const Options& o, const pd::DeviceInfo& dev, const std:
     const double flops = 2.0 * k::kFmaChains * double(o.fma_iters) * double(threads);
     r.time_ms = t.median_ms;
     r.tflops = flops / (t.median_ms * 1e-3) / 1e12;
-    int clock_khz = 0;
-    PD_CHECK_CUDA(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, dev.index));
-    const int lanes = fp32_lanes_per_sm(dev.cc_major, dev.cc_minor);
-    if (lanes > 0 && clock_khz > 0) {
-        const double peak_tflops = 2.0 * lanes * dev.sm_count * clock_khz * 1e3 / 1e12;
-        r.roofline_fraction = *r.tflops / peak_tflops;
-    }
+    if (const double peak = pd::fp32_peak_flops(dev); peak > 0) r.roofline_fraction = *r.tflops * 1e12 / peak;
     return r;
 }
 

@@ -1,10 +1,13 @@
 // Parts of common/ that call the CUDA runtime. Compiled once per backend: against the
 // toolkit's runtime for cuda, against the simulator's runtime for sim.
+#include "pd/buffer.hpp"
 #include "pd/cuda_check.hpp"
 #include "pd/device.hpp"
+#include "pd/timer.hpp"
 
 #include <cstdio>
 #include <sstream>
+#include <stdexcept>
 
 namespace pd {
 
@@ -45,6 +48,8 @@ DeviceInfo query_device(int index) {
     d.max_threads_per_block = prop.maxThreadsPerBlock;
     d.warp_size = prop.warpSize;
     // The memory clock left cudaDeviceProp in CUDA 13; the attribute remains.
+    PD_CHECK_CUDA(cudaDeviceGetAttribute(&d.clock_khz, cudaDevAttrClockRate, index));
+    PD_CHECK_CUDA(cudaDeviceGetAttribute(&d.max_threads_per_sm, cudaDevAttrMaxThreadsPerMultiProcessor, index));
     PD_CHECK_CUDA(cudaDeviceGetAttribute(&d.memory_clock_khz, cudaDevAttrMemoryClockRate, index));
     PD_CHECK_CUDA(cudaDeviceGetAttribute(&d.memory_bus_bits, cudaDevAttrGlobalMemoryBusWidth, index));
     // Double data rate: two transfers per clock, bus width in bits.
@@ -64,6 +69,8 @@ nlohmann::json to_json(const DeviceInfo& d) {
             {"smem_per_block", d.smem_per_block},
             {"smem_per_block_optin", d.smem_per_block_optin},
             {"smem_per_sm", d.smem_per_sm},
+            {"clock_khz", d.clock_khz},
+            {"max_threads_per_sm", d.max_threads_per_sm},
             {"memory_clock_khz", d.memory_clock_khz},
             {"memory_bus_bits", d.memory_bus_bits},
             {"theoretical_bandwidth_gbps", d.theoretical_bandwidth_gbps},
@@ -89,6 +96,31 @@ std::string describe(const DeviceInfo& d) {
                   d.runtime_version / 1000, (d.runtime_version % 1000) / 10, d.driver_version / 1000,
                   (d.driver_version % 1000) / 10);
     return buf;
+}
+
+int fp32_lanes_per_sm(int major, int minor) {
+    if (major == 7 || (major == 8 && minor == 0)) return 64;
+    if (major >= 8) return 128;
+    return 0;
+}
+
+double fp32_peak_flops(const DeviceInfo& d) {
+    return 2.0 * fp32_lanes_per_sm(d.cc_major, d.cc_minor) * d.sm_count * d.clock_khz * 1e3;
+}
+
+double measure_copy_gbps(std::size_t bytes, int warmup, int iters) {
+    DeviceBuffer<unsigned char> src(bytes), dst(bytes);
+    src.fill_bytes(0x5A);
+    dst.fill_bytes(0x00);
+    PD_CHECK_CUDA(cudaMemcpy(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice));
+    unsigned char first = 0, last = 0;
+    PD_CHECK_CUDA(cudaMemcpy(&first, dst.data(), 1, cudaMemcpyDeviceToHost));
+    PD_CHECK_CUDA(cudaMemcpy(&last, dst.data() + bytes - 1, 1, cudaMemcpyDeviceToHost));
+    if (first != 0x5A || last != 0x5A) throw std::runtime_error("measure_copy_gbps: the copy is wrong");
+    const TimingStats t = time_device(
+        [&] { PD_CHECK_CUDA(cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice)); }, warmup,
+        iters);
+    return 2.0 * double(bytes) / (t.median_ms * 1e-3) / 1e9;
 }
 
 }  // namespace pd

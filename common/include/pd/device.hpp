@@ -31,6 +31,8 @@ struct DeviceInfo {
     int max_threads_per_block = 0;
     /// Threads per warp (32).
     int warp_size = 0;
+    int clock_khz = 0;                        ///< peak SM clock (0 when not reported, e.g. on the simulator)
+    int max_threads_per_sm = 0;               ///< resident threads per SM
     int memory_clock_khz = 0;                 ///< peak memory clock
     /// Memory bus width in bits.
     int memory_bus_bits = 0;
@@ -59,5 +61,20 @@ nlohmann::json to_json(const DeviceInfo& d);
 
 /// A multi-line human-readable report of the device.
 std::string describe(const DeviceInfo& d);
+
+/// FP32 lanes per SM for compute capability @p major.@p minor (64 on sm_70, sm_75 and sm_80,
+/// 128 on later ones; CUDA C++ Programming Guide, arithmetic instruction throughput), 0 when
+/// unknown.
+int fp32_lanes_per_sm(int major, int minor);
+
+/// Theoretical FP32 peak (one FMA = 2 FLOPs per lane per clock) in FLOP/s, or 0 when the
+/// device does not report its clock.
+double fp32_peak_flops(const DeviceInfo& d);
+
+/// Measures device-to-device copy bandwidth with cudaMemcpy over two buffers of @p bytes:
+/// the median of @p iters timed copies after @p warmup, counting bytes read plus written, in
+/// 1e9 bytes per second. The copy is checked (first and last bytes) before it is timed;
+/// throws std::runtime_error if it is wrong.
+double measure_copy_gbps(std::size_t bytes, int warmup, int iters);
 
 }  // namespace pd
