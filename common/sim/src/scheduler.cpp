@@ -167,6 +167,11 @@ const char* warp_op_name(WarpOp op) {
     return "?";
 }
 
+/// Two calls are the same call site when file, line and column agree.
+bool same_site(const std::source_location& a, const std::source_location& b) {
+    return a.line() == b.line() && a.column() == b.column() && std::strcmp(a.file_name(), b.file_name()) == 0;
+}
+
 std::string where(const std::source_location& loc) {
     return std::string(loc.file_name()) + ":" + std::to_string(loc.line());
 }
@@ -350,8 +355,7 @@ bool release_active_masks(BlockRun& b) {
             unsigned group = 0;
             for (int k = l; k < n; ++k) {
                 const Slot& o = b.slots[std::size_t(base + k)];
-                if (o.wait == Wait::Warp && o.op == WarpOp::ActiveMask && o.loc.line() == first.loc.line() &&
-                    std::strcmp(o.loc.file_name(), first.loc.file_name()) == 0)
+                if (o.wait == Wait::Warp && o.op == WarpOp::ActiveMask && same_site(o.loc, first.loc))
                     group |= 1u << k;
             }
             for (int k = l; k < n; ++k) {
@@ -411,8 +415,7 @@ bool release_barrier(BlockRun& b) {
     }
     if (waiting == 0 || exited > 0) return false;
     for (const Slot& s : b.slots) {
-        if (s.loc.line() != first->loc.line() || std::strcmp(s.loc.file_name(), first->loc.file_name()) != 0 ||
-            s.barrier_kind != first->barrier_kind)
+        if (!same_site(s.loc, first->loc) || s.barrier_kind != first->barrier_kind)
             return false;  // different barriers: diagnosed as stuck
     }
     int count = 0;
@@ -733,10 +736,11 @@ void* dynamic_shared_memory() { return dynamic_shared.data(); }
 
 void launch(const LaunchRequest& req) {
     if (sticky_error() != cudaSuccess) return;  // the context is unusable after a fault, as on a GPU
-    if (current != nullptr) {
-        set_error(cudaErrorNotSupported);  // dynamic parallelism
-        return;
-    }
+    if (current != nullptr)
+        fault_and_stop(cudaErrorNotSupported,
+                       thread_label(*running_block, self()) +
+                           ": launching a kernel from device code (dynamic parallelism) is not supported by the "
+                           "simulator");
     const std::string bad = launch_error(req);
     if (!bad.empty()) {
         set_last_diagnostic("invalid launch configuration: " + bad);
@@ -792,8 +796,7 @@ extern "C" void __assert_fail(const char* assertion, const char* file, unsigned 
         std::ostringstream msg;
         msg << file << ":" << line << ": " << function << ": " << thread_label(*running_block, self())
             << ": Assertion `" << assertion << "` failed.";
-        std::fprintf(stderr, "%s\n", msg.str().c_str());
-        fault_and_stop(cudaErrorAssert, msg.str());
+        fault_and_stop(cudaErrorAssert, msg.str());  // printed with the launch's failure
     }
     std::fprintf(stderr, "%s:%u: %s: Assertion `%s' failed.\n", file, line, function, assertion);
     std::abort();

@@ -348,10 +348,17 @@ unsigned __match_any_sync(unsigned mask, T value, const std::source_location& lo
     using namespace ::pd::sim::detail;
     return unsigned(warp_collective(WarpOp::Match, mask, to_bits(value), 0, 32, loc));
 }
-/// The lanes of the caller's warp that have not exited.
+/// The lanes of the caller's warp that execute this call together with it: when no thread of
+/// the block can go on, the lanes waiting at the same `__activemask` call (same source line)
+/// are released together, each with their mask. So the mask always holds the caller, and
+/// never a lane that has exited or that is on the other side of a branch.
+/// The last parameter, the call site, is filled in by the compiler; diagnostics name it.
 inline unsigned __activemask(const std::source_location& loc = std::source_location::current()) {
     return ::pd::sim::detail::active_mask(loc);
 }
+/// Returns @p mask and sets `*pred` to 1 if every lane in @p mask has the same bits in
+/// @p value; otherwise returns 0 and sets `*pred` to 0. A warp collective (see __shfl_sync()).
+/// The last parameter, the call site, is filled in by the compiler; diagnostics name it.
 template <typename T>
 unsigned __match_all_sync(unsigned mask, T value, int* pred,
                           const std::source_location& loc = std::source_location::current()) {
@@ -360,6 +367,11 @@ unsigned __match_all_sync(unsigned mask, T value, int* pred,
     *pred = same == mask;
     return same == mask ? mask : 0u;
 }
+/// Defines one of CUDA's warp reductions, `name(mask, value)`: every lane in `mask` gets the
+/// sum, minimum, maximum, AND, OR or XOR of `value` over the lanes of `mask`. The functions
+/// defined are `__reduce_add_sync`, `__reduce_min_sync` and `__reduce_max_sync` on `int` and
+/// `unsigned`, and `__reduce_and_sync`, `__reduce_or_sync` and `__reduce_xor_sync` on
+/// `unsigned`. Each is a warp collective (see __shfl_sync()). The macro is undefined after use.
 #define PD_SIM_WARP_REDUCE(name, type, op)                                                                \
     inline type name(unsigned mask, type value, const std::source_location& loc = std::source_location::current()) { \
         using namespace ::pd::sim::detail;                                                                \
@@ -412,7 +424,9 @@ T atomic_update(T* address, Fn&& fn) {
 
 /// Adds @p val to `*address` atomically and returns the old value. The atomics are real
 /// (std::atomic_ref, sequentially consistent): blocks run at the same time on worker threads.
-/// @p T is int, unsigned, unsigned long long, float or double.
+/// @p T is int, unsigned, unsigned long long, float, double, __half, __half2, __nv_bfloat16 or
+/// __nv_bfloat162 (the 16-bit types by a compare-and-swap loop on their bits); @p val is
+/// converted to @p T, as CUDA's overloads convert it.
 // The value parameters do not take part in deduction (std::type_identity_t), so that
 // atomicAdd(unsigned*, 1) converts 1 as CUDA's overloads would.
 template <typename T>
@@ -438,10 +452,12 @@ T atomicAdd(T* address, std::type_identity_t<T> val) {
         return std::atomic_ref<T>(*address).fetch_add(val);
     }
 }
+/// atomicAdd(): every atomic is device-wide here, so the block scope changes nothing.
 template <typename T>
 T atomicAdd_block(T* address, std::type_identity_t<T> val) {
     return atomicAdd(address, val);
 }
+/// atomicAdd(): there is one memory, so the system scope changes nothing.
 template <typename T>
 T atomicAdd_system(T* address, std::type_identity_t<T> val) {
     return atomicAdd(address, val);
@@ -523,8 +539,12 @@ inline unsigned __brev(unsigned x) {
 ///@{
 /// The low 32 bits of the full product `a * b`. CUDA multiplies only the low 24 bits of each
 /// operand, so the results agree only when both operands fit in 24 bits.
-inline int __mul24(int a, int b) { return a * b; }
-inline unsigned __umul24(unsigned a, unsigned b) { return a * b; }
+/// 24-bit multiply: the low 24 bits of each operand, sign-extended, multiplied (low 32 bits kept).
+inline int __mul24(int a, int b) {
+    const int a24 = int(unsigned(a) << 8) >> 8, b24 = int(unsigned(b) << 8) >> 8;
+    return int(unsigned(a24) * unsigned(b24));
+}
+inline unsigned __umul24(unsigned a, unsigned b) { return (a & 0xFFFFFFu) * (b & 0xFFFFFFu); }
 ///@}
 ///@{
 /// The high 32 bits of the 64-bit product of @p a and @p b.
@@ -541,26 +561,39 @@ inline double __longlong_as_double(long long x) { return std::bit_cast<double>(x
 inline long long __double_as_longlong(double x) { return std::bit_cast<long long>(x); }
 ///@}
 
+///@{
+/// The high 64 bits of the 128-bit product of @p a and @p b.
 inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
     return (unsigned long long)(((unsigned __int128)a * b) >> 64);
 }
 inline long long __mul64hi(long long a, long long b) { return (long long)(((__int128)a * b) >> 64); }
+///@}
+///@{
+/// `z + |x - y|`.
 inline unsigned __sad(int x, int y, unsigned z) { return z + unsigned(x > y ? x - y : y - x); }
 inline unsigned __usad(unsigned x, unsigned y, unsigned z) { return z + (x > y ? x - y : y - x); }
+///@}
+/// Byte i of the result is the byte of the 8-byte value y:x (x the low half) that the low
+/// 3 bits of nibble i of @p s select.
 inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
     const unsigned long long bytes = (static_cast<unsigned long long>(y) << 32) | x;
     unsigned r = 0;
     for (int i = 0; i < 4; ++i) r |= unsigned((bytes >> (8 * ((s >> (4 * i)) & 7))) & 0xFF) << (8 * i);
     return r;
 }
+/// The high 32 bits of the 64-bit value hi:lo shifted left by `shift & 31`.
 inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned shift) {
     const unsigned long long v = (static_cast<unsigned long long>(hi) << 32) | lo;
     return unsigned((v << (shift & 31)) >> 32);
 }
+/// The low 32 bits of the 64-bit value hi:lo shifted right by `shift & 31`.
 inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift) {
     const unsigned long long v = (static_cast<unsigned long long>(hi) << 32) | lo;
     return unsigned(v >> (shift & 31));
 }
+///@{
+/// @p c plus the dot product of the four 8-bit lanes of @p a and @p b (signed for int,
+/// unsigned for unsigned).
 inline int __dp4a(int a, int b, int c) {
     for (int i = 0; i < 4; ++i) c += int(std::int8_t(a >> (8 * i))) * int(std::int8_t(b >> (8 * i)));
     return c;
@@ -569,12 +602,20 @@ inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
     for (int i = 0; i < 4; ++i) c += ((a >> (8 * i)) & 0xFF) * ((b >> (8 * i)) & 0xFF);
     return c;
 }
+///@}
+///@{
+/// The average `(a + b) / 2` without overflow, rounded down (`__hadd`, `__uhadd`) or up
+/// (`__rhadd`, `__urhadd`).
 inline int __hadd(int a, int b) { return int((static_cast<long long>(a) + b) >> 1); }
 inline unsigned __uhadd(unsigned a, unsigned b) { return unsigned((static_cast<unsigned long long>(a) + b) >> 1); }
 inline int __rhadd(int a, int b) { return int((static_cast<long long>(a) + b + 1) >> 1); }
 inline unsigned __urhadd(unsigned a, unsigned b) { return unsigned((static_cast<unsigned long long>(a) + b + 1) >> 1); }
+///@}
 
 // CUDA's min and max for every arithmetic type (device code calls them unqualified).
+///@{
+/// CUDA's min and max overloads; the float and double forms are fmin and fmax (a NaN
+/// operand gives the other operand).
 inline int min(int a, int b) { return a < b ? a : b; }
 inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
 inline long long min(long long a, long long b) { return a < b ? a : b; }
@@ -587,9 +628,13 @@ inline long long max(long long a, long long b) { return a > b ? a : b; }
 inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
 inline float max(float a, float b) { return std::fmax(a, b); }
 inline double max(double a, double b) { return std::fmax(a, b); }
+///@}
 
 // ---- conversions with CUDA's rounding suffixes (rn: to nearest even, rz: toward zero,
 // rd: down, ru: up) ------------------------------------------------------------------------
+///@{
+/// Conversions with CUDA's rounding suffixes. A result outside the range of an integer
+/// type is undefined here (the host conversion's behaviour), where CUDA clamps it.
 inline int __float2int_rn(float x) { return int(std::nearbyint(x)); }
 inline int __float2int_rz(float x) { return int(std::trunc(x)); }
 inline int __float2int_rd(float x) { return int(std::floor(x)); }
@@ -604,16 +649,18 @@ inline float __ll2float_rn(long long x) { return float(x); }
 inline float __double2float_rn(double x) { return float(x); }
 inline int __double2int_rn(double x) { return int(std::nearbyint(x)); }
 inline int __double2int_rz(double x) { return int(std::trunc(x)); }
+///@}
 
 // ---- float math: CUDA's names that the host library lacks -----------------------------------
 // The fast intrinsics (__expf, ...) are approximations on a GPU; here they are the accurate
 // functions, so results can differ from a GPU's in the last bits.
 ///@{
-/// CUDA's math functions that the host library lacks, and its intrinsics. Each is computed
-/// with the accurate host function or operator: `__expf`, `__sinf`, `__fdividef`, ... are
-/// not the GPU's faster approximations, and the `_rn` forms round to nearest as the host's
-/// arithmetic does, so results can differ from a GPU's in the last bits. `__saturatef`
-/// clamps to [0, 1] (NaN gives 0).
+/// CUDA's math functions that the host library lacks, and its intrinsics, computed with the
+/// host's functions and operators: `__expf`, `__sinf`, `__fdividef`, ... are not the GPU's
+/// faster approximations, and the `_rn` forms round to nearest as the host's arithmetic does,
+/// so results can differ from a GPU's in the last bits. `sinpif(x)` and the like compute
+/// `sin(pi * x)` with pi rounded, so they are not exact at integers as CUDA's are.
+/// `__saturatef` clamps to [0, 1] (NaN gives 0).
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
 inline float rcbrtf(float x) { return 1.0f / std::cbrt(x); }
@@ -650,6 +697,9 @@ inline double __fma_rn(double a, double b, double c) { return std::fma(a, b, c);
 ///@}
 
 // ---- 16-bit float functions the toolkit's headers give only to device code --------------------
+///@{
+/// 16-bit float functions that the toolkit's headers declare for device code only: computed
+/// in float, then rounded once to the 16-bit type.
 inline __half __hfma(__half a, __half b, __half c) {
     return __float2half_rn(std::fma(__half2float(a), __half2float(b), __half2float(c)));
 }
@@ -665,8 +715,12 @@ inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) {
     return __float2bfloat16_rn(std::fma(__bfloat162float(a), __bfloat162float(b), __bfloat162float(c)));
 }
 inline __nv_bfloat16 hexp(__nv_bfloat16 x) { return __float2bfloat16_rn(std::exp(__bfloat162float(x))); }
+///@}
 
 // ---- the C++ forms of runtime API calls that cuda_runtime.h declares for nvcc only -----------
+///@{
+/// The C++ forms of runtime API calls that cuda_runtime.h declares for nvcc only: the kernel,
+/// or the `__constant__` or `__device__` variable, is passed by name.
 template <typename T>
 cudaError_t cudaFuncSetAttribute(T* entry, cudaFuncAttribute attr, int value) {
     return ::cudaFuncSetAttribute(reinterpret_cast<const void*>(entry), attr, value);
@@ -678,12 +732,17 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, T* entry) {
 template <typename T>
 cudaError_t cudaMemcpyToSymbol(const T& symbol, const void* src, std::size_t count, std::size_t offset = 0,
                                cudaMemcpyKind kind = cudaMemcpyHostToDevice) {
+    static_assert(!std::is_pointer_v<T>, "cudaMemcpyToSymbol takes the __constant__/__device__ variable itself, "
+                                         "not its address");
     return ::cudaMemcpyToSymbol(static_cast<const void*>(&symbol), src, count, offset, kind);
 }
 template <typename T>
 cudaError_t cudaMemcpyFromSymbol(void* dst, const T& symbol, std::size_t count, std::size_t offset = 0,
                                  cudaMemcpyKind kind = cudaMemcpyDeviceToHost) {
+    static_assert(!std::is_pointer_v<T>, "cudaMemcpyFromSymbol takes the __constant__/__device__ variable itself, "
+                                         "not its address");
     return ::cudaMemcpyFromSymbol(dst, static_cast<const void*>(&symbol), count, offset, kind);
 }
+///@}
 
 #include "pd/sim/wmma.hpp"
