@@ -32,6 +32,7 @@ struct Shape {
     int q_len = 1;      ///< Sq, queries
     int kv_len = 1;     ///< Sk, keys and values (Sk >= Sq)
     int head_dim = 64;  ///< d
+    /// true: query i attends to keys 0 .. Sk - Sq + i (the mask rule above); false: to all Sk keys
     bool causal = true;
 
     /// Elements of the score matrix: B * H * Sq * Sk.
@@ -47,25 +48,32 @@ inline int allowed_keys(const Shape& s, int i) { return s.causal ? s.kv_len - s.
 
 /// Throws std::invalid_argument naming the first parameter out of range (sizes below 1,
 /// Sq > Sk, B * H above the grid limit of 65535, Sq above 524280).
+/// @param s the sizes to check
 void check_shape(const Shape& s);
 
 /// scores = Q K^T / sqrt(d): one thread per score (v1 step 1).
 /// @param q [B, H, Sq, d]  @param k [B, H, Sk, d]  @param scores [B, H, Sq, Sk]
+/// @param s the sizes, checked by check_shape  @param stream the stream to launch on
 void scores(const float* q, const float* k, float* scores, const Shape& s, cudaStream_t stream = nullptr);
 
 /// In place: causal mask and numerically stable softmax of every score row; one block per
-/// row, reductions through a shared-memory tree. Lab 01. @param scores [B, H, Sq, Sk]
+/// row, reductions through a shared-memory tree. Lab 01.
+/// @param scores [B, H, Sq, Sk]: the scores in, the probabilities out (exact zeros where masked)
+/// @param s the sizes, checked by check_shape  @param stream the stream to launch on
 void softmax_v1(float* scores, const Shape& s, cudaStream_t stream = nullptr);
 
 /// As softmax_v1, with the row reductions done by warp shuffles (fewer barriers).
+/// @param scores [B, H, Sq, Sk], in place  @param s the sizes  @param stream the stream to launch on
 void softmax_v2(float* scores, const Shape& s, cudaStream_t stream = nullptr);
 
 /// As softmax_v1, with the row reductions done by CUB's BlockReduce (CUDA only; on the
 /// simulator it throws std::invalid_argument).
+/// @param scores [B, H, Sq, Sk], in place  @param s the sizes  @param stream the stream to launch on
 void softmax_v3(float* scores, const Shape& s, cudaStream_t stream = nullptr);
 
 /// O = P V over the allowed keys: one thread per output element (v1 step 3).
 /// @param p [B, H, Sq, Sk]  @param v [B, H, Sk, d]  @param out [B, H, Sq, d]
+/// @param s the sizes, checked by check_shape  @param stream the stream to launch on
 void pv(const float* p, const float* v, float* out, const Shape& s, cudaStream_t stream = nullptr);
 
 /// The versions of the chapter: v1 (tree softmax), v2 (shuffle softmax), v3 (CUB softmax).
@@ -73,7 +81,10 @@ void pv(const float* p, const float* v, float* out, const Shape& s, cudaStream_t
 std::vector<std::string> versions();
 
 /// Runs the three kernels of @p version: scores into @p workspace, softmax in place, then P V.
+/// @param version "v1", "v2" or "v3" (one of versions(); any other name throws std::invalid_argument)
+/// @param q [B, H, Sq, d]  @param k [B, H, Sk, d]  @param v [B, H, Sk, d]  @param out [B, H, Sq, d]
 /// @param workspace [B, H, Sq, Sk] scratch for the score matrix
+/// @param s the sizes, checked by check_shape  @param stream the stream to launch on
 void naive_attention(const std::string& version, const float* q, const float* k, const float* v, float* out,
                      float* workspace, const Shape& s, cudaStream_t stream = nullptr);
 

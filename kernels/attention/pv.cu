@@ -7,7 +7,7 @@
 
 namespace pd::kernels::attention {
 
-//! [pv_kernel]
+// [pv_kernel]
 /// Thread (c, i) of block z computes out[z][i][c] = sum over allowed keys j of
 /// P[z][i][j] * V[z][j][c]; consecutive threads read consecutive columns c of V (coalesced).
 __global__ void pv_kernel(const float* __restrict__ p, const float* __restrict__ v, float* __restrict__ out,
@@ -23,7 +23,7 @@ __global__ void pv_kernel(const float* __restrict__ p, const float* __restrict__
     for (int j = 0; j < keys; ++j) acc += pi[j] * vz[std::size_t(j) * d + c];
     out[(bh * q_len + i) * d + c] = acc;
 }
-//! [pv_kernel]
+// [pv_kernel]
 
 void pv(const float* p, const float* v, float* out, const Shape& s, cudaStream_t stream) {
     check_shape(s);

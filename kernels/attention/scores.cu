@@ -28,9 +28,13 @@ void check_shape(const Shape& s) {
                                     " exceeds 65535, the grid's z limit");
     if (s.q_len > 65535 * 8)
         throw std::invalid_argument("q_len (Sq) = " + std::to_string(s.q_len) + " exceeds 524280");
+    if (std::size_t(s.batch) * s.heads * s.q_len > 0x7FFFFFFFu)
+        throw std::invalid_argument("batch * heads * q_len (Sq) = " +
+                                    std::to_string(std::size_t(s.batch) * s.heads * s.q_len) +
+                                    " exceeds 2^31 - 1 score rows (the softmax grid's x limit)");
 }
 
-//! [scores_kernel]
+// [scores_kernel]
 /// Thread (j, i) of block z computes score[z][i][j] = (q_i . k_j) / sqrt(d): each thread
 /// reads a whole row of Q and of K, so Q and K are re-read Sk and Sq times (from cache).
 __global__ void scores_kernel(const float* __restrict__ q, const float* __restrict__ k, float* __restrict__ s,
@@ -45,7 +49,7 @@ __global__ void scores_kernel(const float* __restrict__ q, const float* __restri
     for (int c = 0; c < d; ++c) acc += qi[c] * kj[c];
     s[(bh * q_len + i) * kv_len + j] = acc * scale;
 }
-//! [scores_kernel]
+// [scores_kernel]
 
 void scores(const float* q, const float* k, float* s, const Shape& shape, cudaStream_t stream) {
     check_shape(shape);

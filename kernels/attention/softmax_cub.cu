@@ -16,13 +16,21 @@ namespace pd::kernels::attention {
 
 #if !defined(PD_BACKEND_SIM)
 
+/// Threads per row: the block size is a template argument of cub::BlockReduce, so it is fixed.
 constexpr int kSoftmaxV3Threads = 256;
 
-struct MaxOp {
+namespace {
+/// The maximum as a binary functor, for CUB's row reduction (local to this file).
+struct CubMaxOp {
+    /// @return the larger of @p a and @p b
     __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
+}  // namespace
 
-//! [softmax_v3_kernel]
+// [softmax_v3_kernel]
+/// As softmax_v1_kernel (one block per row, in place, exact zeros at the masked keys), with
+/// both row reductions done by cub::BlockReduce; its result is valid in thread 0 only, so
+/// thread 0 broadcasts it through shared memory.
 __global__ void softmax_v3_kernel(float* __restrict__ scores, int q_len, int kv_len, bool causal) {
     using BlockReduce = cub::BlockReduce<float, kSoftmaxV3Threads>;
     __shared__ typename BlockReduce::TempStorage temp;
@@ -35,7 +43,7 @@ __global__ void softmax_v3_kernel(float* __restrict__ scores, int q_len, int kv_
 
     float m = -INFINITY;
     for (int j = t; j < keys; j += blockDim.x) m = fmaxf(m, s[j]);
-    m = BlockReduce(temp).Reduce(m, MaxOp{});  // the result is valid in thread 0 only
+    m = BlockReduce(temp).Reduce(m, CubMaxOp{});  // the result is valid in thread 0 only
     if (t == 0) broadcast = m;
     __syncthreads();
     const float row_max = broadcast;
@@ -54,12 +62,11 @@ __global__ void softmax_v3_kernel(float* __restrict__ scores, int q_len, int kv_
     for (int j = t; j < keys; j += blockDim.x) s[j] *= inv;
     for (int j = keys + t; j < kv_len; j += blockDim.x) s[j] = 0.f;
 }
-//! [softmax_v3_kernel]
+// [softmax_v3_kernel]
 
 void softmax_v3(float* scores, const Shape& s, cudaStream_t stream) {
     check_shape(s);
-    const std::size_t rows = std::size_t(s.batch) * s.heads * s.q_len;
-    if (rows > 0x7FFFFFFFu) throw std::invalid_argument("softmax_v3: B * H * Sq exceeds 2^31 - 1 rows");
+    const std::size_t rows = std::size_t(s.batch) * s.heads * s.q_len;  // <= 2^31 - 1: check_shape
     softmax_v3_kernel<<<unsigned(rows), kSoftmaxV3Threads, 0, stream>>>(scores, s.q_len, s.kv_len, s.causal);
     PD_CHECK_LAUNCH();
 }

@@ -11,10 +11,12 @@
 
 namespace pd::kernels::attention {
 
+/// Threads per row: a multiple of the warp size, at most 32 warps (one leader per lane).
 constexpr int kSoftmaxV2Threads = 256;
+/// Warps per block: how many partial results meet in shared memory.
 constexpr int kSoftmaxV2Warps = kSoftmaxV2Threads / kWarpSize;
 
-//! [warp_reduce]
+// [warp_reduce]
 /// Butterfly reduction inside one warp: after log2(32) = 5 exchanges every lane holds the
 /// result, with no shared memory and no barrier.
 template <typename Op>
@@ -36,15 +38,21 @@ __device__ __forceinline__ float block_reduce(float v, float* warp_results, Op o
     __syncthreads();         // warp_results may be rewritten by the next reduction
     return v;
 }
-//! [warp_reduce]
+// [warp_reduce]
 
+/// The maximum as a binary functor, for the row reductions of softmax v2.
 struct MaxOp {
+    /// @return the larger of @p a and @p b
     __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
+/// The sum as a binary functor, for warp_reduce and block_reduce.
 struct SumOp {
+    /// @return @p a + @p b
     __device__ float operator()(float a, float b) const { return a + b; }
 };
 
+/// As softmax_v1_kernel (one block per row, in place, exact zeros at the masked keys), with
+/// the row maximum and the row sum each reduced by block_reduce: two barriers per reduction.
 __global__ void softmax_v2_kernel(float* __restrict__ scores, int q_len, int kv_len, bool causal) {
     __shared__ float warp_results[kSoftmaxV2Warps];
     const std::size_t row = blockIdx.x;
@@ -70,8 +78,7 @@ __global__ void softmax_v2_kernel(float* __restrict__ scores, int q_len, int kv_
 
 void softmax_v2(float* scores, const Shape& s, cudaStream_t stream) {
     check_shape(s);
-    const std::size_t rows = std::size_t(s.batch) * s.heads * s.q_len;
-    if (rows > 0x7FFFFFFFu) throw std::invalid_argument("softmax_v2: B * H * Sq exceeds 2^31 - 1 rows");
+    const std::size_t rows = std::size_t(s.batch) * s.heads * s.q_len;  // <= 2^31 - 1: check_shape
     softmax_v2_kernel<<<unsigned(rows), kSoftmaxV2Threads, 0, stream>>>(scores, s.q_len, s.kv_len, s.causal);
     PD_CHECK_LAUNCH();
 }

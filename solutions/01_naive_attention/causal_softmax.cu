@@ -17,7 +17,7 @@ namespace pd::kernels::attention {
 /// Threads per row: a power of two, so the tree can halve it down to one.
 constexpr int kSoftmaxV1Threads = 256;
 
-//! [softmax_v1_kernel]
+// [softmax_v1_kernel]
 /// Row r of the [B*H*Sq, Sk] score matrix is query i = r % Sq of its head. In place:
 /// s[j] = exp(s[j] - max) / sum over the allowed keys j, and exactly 0 at the masked ones.
 __global__ void softmax_v1_kernel(float* __restrict__ scores, int q_len, int kv_len, bool causal) {
@@ -62,17 +62,17 @@ __global__ void softmax_v1_kernel(float* __restrict__ scores, int q_len, int kv_
     // BEGIN LAB: 3. divide the allowed entries by row_sum, and write exact zeros at the masked keys s[keys .. kv_len-1] (~4 lines)
     //~ (void)row_max;
     //~ (void)row_sum;
+    //~ (void)partial;
     const float inv = 1.f / row_sum;
     for (int j = t; j < keys; j += blockDim.x) s[j] *= inv;
     for (int j = keys + t; j < kv_len; j += blockDim.x) s[j] = 0.f;
     // END LAB
 }
-//! [softmax_v1_kernel]
+// [softmax_v1_kernel]
 
 void softmax_v1(float* scores, const Shape& s, cudaStream_t stream) {
     check_shape(s);
-    const std::size_t rows = std::size_t(s.batch) * s.heads * s.q_len;
-    if (rows > 0x7FFFFFFFu) throw std::invalid_argument("softmax_v1: B * H * Sq exceeds 2^31 - 1 rows");
+    const std::size_t rows = std::size_t(s.batch) * s.heads * s.q_len;  // <= 2^31 - 1: check_shape
     softmax_v1_kernel<<<unsigned(rows), kSoftmaxV1Threads, 0, stream>>>(scores, s.q_len, s.kv_len, s.causal);
     PD_CHECK_LAUNCH();
 }
