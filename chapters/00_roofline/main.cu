@@ -524,14 +524,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-    try {
-        return run(argc, argv);
-    } catch (const std::invalid_argument& e) {
-        std::cerr << "ch00_roofline: error: " << e.what() << "\n";
-        return pd::kExitBadInput;
-    } catch (const std::exception& e) {
-        std::cerr << "ch00_roofline: " << e.what() << "\n";
-        return pd::kExitMismatch;
-    }
-}
+int main(int argc, char** argv) { return pd::guarded_main("ch00_roofline", run, argc, argv); }

@@ -385,14 +385,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-    try {
-        return run(argc, argv);
-    } catch (const std::invalid_argument& e) {
-        std::cerr << "ch01_naive_attention: error: " << e.what() << "\n";
-        return pd::kExitBadInput;
-    } catch (const std::exception& e) {
-        std::cerr << "ch01_naive_attention: " << e.what() << "\n";
-        return pd::kExitMismatch;
-    }
-}
+int main(int argc, char** argv) { return pd::guarded_main("ch01_naive_attention", run, argc, argv); }

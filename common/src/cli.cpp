@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <stdexcept>
 
 namespace pd {
 
@@ -60,6 +61,18 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
 int bad_input(const CLI::App& app, const std::string& message) {
     std::cerr << app.get_name() << ": error: " << message << "\n";
     return kExitBadInput;
+}
+
+int guarded_main(const char* program, int (*run)(int, char**), int argc, char** argv) {
+    try {
+        return run(argc, argv);
+    } catch (const std::invalid_argument& e) {
+        std::cerr << program << ": error: " << e.what() << "\n";
+        return kExitBadInput;
+    } catch (const std::exception& e) {
+        std::cerr << program << ": " << e.what() << "\n";
+        return kExitMismatch;
+    }
 }
 
 std::ostream& text_out(const CommonOptions& options) { return options.json == "-" ? std::cerr : std::cout; }

@@ -1,13 +1,14 @@
 // Helpers for the diagnostic programs (simulator only): after a launch that must fail, check the
 // error code, that the simulator's diagnostic contains the expected words and source locations,
 // then reset the device (a kernel fault leaves the context unusable, on a GPU as here) and check
-// that the next valid launch works. Host code only: this header is not rewritten.
+// that the next valid launch works (check_recovered).
 #pragma once
 
 #include "check.cuh"
 
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 namespace conformance {
 
@@ -48,3 +49,18 @@ inline void expect_fault(const char* what, cudaError_t expected, std::initialize
 }
 
 }  // namespace conformance
+
+__global__ void diag_fill(int* out, int value) { out[threadIdx.x] = value; }
+
+/// After cudaDeviceReset, a valid kernel runs and writes its output: the fault was cleared.
+inline void check_recovered(const char* what) {
+    int* d;
+    CUDA_OK(cudaMalloc(&d, 32 * sizeof(int)));
+    diag_fill<<<1, 32>>>(d, 7);
+    CUDA_OK(cudaGetLastError());
+    CUDA_OK(cudaDeviceSynchronize());
+    std::vector<int> h(32);
+    CUDA_OK(cudaMemcpy(h.data(), d, 32 * sizeof(int), cudaMemcpyDeviceToHost));
+    CHECK_MSG(h == std::vector<int>(32, 7), "after %s: a valid launch did not run", what);
+    CUDA_OK(cudaFree(d));
+}
