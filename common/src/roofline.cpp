@@ -2,6 +2,7 @@
 #include "pd/roofline.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <sstream>
 #include <stdexcept>
@@ -77,6 +78,24 @@ const std::vector<GpuSpec>& gpu_presets() {
 std::optional<GpuSpec> find_gpu(std::string_view name) {
     for (const GpuSpec& g : gpu_presets())
         if (g.name == name) return g;
+    return std::nullopt;
+}
+
+std::optional<GpuSpec> find_gpu_for_device(std::string_view device_name) {
+    const auto word_at = [&](std::size_t pos, std::size_t len) {
+        const auto is_word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+        return (pos == 0 || !is_word(device_name[pos - 1])) &&
+               (pos + len == device_name.size() || !is_word(device_name[pos + len]));
+    };
+    for (const GpuSpec& g : gpu_presets()) {
+        std::string_view key(g.name);
+        key = key.substr(0, key.find('-'));
+        if (key == "RTX") key = std::string_view(g.name).substr(4);
+        if (g.name.find("SXM") != std::string::npos && device_name.find("PCIe") != std::string_view::npos) continue;
+        for (std::size_t pos = device_name.find(key); pos != std::string_view::npos;
+             pos = device_name.find(key, pos + 1))
+            if (word_at(pos, key.size())) return g;
+    }
     return std::nullopt;
 }
 

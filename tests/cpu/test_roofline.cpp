@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <stdexcept>
+#include <string>
 
 namespace rl = pd::roofline;
 using Catch::Matchers::Contains;
@@ -137,6 +138,23 @@ TEST_CASE("GPU presets are complete and sourced", "[roofline][presets]") {
         CHECK_FALSE(g->source.empty());
     }
     CHECK_FALSE(rl::find_gpu("h200"));  // names are exact
+}
+
+TEST_CASE("the runtime's device names map to presets", "[roofline][presets]") {
+    const auto preset_of = [](const char* device) {
+        const auto g = rl::find_gpu_for_device(device);
+        return g ? g->name : std::string("none");
+    };
+    CHECK(preset_of("NVIDIA H200") == "H200");
+    CHECK(preset_of("NVIDIA H100 80GB HBM3") == "H100-SXM");
+    CHECK(preset_of("NVIDIA H100 PCIe") == "none");  // not the SXM part: other clocks and bandwidth
+    CHECK(preset_of("NVIDIA A100-SXM4-80GB") == "A100-80GB");
+    CHECK(preset_of("NVIDIA L4") == "L4");
+    CHECK(preset_of("Tesla T4") == "T4");
+    CHECK(preset_of("NVIDIA GeForce RTX 4090") == "RTX-4090");
+    CHECK(preset_of("NVIDIA L40S") == "none");  // "L4" only as a whole word
+    CHECK(preset_of("NVIDIA H20") == "none");
+    CHECK(preset_of("CPU simulator") == "none");
 }
 
 TEST_CASE("bad inputs are rejected with the parameter's name", "[roofline][errors]") {

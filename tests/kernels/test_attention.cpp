@@ -3,6 +3,7 @@
 // B, H, Sq, Sk, d and the mask; properties (identical keys, one key, logits scaled by 100);
 // poisoned outputs, guard floats past the end, exact zeros at masked keys, bitwise repeatability,
 // and the launchers' rejection of bad shapes with a message naming the parameter.
+#include "guard_check.hpp"
 #include "attention/attention.hpp"
 #include "attention_reference.hpp"
 #include "pd/buffer.hpp"
@@ -26,6 +27,9 @@ namespace att = pd::kernels::attention;
 using Catch::Matchers::Contains;
 
 namespace {
+
+using pd::testing::guard_intact;
+using pd::testing::same_bits;
 
 constexpr std::uint64_t kSeed = 20250101;
 constexpr std::size_t kGuard = 64;  // poisoned floats after each output that must stay untouched
@@ -87,17 +91,6 @@ std::vector<double> reference_scores(const Inputs& in, const att::Shape& s) {
     return out;
 }
 
-/// Checks that the floats of @p values from @p n on still hold the poison bytes.
-bool guard_intact(const std::vector<float>& values, std::size_t n) {
-    for (std::size_t i = n; i < values.size(); ++i) {
-        unsigned char bytes[sizeof(float)];
-        std::memcpy(bytes, &values[i], sizeof(float));
-        for (unsigned char b : bytes)
-            if (b != pd::kPoisonByte) return false;
-    }
-    return true;
-}
-
 /// Entries of @p p ([B, H, Sq, Sk]) at masked keys (j >= allowed_keys) that are not exactly 0.
 std::size_t masked_nonzero(const std::vector<float>& p, const att::Shape& s) {
     std::size_t bad = 0;
@@ -116,10 +109,6 @@ pd::CompareResult check_close(const std::vector<float>& got, const std::vector<d
     INFO(pd::describe(r, what, dims));
     CHECK(r.passed);
     return r;
-}
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 /// What one run of naive_attention() left in device memory: O and the workspace (which then

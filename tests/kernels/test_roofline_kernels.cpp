@@ -1,5 +1,6 @@
 // Chapter 00's kernels against their references: awkward sizes, poisoned outputs, guard
 // regions past the end, bad arguments, bitwise repeatability.
+#include "guard_check.hpp"
 #include "pd/buffer.hpp"
 #include "pd/compare.hpp"
 #include "pd/rng.hpp"
@@ -16,18 +17,9 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-constexpr std::size_t kGuard = 64;  // poisoned floats after the output that must stay untouched
+using pd::testing::guard_intact;
 
-/// Checks that the @p guard floats after @p n in @p values still hold the poison bytes.
-bool guard_intact(const std::vector<float>& values, std::size_t n) {
-    for (std::size_t i = n; i < values.size(); ++i) {
-        unsigned char bytes[sizeof(float)];
-        std::memcpy(bytes, &values[i], sizeof(float));
-        for (unsigned char b : bytes)
-            if (b != pd::kPoisonByte) return false;
-    }
-    return true;
-}
+constexpr std::size_t kGuard = 64;  // poisoned floats after the output that must stay untouched
 
 }  // namespace
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 
 #include <stdexcept>
 #include <string>
@@ -38,6 +39,38 @@ public:
 private:
     cublasHandle_t h_ = nullptr;
 };
+
+
+/// Y [M, N] = X [M, K] W [N, K]^T for row-major fp32 matrices, with cublasSgemm (no TF32:
+/// the handle's default math mode): the baseline of chapters 02 and 03. cuBLAS is
+/// column-major, so it computes Y^T [N, M] = W X^T with W transposed (ld K) and X as is (ld K).
+/// @param h the handle  @param x [M, K]  @param w [N, K]  @param y [M, N]
+/// @param m M  @param n N  @param k K
+inline void cublas_linear(cublasHandle_t h, const float* x, const float* w, float* y, int m, int n, int k) {
+    const float alpha = 1.f, beta = 0.f;
+    check_cublas(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w, k, x, k, &beta, y, n), "cublasSgemm",
+                 __FILE__, __LINE__);
+}
+
+/// As above with bf16 X and W, fp32 accumulation and an fp32 Y, with cublasGemmEx
+/// (tensor cores). @param h the handle  @param x [M, K]  @param w [N, K]  @param y [M, N] fp32
+/// @param m M  @param n N  @param k K
+inline void cublas_linear(cublasHandle_t h, const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, int m, int n,
+                          int k) {
+    const float alpha = 1.f, beta = 0.f;
+    check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w, CUDA_R_16BF, k, x, CUDA_R_16BF, k,
+                              &beta, y, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx", __FILE__, __LINE__);
+}
+
+/// y [N] = W [N, K] x [K] in fp32 with cublasSgemv: the row-major W is a column-major
+/// K x N matrix, used transposed. @param h the handle  @param w [N, K]  @param x [K]
+/// @param y [N]  @param n N  @param k K
+inline void cublas_gemv(cublasHandle_t h, const float* w, const float* x, float* y, int n, int k) {
+    const float alpha = 1.f, beta = 0.f;
+    check_cublas(cublasSgemv(h, CUBLAS_OP_T, k, n, &alpha, w, k, x, 1, &beta, y, 1), "cublasSgemv", __FILE__,
+                 __LINE__);
+}
 
 }  // namespace pd
 

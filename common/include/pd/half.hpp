@@ -7,6 +7,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <span>
+#include <vector>
+
 namespace pd {
 
 /// Converts a 16-bit float (or a float) to float on the host.
@@ -41,5 +44,23 @@ constexpr const char* dtype_name<__half>() { return "fp16"; }
 /// "bf16".
 template <>
 constexpr const char* dtype_name<__nv_bfloat16>() { return "bf16"; }
+
+
+/// Rounds every value of @p values to T (round to nearest even): the inputs of a 16-bit kernel
+/// made from the same random floats as its fp32 counterpart.
+template <typename T>
+std::vector<T> round_all(std::span<const float> values) {
+    std::vector<T> out(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) out[i] = from_float<T>(values[i]);
+    return out;
+}
+
+/// Widens every value of @p values to float (exact), e.g. to dump bf16 data as a float32 .npy.
+template <typename T>
+std::vector<float> to_float_all(std::span<const T> values) {
+    std::vector<float> out(values.size());
+    for (std::size_t i = 0; i < values.size(); ++i) out[i] = to_float(values[i]);
+    return out;
+}
 
 }  // namespace pd

@@ -53,6 +53,12 @@ const std::vector<GpuSpec>& gpu_presets();
 /// The preset named @p name (exact, case-sensitive), if any.
 std::optional<GpuSpec> find_gpu(std::string_view name);
 
+/// The preset for the device the runtime names @p device_name ("NVIDIA H200" gives H200,
+/// "NVIDIA A100-SXM4-80GB" gives A100-80GB), if one matches: the part of the preset name before
+/// its first '-' (the number after "RTX-") must appear in @p device_name as a whole word. A
+/// PCIe card never matches an SXM preset. A lead for a kernel's compute roof, not a measurement.
+std::optional<GpuSpec> find_gpu_for_device(std::string_view device_name);
+
 /// A decoder-only transformer's shape: what the KV-cache size and attention FLOPs need.
 struct ModelConfig {
     /// Preset name, as accepted by `--model`.

@@ -1,0 +1,335 @@
+/// @file batched.cu
+/// @brief v5 of the decode GEMV: batched decode. v1 to v4 run once per token and read W B
+/// times; v5 reads each weight once per step and uses it for all B tokens, so the step costs
+/// about as much as one token's (reading W dominates) until the products become the
+/// bottleneck. Two paths:
+///  - SIMT (fp32, and bf16 with B < kBatchedTensorCoreMinBatch): each warp owns 4 rows (fewer
+///    when B > 16) and each lane keeps one fp32 accumulator per (row, token), B rounded up to
+///    a power of two; the products run on the FMA units.
+///  - tensor cores (bf16, B >= kBatchedTensorCoreMinBatch, compute capability >= 8.0): each
+///    warp computes Y^T for a 16-row strip of W and up to 64 tokens with WMMA 16x16x16 bf16
+///    tiles and fp32 accumulation.
+/// Both stage the step's slice of X [B, K] in shared memory (read by every warp of the block)
+/// and prefetch the next step's W and X into registers while the current step computes.
+/// W is read with 128-bit loads when K is a multiple of 8 bf16 / 4 floats and W and X are
+/// 16-byte aligned (the usual case); otherwise element by element, correct but slower.
+#include "gemv.hpp"
+#include "gemv_common.cuh"
+
+#include "pd/common.hpp"
+#include "pd/cuda_check.hpp"
+
+#include <mma.h>
+
+#include <cstddef>
+
+namespace pd::kernels::gemv {
+
+/// Threads per block of both paths of v5.
+constexpr int kBatchedThreads = 256;
+/// Warps per block of v5.
+constexpr int kBatchedWarps = kBatchedThreads / kWarpSize;
+/// Smallest batch that bf16 runs on tensor cores. With B tokens, a weight costs B FMAs plus
+/// its share of the conversions and shared-memory reads of X: about 0.2 warp instructions
+/// per weight at B = 4 and 0.35 at B = 8 (B = 5 ... 8 are padded to 8 tokens), against an
+/// SM's 4 instructions per cycle and the ~9 bf16 weights per cycle per SM that HBM delivers
+/// on an H100/H200: from B = 5 the SIMT path would be close to compute-bound. One
+/// 16x16x16 mma covers 256 weights for up to 16 tokens.
+constexpr int kBatchedTensorCoreMinBatch = 5;
+
+/// Rows of W per warp of the SIMT path for a pass of TB tokens: the accumulators, rows x TB
+/// per lane, stay at 64 registers; each x read from shared memory serves all of them.
+template <int TB>
+inline constexpr int kSimtRowsPerWarp = TB <= 16 ? 4 : (TB == 32 ? 2 : 1);
+/// 16-byte vectors per row per lane in one step of the SIMT path (the loads in flight per
+/// lane are kSimtRowsPerWarp * kSimtUnroll: 8 for B <= 16).
+template <int TB>
+inline constexpr int kSimtUnroll = TB == 64 ? 1 : 2;
+
+/// Loads this lane's vectors of W for one step: rows row0 ... row0 + R - 1 (zeros past N), and
+/// vectors u * 32 + lane (u < U) of the step starting at column k0 (zeros past K).
+template <typename T, int R, int U, bool kAligned>
+__device__ __forceinline__ void load_w_rows(const T* __restrict__ w, int row0, int n, int k, int k0, int lane,
+                                            uint4 (&wq)[R][U]) {
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+            wq[r][u] = row0 + r < n ? load16<T, kAligned>(w + std::size_t(row0 + r) * k,
+                                                          k0 + (u * kWarpSize + lane) * kVecElems<T>, k)
+                                    : make_uint4(0u, 0u, 0u, 0u);
+}
+
+/// Loads this thread's part of one step of X: vectors threadIdx.x, threadIdx.x + 256, ... of
+/// the [tokens, kRowVecs] slice starting at column k0; zeros for tokens >= B and past K.
+template <typename T, int kRowVecs, int kVecs, int kPer, bool kAligned>
+__device__ __forceinline__ void load_x_slice(const T* __restrict__ x, int batch, int k, int k0, uint4 (&xr)[kPer]) {
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+        const int v = threadIdx.x + j * kBatchedThreads, t = v / kRowVecs;
+        xr[j] = v < kVecs && t < batch
+                    ? load16<T, kAligned>(x + std::size_t(t) * k, k0 + (v % kRowVecs) * kVecElems<T>, k)
+                    : make_uint4(0u, 0u, 0u, 0u);
+    }
+}
+
+// [gemv_batched_kernel]
+/// SIMT path of v5 for up to TB tokens: warp w of block i owns rows (i * 8 + w) * R ...
+/// + R - 1, each lane sums vectors lane, lane + 32, ... of those rows for every token, and the
+/// warp reduces the R x TB sums at the end. Each weight is loaded once and used TB times.
+template <typename T, int TB, bool kAligned>
+__global__ void __launch_bounds__(kBatchedThreads)
+    gemv_batched_simt_kernel(const T* __restrict__ w, const T* __restrict__ x, float* __restrict__ y, int n, int k,
+                             int batch) {
+    constexpr int E = kVecElems<T>, R = kSimtRowsPerWarp<TB>, U = kSimtUnroll<TB>;
+    constexpr int kRowVecs = U * kWarpSize;  // vectors of a row in one step
+    constexpr int kStepK = kRowVecs * E;     // columns in one step
+    constexpr int kXVecs = TB * kRowVecs;    // vectors of X in one step (<= 2048: 32 KiB)
+    constexpr int kXPer = ceil_div(kXVecs, kBatchedThreads);
+    __shared__ uint4 xs[kXVecs];  // xs[t * kRowVecs + v]: token t, vector v of the step
+
+    const int lane = threadIdx.x % kWarpSize;
+    const int row0 = (blockIdx.x * kBatchedWarps + threadIdx.x / kWarpSize) * R;
+    const int steps = ceil_div(k, kStepK);
+    uint4 w_next[R][U], x_next[kXPer];
+    load_w_rows<T, R, U, kAligned>(w, row0, n, k, 0, lane, w_next);
+    load_x_slice<T, kRowVecs, kXVecs, kXPer, kAligned>(x, batch, k, 0, x_next);
+    float acc[R][TB] = {};
+
+    for (int s = 0; s < steps; ++s) {
+        __syncthreads();  // every warp has finished reading xs for step s - 1
+#pragma unroll
+        for (int j = 0; j < kXPer; ++j)
+            if (threadIdx.x + j * kBatchedThreads < kXVecs) xs[threadIdx.x + j * kBatchedThreads] = x_next[j];
+        __syncthreads();  // xs holds step s for every warp
+        uint4 wq[R][U];
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+            for (int u = 0; u < U; ++u) wq[r][u] = w_next[r][u];
+        if (s + 1 < steps) {  // the next step's loads fly while this step computes
+            load_w_rows<T, R, U, kAligned>(w, row0, n, k, (s + 1) * kStepK, lane, w_next);
+            load_x_slice<T, kRowVecs, kXVecs, kXPer, kAligned>(x, batch, k, (s + 1) * kStepK, x_next);
+        }
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            float wf[R][E];  // converted once, used for every token
+#pragma unroll
+            for (int r = 0; r < R; ++r) unpack16<T>(wq[r][u], wf[r]);
+#pragma unroll
+            for (int t = 0; t < TB; ++t) {
+                float xf[E];  // read from shared memory once, used for every row
+                unpack16<T>(xs[t * kRowVecs + u * kWarpSize + lane], xf);
+#pragma unroll
+                for (int r = 0; r < R; ++r)
+#pragma unroll
+                    for (int e = 0; e < E; ++e) acc[r][t] = fmaf(wf[r][e], xf[e], acc[r][t]);
+            }
+        }
+    }
+
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int t = 0; t < TB; ++t) {
+            if (t >= batch) break;  // the same for the whole warp: the shuffles see all 32 lanes
+            const float sum = warp_reduce_sum(acc[r][t]);
+            if (lane == t % kWarpSize && row0 + r < n) y[std::size_t(t) * n + row0 + r] = sum;
+        }
+}
+// [gemv_batched_kernel]
+
+/// 16-row strips of W per block of the tensor-core path.
+constexpr int kWmmaStrips = 2;
+/// Warps that share one strip, each taking a quarter of the block's columns in a step (a
+/// split of K inside the block, so that small N still gives every SM several warps).
+constexpr int kWmmaSplits = kBatchedWarps / kWmmaStrips;
+/// Rows of W per block of the tensor-core path.
+constexpr int kWmmaRows = kWmmaStrips * 16;
+/// 16-column tiles of W per warp per step: 8 (8 loads of 16 bytes in flight per lane) while
+/// X's step slice stays small, 4 for 33 to 64 tokens.
+template <int TT>
+inline constexpr int kWmmaTilesPerStep = TT <= 2 ? 8 : 4;
+
+// [gemv_batched_wmma_kernel]
+/// Tensor-core path of v5 (bf16) for up to TT * 16 tokens. Warp w works on strip w / 4 (16 rows)
+/// and, in each step, on the columns of split w % 4. Per 16 x 16 tile of W: the lanes store
+/// the tile (loaded in the previous step) to the warp's shared buffer, load it as matrix_a
+/// (row-major), and multiply it with each 16-token tile of X^T (matrix_b, col-major: X's rows,
+/// staged in shared memory), accumulating Y^T [16 rows, 16 tokens] in fp32. At the end the 4
+/// splits of each strip are added in a fixed order (the result is the same bits every run).
+template <int TT, bool kAligned>
+__global__ void __launch_bounds__(kBatchedThreads)
+    gemv_batched_wmma_kernel(const __nv_bfloat16* __restrict__ w, const __nv_bfloat16* __restrict__ x,
+                             float* __restrict__ y, int n, int k, int batch) {
+#if defined(PD_BACKEND_SIM) || __CUDA_ARCH__ >= 800
+    namespace wmma = nvcuda::wmma;
+    using bf16 = __nv_bfloat16;
+    constexpr int kTiles = kWmmaTilesPerStep<TT>;
+    constexpr int kWarpK = kTiles * 16;           // columns per warp per step
+    constexpr int kStepK = kWmmaSplits * kWarpK;  // columns per block per step
+    constexpr int kTokens = TT * 16;
+    constexpr int kXLd = kStepK + 8;      // +16 bytes per row: tokens start in different banks
+    constexpr int kWLd = 16 + 8;          // the same for the rows of a W tile
+    constexpr int kRowVecs = kStepK / 8;  // 16-byte vectors of one token's slice
+    constexpr int kXVecs = kTokens * kRowVecs;
+    constexpr int kXPer = kXVecs / kBatchedThreads;  // 4 ... 8
+    constexpr int kXBytes = kTokens * kXLd * int(sizeof(bf16));
+    constexpr int kRedBytes = kBatchedWarps * 16 * kTokens * int(sizeof(float));
+    // X's slice during the steps; afterwards the same bytes hold every warp's Y^T tile.
+    // Both buffers are written as 16-byte vectors and read by load_matrix_sync as bf16.
+    __shared__ __align__(128) uint4 smem[(kXBytes > kRedBytes ? kXBytes : kRedBytes) / 16];
+    __shared__ __align__(128) uint4 w_tile[kBatchedWarps][16 * kWLd / 8];
+    bf16* xs = reinterpret_cast<bf16*>(smem);
+
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    const int strip = warp / kWmmaSplits, split = warp % kWmmaSplits;
+    const int row = blockIdx.x * kWmmaRows + strip * 16 + lane / 2;  // this lane's row of the tiles
+    const int col = split * kWarpK + (lane % 2) * 8;                 // and its first column in a step
+    const int steps = ceil_div(k, kStepK);
+    uint4 w_next[kTiles], x_next[kXPer];
+    auto load_w = [&](int k0) {
+#pragma unroll
+        for (int j = 0; j < kTiles; ++j)
+            w_next[j] = row < n ? load16<bf16, kAligned>(w + std::size_t(row) * k, k0 + col + j * 16, k)
+                                : make_uint4(0u, 0u, 0u, 0u);
+    };
+    load_w(0);
+    load_x_slice<bf16, kRowVecs, kXVecs, kXPer, kAligned>(x, batch, k, 0, x_next);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[TT];
+#pragma unroll
+    for (int tt = 0; tt < TT; ++tt) wmma::fill_fragment(acc[tt], 0.f);
+
+    for (int s = 0; s < steps; ++s) {
+        __syncthreads();  // every warp has finished reading xs for step s - 1
+#pragma unroll
+        for (int j = 0; j < kXPer; ++j) {
+            const int v = threadIdx.x + j * kBatchedThreads;
+            smem[((v / kRowVecs) * kXLd + (v % kRowVecs) * 8) / 8] = x_next[j];
+        }
+        __syncthreads();  // xs holds step s for every warp
+        uint4 wq[kTiles];
+#pragma unroll
+        for (int j = 0; j < kTiles; ++j) wq[j] = w_next[j];
+        if (s + 1 < steps) {  // the next step's loads fly while this step computes
+            load_w((s + 1) * kStepK);
+            load_x_slice<bf16, kRowVecs, kXVecs, kXPer, kAligned>(x, batch, k, (s + 1) * kStepK, x_next);
+        }
+#pragma unroll
+        for (int j = 0; j < kTiles; ++j) {
+            // Lane l holds 8 weights of tile j: row l / 2, columns (l % 2) * 8 ... + 7.
+            w_tile[warp][((lane / 2) * kWLd + (lane % 2) * 8) / 8] = wq[j];
+            __syncwarp();  // the tile is complete before the warp reads it
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
+            wmma::load_matrix_sync(a, reinterpret_cast<const bf16*>(w_tile[warp]), kWLd);
+#pragma unroll
+            for (int tt = 0; tt < TT; ++tt) {
+                // X^T as col-major: element (c, t) at xs[t * kXLd + c], token t's row of X.
+                wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> b;
+                wmma::load_matrix_sync(b, xs + tt * 16 * kXLd + split * kWarpK + j * 16, kXLd);
+                wmma::mma_sync(acc[tt], a, b, acc[tt]);
+            }
+            __syncwarp();  // every lane has read the tile before the next one overwrites it
+        }
+    }
+
+    // xs is no longer read: its bytes now take the warps' results, red[warp][16 rows][kTokens].
+    __syncthreads();
+    float* red = reinterpret_cast<float*>(smem);
+#pragma unroll
+    for (int tt = 0; tt < TT; ++tt)
+        wmma::store_matrix_sync(red + warp * 16 * kTokens + tt * 16, acc[tt], kTokens, wmma::mem_row_major);
+    __syncthreads();
+    // Thread i sums the splits of (row i % 32 of the block, token i / 32): consecutive threads
+    // write consecutive rows of y[t].
+    for (int i = threadIdx.x; i < kWmmaRows * batch; i += kBatchedThreads) {
+        const int rb = i % kWmmaRows, t = i / kWmmaRows, out_row = blockIdx.x * kWmmaRows + rb;
+        if (out_row >= n) continue;
+        float sum = 0.f;
+        for (int sp = 0; sp < kWmmaSplits; ++sp)
+            sum += red[((rb / 16 * kWmmaSplits + sp) * 16 + rb % 16) * kTokens + t];
+        y[std::size_t(t) * n + out_row] = sum;
+    }
+#else
+    __trap();  // not launched: the launcher checks the compute capability
+#endif
+}
+// [gemv_batched_wmma_kernel]
+
+/// Whether the current device has bf16 tensor cores (compute capability 8.0 or newer).
+static bool has_bf16_tensor_cores() {
+    int device = 0, major = 0;
+    PD_CHECK_CUDA(cudaGetDevice(&device));
+    PD_CHECK_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    return major >= 8;
+}
+
+/// Launches the SIMT path for up to TB tokens: grid ceil(N / (8 R)), 256 threads.
+template <typename T, int TB>
+void launch_batched_simt(const T* w, const T* x, float* y, const Shape& s, bool aligned, cudaStream_t stream) {
+    const unsigned grid = unsigned(ceil_div(s.n, kBatchedWarps * kSimtRowsPerWarp<TB>));
+    if (aligned)
+        gemv_batched_simt_kernel<T, TB, true><<<grid, kBatchedThreads, 0, stream>>>(w, x, y, s.n, s.k, s.batch);
+    else
+        gemv_batched_simt_kernel<T, TB, false><<<grid, kBatchedThreads, 0, stream>>>(w, x, y, s.n, s.k, s.batch);
+}
+
+/// Launches the tensor-core path for up to TT * 16 tokens: grid ceil(N / 32), 256 threads.
+template <int TT>
+void launch_batched_wmma(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, const Shape& s, bool aligned,
+                         cudaStream_t stream) {
+    const unsigned grid = unsigned(ceil_div(s.n, kWmmaRows));
+    if (aligned)
+        gemv_batched_wmma_kernel<TT, true><<<grid, kBatchedThreads, 0, stream>>>(w, x, y, s.n, s.k, s.batch);
+    else
+        gemv_batched_wmma_kernel<TT, false><<<grid, kBatchedThreads, 0, stream>>>(w, x, y, s.n, s.k, s.batch);
+}
+
+/// Checks the shape, picks the path and the tokens per pass, and launches v5.
+template <typename T>
+void launch_batched(const T* w, const T* x, float* y, const Shape& s, cudaStream_t stream) {
+    check_shape(s);
+    // 128-bit loads need whole vectors in every row: K a multiple of 4 floats / 8 bf16, and
+    // 16-byte aligned W and X.
+    const bool aligned = s.k % kVecElems<T> == 0 && aligned16(w) && aligned16(x);
+    const int b = s.batch;
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+        if (b >= kBatchedTensorCoreMinBatch && has_bf16_tensor_cores()) {
+            if (b <= 16)
+                launch_batched_wmma<1>(w, x, y, s, aligned, stream);
+            else if (b <= 32)
+                launch_batched_wmma<2>(w, x, y, s, aligned, stream);
+            else if (b <= 48)
+                launch_batched_wmma<3>(w, x, y, s, aligned, stream);
+            else
+                launch_batched_wmma<4>(w, x, y, s, aligned, stream);
+            PD_CHECK_LAUNCH();
+            return;
+        }
+    }
+    if (b <= 1)
+        launch_batched_simt<T, 1>(w, x, y, s, aligned, stream);
+    else if (b <= 2)
+        launch_batched_simt<T, 2>(w, x, y, s, aligned, stream);
+    else if (b <= 4)
+        launch_batched_simt<T, 4>(w, x, y, s, aligned, stream);
+    else if (b <= 8)
+        launch_batched_simt<T, 8>(w, x, y, s, aligned, stream);
+    else if (b <= 16)
+        launch_batched_simt<T, 16>(w, x, y, s, aligned, stream);
+    else if (b <= 32)
+        launch_batched_simt<T, 32>(w, x, y, s, aligned, stream);
+    else
+        launch_batched_simt<T, 64>(w, x, y, s, aligned, stream);
+    PD_CHECK_LAUNCH();
+}
+
+void gemv_batched(const float* w, const float* x, float* y, const Shape& s, cudaStream_t stream) {
+    launch_batched(w, x, y, s, stream);
+}
+
+void gemv_batched(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, const Shape& s, cudaStream_t stream) {
+    launch_batched(w, x, y, s, stream);
+}
+
+}  // namespace pd::kernels::gemv
