@@ -34,6 +34,8 @@
 
 namespace {
 
+using pd::fmt;
+
 namespace rl = pd::roofline;
 
 const char* const kChapter = "00_roofline";
@@ -236,12 +238,6 @@ pd::KernelResult run_cublas_bf16(const Options& o, const std::string& dump_dir) 
 #endif
 
 // ---- calculator -----------------------------------------------------------------------------
-
-std::string fmt(const char* format, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, format, v);
-    return buf;
-}
 
 std::string format_time(double s) {
     if (s >= 1) return fmt("%.3g s", s);

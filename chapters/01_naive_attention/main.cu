@@ -34,6 +34,8 @@
 
 namespace {
 
+using pd::fmt;
+
 namespace att = pd::kernels::attention;
 
 const char* const kChapter = "01_naive_attention";
@@ -151,12 +153,6 @@ Breakdown time_version(const std::string& version, const float* q, const float* 
     b.total = pd::time_device([&] { att::naive_attention(version, q, k, v, o, work, s); }, c.warmup, c.iters)
                   .median_ms;
     return b;
-}
-
-std::string fmt(const char* f, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, f, v);
-    return buf;
 }
 
 int run(int argc, char** argv) {

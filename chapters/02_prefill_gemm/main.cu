@@ -38,6 +38,8 @@
 
 namespace {
 
+using pd::fmt;
+
 namespace gm = pd::kernels::gemm;
 using bf16 = __nv_bfloat16;
 
@@ -232,12 +234,6 @@ std::vector<Row> run_all(const gm::Shape& s, const std::vector<gm::DType>& dtype
     return rows;
 }
 
-std::string fmt(const char* f, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, f, v);
-    return buf;
-}
-
 std::string opt(const std::optional<double>& v, int digits = 4) { return pd::format_number(v, digits); }
 
 nlohmann::json row_json(const Row& row, const gm::Shape& s) {
@@ -427,7 +423,7 @@ int run(int argc, char** argv) {
     if (o.sweep) {
         const int last = kSim ? 256 : 8192;
         out << "\nsweep over T = 1, 2, 4 ... " << last << " at N = " << shape.n << ", K = " << shape.k
-            << " (each point validated on sampled rows" << (kSim ? "; CPU figures" : "") << "):\n";
+            << " (each point validated, on sampled rows when large" << (kSim ? "; CPU figures" : "") << "):\n";
         pd::Table st({"T", "dtype", "FLOP/byte", "bound", "kernel", "time ms", "TFLOP/s", "of roofline",
                       "vs cuBLAS"});
         Inputs sw;

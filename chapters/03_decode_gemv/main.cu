@@ -40,6 +40,8 @@
 
 namespace {
 
+using pd::fmt;
+
 namespace gv = pd::kernels::gemv;
 using bf16 = __nv_bfloat16;
 
@@ -246,12 +248,6 @@ void upload_tokens(DeviceProblem& p, const gv::Shape& s, int layers, const Input
     if (d == DType::fp32) p.x = pd::DeviceBuffer<float>(std::span<const float>(in.x));
     else p.xb = pd::DeviceBuffer<bf16>(std::span<const bf16>(in.xb));
     p.y = pd::DeviceBuffer<float>(std::size_t(layers) * s.y_elements());
-}
-
-std::string fmt(const char* f, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, f, v);
-    return buf;
 }
 
 std::string opt(const std::optional<double>& v, int digits = 4) { return pd::format_number(v, digits); }

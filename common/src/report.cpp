@@ -70,6 +70,12 @@ std::string Table::render() const {
     return out.str();
 }
 
+std::string fmt(const char* format, double v) {
+    char buf[128];
+    std::snprintf(buf, sizeof buf, format, v);
+    return buf;
+}
+
 std::string format_number(std::optional<double> v, int digits) {
     if (!v || !std::isfinite(*v)) return "-";
     char buf[64];

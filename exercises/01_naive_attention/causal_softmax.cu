@@ -38,6 +38,9 @@ __global__ void softmax_v1_kernel(float* __restrict__ scores, int q_len, int kv_
     (void)row_max;
     (void)row_sum;
     (void)partial;
+    (void)keys;
+    (void)s;
+    (void)t;
 }
 // [softmax_v1_kernel]
 

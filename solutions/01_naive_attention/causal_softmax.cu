@@ -63,6 +63,9 @@ __global__ void softmax_v1_kernel(float* __restrict__ scores, int q_len, int kv_
     //~ (void)row_max;
     //~ (void)row_sum;
     //~ (void)partial;
+    //~ (void)keys;
+    //~ (void)s;
+    //~ (void)t;
     const float inv = 1.f / row_sum;
     for (int j = t; j < keys; j += blockDim.x) s[j] *= inv;
     for (int j = keys + t; j < kv_len; j += blockDim.x) s[j] = 0.f;

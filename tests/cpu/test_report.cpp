@@ -94,3 +94,9 @@ TEST_CASE("numbers, bytes and FLOPs are formatted with units", "[report]") {
     CHECK(pd::format_bytes(1.5 * 1024 * 1024 * 1024) == "1.50 GiB");
     CHECK(pd::format_flops(2.8e13) == "28.00 TFLOP");
 }
+
+TEST_CASE("fmt formats one number with a printf format", "[report]") {
+    CHECK(pd::fmt("%.1f", 206.125) == "206.1");
+    CHECK(pd::fmt("%.0f GB/s", 4321.6) == "4322 GB/s");
+    CHECK(pd::fmt("%.3g", 0.000123456) == "0.000123");
+}

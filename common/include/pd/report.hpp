@@ -47,6 +47,11 @@ private:
     std::vector<std::vector<std::string>> rows_;
 };
 
+/// Formats one number with a printf format (e.g. "%.1f", "%.0f GB/s"), for the text chapters
+/// print around their tables. @param format a printf format with one double conversion
+/// @param v the number
+std::string fmt(const char* format, double v);
+
 /// Formats a number with @p digits significant digits, or "-" when empty.
 std::string format_number(std::optional<double> v, int digits = 4);
 /// Formats a byte count with a binary unit ("1.50 GiB").
