@@ -38,14 +38,8 @@ function(pd_sim_rewrite_sources out_var)
   set(${out_var} ${outs} PARENT_SCOPE)
 endfunction()
 
-# pd_sim_mirror_dir(<out_var> <dir>): every .cu/.cuh/.h/.hpp below <dir>, rewritten; the
-# mirror of <dir> is ${PROJECT_BINARY_DIR}/sim_src/<dir relative to the root>.
-function(pd_sim_mirror_dir out_var dir)
-  file(GLOB_RECURSE files CONFIGURE_DEPENDS "${dir}/*.cu" "${dir}/*.cuh" "${dir}/*.h" "${dir}/*.hpp")
-  pd_sim_rewrite_sources(outs ${files})
-  set(${out_var} ${outs} PARENT_SCOPE)
-endfunction()
-
+# pd_sim_mirror_path(<out_var> <dir>): where the rewritten copies of the files below <dir> are:
+# ${PROJECT_BINARY_DIR}/sim_src/<dir relative to the root>.
 function(pd_sim_mirror_path out_var dir)
   file(RELATIVE_PATH rel "${PROJECT_SOURCE_DIR}" "${dir}")
   set(${out_var} "${PROJECT_BINARY_DIR}/sim_src/${rel}" PARENT_SCOPE)

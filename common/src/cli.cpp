@@ -63,7 +63,8 @@ int bad_input(const CLI::App& app, const std::string& message) {
     return kExitBadInput;
 }
 
-int guarded_main(const char* program, int (*run)(int, char**), int argc, char** argv) {
+int guarded_main(int (*run)(int, char**), int argc, char** argv) {
+    const std::string program = argc > 0 ? std::filesystem::path(argv[0]).filename().string() : "program";
     try {
         return run(argc, argv);
     } catch (const std::invalid_argument& e) {
@@ -79,7 +80,11 @@ std::ostream& text_out(const CommonOptions& options) { return options.json == "-
 
 std::string prepare_dump_dir(const CommonOptions& options) {
     if (options.dump.empty()) return {};
-    std::filesystem::create_directories(options.dump);
+    std::error_code ec;
+    std::filesystem::create_directories(options.dump, ec);
+    if (ec || !std::filesystem::is_directory(options.dump))
+        throw std::invalid_argument("--dump " + options.dump + ": cannot create the directory" +
+                                    (ec ? " (" + ec.message() + ")" : ""));
     std::string dir = options.dump;
     if (dir.back() != '/') dir.push_back('/');
     return dir;

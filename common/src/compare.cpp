@@ -1,10 +1,44 @@
 // Human-readable comparison reports.
 #include "pd/compare.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
+#include <stdexcept>
 
 namespace pd {
+
+CompareResult check(const Expected& e, std::span<const float> out) {
+    std::vector<float> got;  // the checked elements, in the order of e.values
+    if (e.sampled()) {
+        if (e.row_length == 0) throw std::invalid_argument("check: Expected.rows needs row_length");
+        got.reserve(e.rows.size() * e.row_length);
+        for (std::size_t r : e.rows) {
+            if ((r + 1) * e.row_length > out.size())
+                throw std::invalid_argument("check: row " + std::to_string(r) + " is past the end of the output");
+            got.insert(got.end(), out.begin() + std::ptrdiff_t(r * e.row_length),
+                       out.begin() + std::ptrdiff_t((r + 1) * e.row_length));
+        }
+    } else {
+        got.assign(out.begin(), out.end());
+    }
+    CompareResult c = e.values_lowp.empty()
+                          ? compare<float, double>(got, e.values, e.tolerance)
+                          : compare_to_lowp_reference<float, double>(got, e.values, e.values_lowp, 2.0);
+    if (e.sampled())  // back to indices into the whole output
+        for (Mismatch& m : c.first) m.index = e.rows[m.index / e.row_length] * e.row_length + m.index % e.row_length;
+    // An unchecked element can still hold the poison: every output must be finite.
+    std::size_t unchecked_non_finite = 0;
+    for (float v : out) unchecked_non_finite += !std::isfinite(v);
+    unchecked_non_finite -= std::min(unchecked_non_finite, c.non_finite);
+    if (unchecked_non_finite > 0) {
+        c.passed = false;
+        c.non_finite += unchecked_non_finite;
+        c.rule += "; every output finite";
+    }
+    return c;
+}
 
 std::string describe(const CompareResult& r, std::string_view context, std::span<const std::size_t> shape) {
     std::ostringstream out;

@@ -107,25 +107,115 @@ std::string format_flops(double flops) {
     return buf;
 }
 
-Table results_table(const std::vector<KernelResult>& results) {
-    Table t({"kernel", "time ms", "GB/s", "TFLOP/s", "of roofline", "vs baseline", "max abs err",
-             "status"});
-    for (const KernelResult& r : results) {
-        t.add_row({r.kernel, format_number(r.time_ms), format_number(r.gbps), format_number(r.tflops),
-                   format_number(r.roofline_fraction, 3), format_number(r.vs_baseline, 3),
-                   format_number(r.max_abs_err, 3), r.passed ? "ok" : "FAILED"});
-    }
-    return t;
+std::optional<double> Roofs::floor_s(const Cost& cost, DType d) const {
+    const std::optional<double> p = peak(d);
+    if ((cost.bytes > 0 && !bytes_per_s) || (cost.flops > 0 && !p) || (cost.bytes <= 0 && cost.flops <= 0))
+        return std::nullopt;
+    const double compute = cost.flops > 0 ? cost.flops / *p : 0, memory = cost.bytes > 0 ? cost.bytes / *bytes_per_s : 0;
+    return std::max(compute, memory);
 }
 
-nlohmann::json make_report(const std::string& chapter, const std::string& backend,
-                           const nlohmann::json& device, const nlohmann::json& problem,
-                           const std::vector<KernelResult>& results) {
+std::optional<roofline::Bound> Roofs::bound(const Cost& cost, DType d) const {
+    if (!floor_s(cost, d)) return std::nullopt;
+    const double compute = cost.flops > 0 ? cost.flops / *peak(d) : 0, memory = cost.bytes > 0 ? cost.bytes / *bytes_per_s : 0;
+    return compute >= memory ? roofline::Bound::Compute : roofline::Bound::Memory;  // as roofline::bound_at()
+}
+
+std::optional<double> Row::tokens_per_s() const {
+    if (tokens <= 0 || !result.time_ms || *result.time_ms <= 0) return std::nullopt;
+    return tokens / (*result.time_ms * 1e-3);
+}
+
+nlohmann::json to_json(const Row& row, const std::string& baseline_alias) {
+    nlohmann::json j = to_json(row.result);
+    j["dtype"] = to_string(row.dtype);
+    j["flops"] = row.cost.flops > 0 ? nlohmann::json(row.cost.flops) : nlohmann::json(nullptr);
+    j["bytes"] = row.cost.bytes > 0 ? nlohmann::json(row.cost.bytes) : nlohmann::json(nullptr);
+    j["arithmetic_intensity"] = row.cost.bytes > 0 ? nlohmann::json(row.cost.intensity()) : nlohmann::json(nullptr);
+    j["floor_ms"] = opt(row.floor_ms);
+    j["bound"] = row.bound ? nlohmann::json(roofline::to_string(*row.bound)) : nlohmann::json(nullptr);
+    j["copy_fraction"] = opt(row.copy_fraction);
+    j["tokens_per_s"] = opt(row.tokens_per_s());
+    j["baseline"] = row.baseline.empty() ? nlohmann::json(nullptr) : nlohmann::json(row.baseline);
+    if (!baseline_alias.empty()) j[baseline_alias] = j["vs_baseline"];
+    for (const auto& [key, value] : row.point.items()) {
+        if (j.contains(key))
+            throw std::invalid_argument("to_json(Row): point key '" + key + "' would replace a result field");
+        j[key] = value;
+    }
+    return j;
+}
+
+namespace {
+
+/// The cell of standard column @p header for @p r, or "" when the header is not a standard one.
+std::optional<std::string> standard_cell(const std::string& header, const Row& r) {
+    const KernelResult& k = r.result;
+    if (header == "kernel") return k.kernel;
+    if (header == "dtype") return std::string(to_string(r.dtype));
+    if (header == "time ms" || header == "step ms") return k.passed ? format_number(k.time_ms) : "FAILED";
+    if (header == "GB/s") return format_number(k.gbps);
+    if (header == "TFLOP/s") return format_number(k.tflops);
+    if (header == "FLOP/byte") {
+        if (r.cost.bytes <= 0) return "-";
+        const double i = r.cost.intensity();
+        return fmt(i >= 100 ? "%.0f" : i >= 10 ? "%.1f" : "%.2f", i);
+    }
+    if (header == "floor ms") return format_number(r.floor_ms);
+    if (header == "of roofline") return format_number(k.roofline_fraction, 3);
+    if (header == "of copy") return format_number(r.copy_fraction, 3);
+    if (header == "bound") return r.bound ? std::string(roofline::to_string(*r.bound)) : "-";
+    if (header == "tokens/s") return format_number(r.tokens_per_s());
+    if (header == "vs baseline" || header == "vs cuBLAS") return format_number(k.vs_baseline, 3);
+    if (header == "max abs err") return format_number(k.max_abs_err, 3);
+    if (header == "status") return std::string(k.passed ? "ok" : "FAILED");
+    return std::nullopt;
+}
+
+/// A point value as table text: integers as integers, other numbers with 3 digits, "-" for null.
+std::string point_text(const nlohmann::json& v) {
+    if (v.is_null()) return "-";
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_number_integer()) return std::to_string(v.get<long long>());
+    if (v.is_number()) return format_number(v.get<double>(), 3);
+    return v.dump();
+}
+
+}  // namespace
+
+Column::Column(const char* standard_header) : header(standard_header) {
+    Row probe;
+    if (!standard_cell(header, probe))
+        throw std::invalid_argument("Column: '" + header + "' is not a standard column (give a cell function)");
+    cell = [h = header](const Row& r) { return *standard_cell(h, r); };
+}
+
+Column Column::point(std::string h, std::string key) {
+    return Column(std::move(h), [key = std::move(key)](const Row& r) {
+        return r.point.contains(key) ? point_text(r.point[key]) : std::string("-");
+    });
+}
+
+std::string render(const std::vector<Row>& rows, const std::vector<Column>& columns) {
+    std::vector<std::string> headers;
+    for (const Column& c : columns) headers.push_back(c.header);
+    Table t(headers);
+    for (const Row& r : rows) {
+        std::vector<std::string> cells;
+        for (const Column& c : columns) cells.push_back(c.cell(r));
+        t.add_row(std::move(cells));
+    }
+    return t.render();
+}
+
+nlohmann::json make_report(const std::string& chapter, const std::string& backend, const nlohmann::json& device,
+                           const nlohmann::json& problem, const std::vector<Row>& rows,
+                           const std::string& baseline_alias) {
     nlohmann::json list = nlohmann::json::array();
     bool all_passed = true;
-    for (const KernelResult& r : results) {
-        list.push_back(to_json(r));
-        all_passed = all_passed && r.passed;
+    for (const Row& r : rows) {
+        list.push_back(to_json(r, baseline_alias));
+        all_passed = all_passed && r.result.passed;
     }
     return {{"chapter", chapter}, {"backend", backend}, {"device", device},
             {"problem", problem}, {"results", list},     {"passed", all_passed}};

@@ -1,6 +1,10 @@
 // The roofline model and the prefill/decode calculator (see roofline.hpp for the formulas).
 #include "pd/roofline.hpp"
 
+#include "pd/report.hpp"
+
+#include <CLI/CLI.hpp>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -192,6 +196,128 @@ Analysis analyze(const Workload& w, const Machine& machine) {
     a.decode = place(decode_flops, decode_bytes, machine, a.ridge);
     a.critical_batch = a.ridge * w.bytes_per_param / 2;  // 2*B/b = ridge
     return a;
+}
+
+void add_calculator_options(CLI::App& app, CalculatorOptions& o) {
+    std::vector<std::string> gpus, models = {"none"};
+    for (const GpuSpec& g : gpu_presets()) gpus.push_back(g.name);
+    gpus.push_back("measured");
+    for (const ModelConfig& m : model_presets()) models.push_back(m.name);
+    auto* params = app.add_option("--params", o.params, "Model parameters P (default 7e9, or the --model's)")
+                       ->check(CLI::Range(1e3, 1e14));
+    app.add_option("--bytes-per-param", o.bytes_per_param, "Bytes per weight b (2 = bf16, 1 = fp8, 0.5 = int4)")
+        ->check(CLI::Range(0.125, 8.0))
+        ->capture_default_str();
+    app.add_option("--kv-bytes", o.kv_bytes, "Bytes per cached K/V element (default: --bytes-per-param)")
+        ->check(CLI::Range(0.125, 8.0));
+    app.add_option("--batch", o.batch, "Sequences served together B")
+        ->check(CLI::Range(1LL, 1000000LL))
+        ->capture_default_str();
+    app.add_option("--prompt-tokens", o.prompt_tokens, "Prompt length S in tokens")
+        ->check(CLI::Range(1LL, 100000000LL))
+        ->capture_default_str();
+    app.add_option("--gpu", o.gpu, "GPU preset for the calculator, or 'measured' (this run's ceilings)")
+        ->check(CLI::IsMember(gpus))
+        ->capture_default_str();
+    app.add_option("--gpus", o.gpus, "GPUs with an ideal tensor-parallel split")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
+    app.add_option("--model", o.model, "Model preset: adds attention FLOPs and the KV cache")
+        ->check(CLI::IsMember(models))
+        ->excludes(params)
+        ->capture_default_str();
+}
+
+Workload workload(const CalculatorOptions& o) {
+    const std::optional<ModelConfig> model = find_model(o.model);
+    return {.params = o.params ? *o.params : (model ? model->parameter_count() : 7e9),
+            .bytes_per_param = o.bytes_per_param,
+            .batch = o.batch,
+            .prompt_tokens = o.prompt_tokens,
+            .model = model,
+            .kv_bytes_per_element = o.kv_bytes.value_or(o.bytes_per_param)};
+}
+
+namespace {
+
+std::string format_time(double s) {
+    if (s >= 1) return fmt("%.3g s", s);
+    if (s >= 1e-3) return fmt("%.3g ms", s * 1e3);
+    return fmt("%.3g us", s * 1e6);
+}
+
+}  // namespace
+
+std::string describe(const Workload& w, const Machine& m, const std::string& machine_source, const Analysis& a) {
+    std::ostringstream out;
+    out << "workload: P = " << fmt("%.3g", w.params) << " parameters x " << fmt("%.3g", w.bytes_per_param)
+        << " bytes = " << fmt("%.2f GB", a.weight_bytes / 1e9) << " of weights, batch B = " << w.batch
+        << ", prompt S = " << w.prompt_tokens << " tokens" << (w.model ? ", model " + w.model->name : "") << "\n";
+    out << "machine:  " << m.name << ": " << fmt("%.0f GB/s", m.bytes_per_s / 1e9) << ", "
+        << fmt("%.1f TFLOP/s", m.peak_flops_per_s / 1e12) << " (" << machine_source << ")\n";
+    if (m.gpus > 1) out << "          ideal " << m.gpus << "-way tensor parallelism: rates add up, no communication\n";
+    out << "ridge point: " << fmt("%.1f", a.ridge) << " FLOP/byte (peak FLOP/s / bandwidth)\n";
+    out << "counted: ";
+    for (std::size_t i = 0; i < a.terms.size(); ++i) out << (i ? "; " : "") << a.terms[i];
+    out << "\n\n";
+    Table t({"phase", "FLOPs", "bytes", "FLOP/byte", "bound", "floor"});
+    t.add_row({"prefill", format_flops(a.prefill.flops), fmt("%.3g GB", a.prefill.bytes / 1e9),
+               fmt("%.4g", a.prefill.intensity), to_string(a.prefill.bound), format_time(a.prefill.floor_s) + " (TTFT)"});
+    t.add_row({"decode", format_flops(a.decode.flops), fmt("%.3g GB", a.decode.bytes / 1e9),
+               fmt("%.4g", a.decode.intensity), to_string(a.decode.bound),
+               format_time(a.decode.floor_s) + " per token (ITL)"});
+    out << t.render() << "\n";
+    out << "decode reads every weight for " << w.batch << " token(s) per step: "
+        << fmt("%.0f", double(w.batch) / a.decode.floor_s) << " tokens/s at best; it turns compute-bound only at B >= "
+        << fmt("%.0f", std::ceil(a.critical_batch)) << " (2*B/b = ridge, weights only)\n";
+    if (w.model) {
+        out << "KV cache: " << format_bytes(a.kv_bytes_per_token) << " per token (2 x " << w.model->layers
+            << " layers x " << w.model->kv_heads << " KV heads x " << w.model->head_dim << " x "
+            << fmt("%.3g", w.kv_bytes_per_element) << " bytes), " << fmt("%.2f GB", a.kv_bytes_total / 1e9)
+            << " for B x S tokens\n";
+    }
+    if (m.memory_bytes > 0) {
+        const double need = a.weight_bytes + a.kv_bytes_total;
+        out << "memory: " << fmt("%.1f GB", need / 1e9) << " of weights" << (w.model ? " and KV cache" : "") << " on "
+            << fmt("%.0f GB", m.memory_bytes / 1e9)
+            << (need > m.memory_bytes ? "  -- does NOT fit: more GPUs or fewer bytes per parameter\n" : "  (fits)\n");
+    }
+    return out.str();
+}
+
+nlohmann::json to_json(const Workload& w, const Machine& m, const std::string& source, const Analysis& a) {
+    const auto phase = [](const PhaseCost& c) {
+        return nlohmann::json{{"flops", c.flops},
+                              {"bytes", c.bytes},
+                              {"arithmetic_intensity", c.intensity},
+                              {"bound", to_string(c.bound)},
+                              {"floor_s", c.floor_s}};
+    };
+    nlohmann::json prefill = phase(a.prefill), decode = phase(a.decode);
+    prefill["predicted_ms"] = a.prefill.floor_s * 1e3;
+    decode["predicted_ms_per_token"] = a.decode.floor_s * 1e3;
+    decode["tokens_per_s"] = double(w.batch) / a.decode.floor_s;
+    return {{"params", w.params},
+            {"bytes_per_param", w.bytes_per_param},
+            {"batch", w.batch},
+            {"prompt_tokens", w.prompt_tokens},
+            {"model", w.model ? nlohmann::json(w.model->name) : nlohmann::json(nullptr)},
+            {"machine",
+             {{"name", m.name},
+              {"gpus", m.gpus},
+              {"bandwidth_gbps", m.bytes_per_s / 1e9},
+              {"peak_tflops", m.peak_flops_per_s / 1e12},
+              {"source", source}}},
+            {"ridge_point", a.ridge},
+            {"critical_decode_batch", a.critical_batch},
+            {"weight_bytes", a.weight_bytes},
+            {"kv_cache", w.model ? nlohmann::json{{"bytes_per_token", a.kv_bytes_per_token},
+                                                  {"bytes_total", a.kv_bytes_total},
+                                                  {"bytes_per_element", w.kv_bytes_per_element}}
+                                 : nlohmann::json(nullptr)},
+            {"terms", a.terms},
+            {"prefill", prefill},
+            {"decode", decode}};
 }
 
 }  // namespace pd::roofline

@@ -5,9 +5,9 @@
 /// Layout, for every tensor: row-major [B, H, rows, d].
 ///  - Q, O: [B, H, Sq, d];  K, V: [B, H, Sk, d];  scores / P: [B, H, Sq, Sk].
 ///
-/// The mask rule (used again by chunked prefill and decode): the Sq queries are the last Sq
-/// positions of the Sk-long sequence, so query i sits at position Sk - Sq + i and, when
-/// causal, may attend to keys 0 .. Sk - Sq + i (the mask is aligned bottom-right):
+/// The mask rule, allowed_keys() (used again by decode and chunked prefill): the Sq queries are
+/// the last Sq positions of the Sk-long sequence, so query i sits at position Sk - Sq + i and,
+/// when causal, may attend to keys 0 .. Sk - Sq + i (the mask is aligned bottom-right):
 ///
 ///     Sq = 3, Sk = 5        keys j: 0 1 2 3 4
 ///     query 0 (position 2)          x x x . .
@@ -17,6 +17,9 @@
 /// Softmax writes exact zeros at masked positions, so P V may sum over the allowed keys only.
 #pragma once
 
+#include "pd/common.hpp"
+#include "pd/registry.hpp"
+
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -25,6 +28,19 @@
 
 namespace pd::kernels::attention {
 
+// [allowed_keys]
+/// The mask rule, for every attention kernel of the course, its reference and the host code:
+/// the keys query row @p i may attend to are keys 0 ... allowed_keys - 1. The @p q_len queries
+/// are the last q_len of @p kv_len positions, so query i sits at position kv_len - q_len + i
+/// and, when @p causal, sees every key up to its own position (the mask is aligned
+/// bottom-right). Decode is q_len = 1 (the new token sees the whole cache); chunked prefill is
+/// a chunk of q_len queries after kv_len - q_len cached positions.
+/// @pre 0 <= i < q_len <= kv_len
+PD_HOST_DEVICE constexpr int allowed_keys(int i, int q_len, int kv_len, bool causal = true) {
+    return causal ? kv_len - q_len + i + 1 : kv_len;
+}
+// [allowed_keys]
+
 /// Sizes of one attention problem.
 struct Shape {
     int batch = 1;      ///< B
@@ -32,7 +48,7 @@ struct Shape {
     int q_len = 1;      ///< Sq, queries
     int kv_len = 1;     ///< Sk, keys and values (Sk >= Sq)
     int head_dim = 64;  ///< d
-    /// true: query i attends to keys 0 .. Sk - Sq + i (the mask rule above); false: to all Sk keys
+    /// true: query i attends to keys 0 .. Sk - Sq + i (allowed_keys()); false: to all Sk keys
     bool causal = true;
 
     /// Elements of the score matrix: B * H * Sq * Sk.
@@ -41,47 +57,86 @@ struct Shape {
     std::size_t q_elements() const { return std::size_t(batch) * heads * q_len * head_dim; }
     /// Elements of K (and V): B * H * Sk * d.
     std::size_t kv_elements() const { return std::size_t(batch) * heads * kv_len * head_dim; }
+    /// Score entries that P V uses: the allowed keys of every query of every head,
+    /// B H (Sq (Sk - Sq) + Sq (Sq + 1) / 2) when causal, B H Sq Sk otherwise.
+    double allowed_scores() const {
+        const double sq = q_len, sk = kv_len;
+        return double(batch) * heads * (causal ? sq * (sk - sq) + sq * (sq + 1) / 2 : sq * sk);
+    }
+
+    // [attention_cost]
+    /// FLOPs of the three kernels: 2 d per score (every score is computed, masked or not),
+    /// about 5 per score for the softmax (maximum, subtract, exponential, sum, scale), and
+    /// 2 d per allowed score for P V.
+    double flops() const {
+        const double scores = double(score_elements());
+        return 2.0 * scores * head_dim + 5.0 * scores + 2.0 * allowed_scores() * head_dim;
+    }
+    /// Bytes the three kernels must move in fp32: scores reads Q and K and writes the matrix;
+    /// the softmax reads and writes it; P V reads it and V and writes O. The score matrix
+    /// crosses memory four times: that is the cost naive attention pays.
+    double min_bytes() const {
+        const double q = double(q_elements()), kv = double(kv_elements()), s = double(score_elements());
+        return 4.0 * (q + kv + s) + 4.0 * 2.0 * s + 4.0 * (s + kv + q);
+    }
+    // [attention_cost]
 };
 
-/// Keys query @p i may attend to: Sk - Sq + i + 1 when causal, else Sk.
-inline int allowed_keys(const Shape& s, int i) { return s.causal ? s.kv_len - s.q_len + i + 1 : s.kv_len; }
+/// Keys query @p i of @p s may attend to: allowed_keys() with the sizes of @p s.
+inline int allowed_keys(const Shape& s, int i) { return allowed_keys(i, s.q_len, s.kv_len, s.causal); }
 
 /// Throws std::invalid_argument naming the first parameter out of range (sizes below 1,
 /// Sq > Sk, B * H above the grid limit of 65535, Sq above 524280).
 /// @param s the sizes to check
 void check_shape(const Shape& s);
 
-/// scores = Q K^T / sqrt(d): one thread per score (v1 step 1).
+/// scores = Q K^T / sqrt(d): one thread per score (the first kernel of every version).
 /// @param q [B, H, Sq, d]  @param k [B, H, Sk, d]  @param scores [B, H, Sq, Sk]
 /// @param s the sizes, checked by check_shape  @param stream the stream to launch on
 void scores(const float* q, const float* k, float* scores, const Shape& s, cudaStream_t stream = nullptr);
 
 /// In place: causal mask and numerically stable softmax of every score row; one block per
-/// row, reductions through a shared-memory tree. Lab 01.
+/// row, both reductions through a shared-memory tree. v1, lab 01.
 /// @param scores [B, H, Sq, Sk]: the scores in, the probabilities out (exact zeros where masked)
 /// @param s the sizes, checked by check_shape  @param stream the stream to launch on
-void softmax_v1(float* scores, const Shape& s, cudaStream_t stream = nullptr);
+void softmax_smem_tree(float* scores, const Shape& s, cudaStream_t stream = nullptr);
 
-/// As softmax_v1, with the row reductions done by warp shuffles (fewer barriers).
+/// As softmax_smem_tree, with the row reductions done by warp shuffles (fewer barriers). v2.
 /// @param scores [B, H, Sq, Sk], in place  @param s the sizes  @param stream the stream to launch on
-void softmax_v2(float* scores, const Shape& s, cudaStream_t stream = nullptr);
+void softmax_warp_shuffle(float* scores, const Shape& s, cudaStream_t stream = nullptr);
 
-/// As softmax_v1, with the row reductions done by CUB's BlockReduce (CUDA only; on the
-/// simulator it throws std::invalid_argument).
+/// As softmax_smem_tree, with the row reductions done by CUB's BlockReduce. v3, CUDA only: on
+/// the simulator it throws std::invalid_argument.
 /// @param scores [B, H, Sq, Sk], in place  @param s the sizes  @param stream the stream to launch on
-void softmax_v3(float* scores, const Shape& s, cudaStream_t stream = nullptr);
+void softmax_cub(float* scores, const Shape& s, cudaStream_t stream = nullptr);
 
-/// O = P V over the allowed keys: one thread per output element (v1 step 3).
+/// O = P V over the allowed keys: one thread per output element (the last kernel of every
+/// version).
 /// @param p [B, H, Sq, Sk]  @param v [B, H, Sk, d]  @param out [B, H, Sq, d]
 /// @param s the sizes, checked by check_shape  @param stream the stream to launch on
 void pv(const float* p, const float* v, float* out, const Shape& s, cudaStream_t stream = nullptr);
 
-/// The versions of the chapter: v1 (tree softmax), v2 (shuffle softmax), v3 (CUB softmax).
-/// scores and pv are shared by all three.
-std::vector<std::string> versions();
+// [attention_versions]
+/// The versions of chapter 01: they share scores() and pv() and differ in their softmax.
+inline const std::vector<Version>& versions() {
+    static const std::vector<Version> list = {
+        {"v1", {DType::fp32}, "one block per score row, reductions through a shared-memory tree (lab 01)"},
+        {"v2", {DType::fp32}, "v1 + warp-shuffle reductions: one value per warp crosses shared memory"},
+        {"v3", {DType::fp32}, "v1 with CUB's BlockReduce doing both reductions", Backends::cuda_only},
+    };
+    return list;
+}
+// [attention_versions]
 
-/// Runs the three kernels of @p version: scores into @p workspace, softmax in place, then P V.
-/// @param version "v1", "v2" or "v3" (one of versions(); any other name throws std::invalid_argument)
+/// The softmax launcher of @p version: softmax_smem_tree (v1), softmax_warp_shuffle (v2) or
+/// softmax_cub (v3). Throws std::invalid_argument for a name not in versions(), or v3 on the
+/// simulator.
+/// @param version a name from versions()  @param scores [B, H, Sq, Sk], in place
+/// @param s the sizes  @param stream the stream to launch on
+void softmax(const std::string& version, float* scores, const Shape& s, cudaStream_t stream = nullptr);
+
+/// Runs the three kernels of @p version: scores into @p workspace, softmax() in place, then P V.
+/// @param version a name from versions() (any other throws std::invalid_argument)
 /// @param q [B, H, Sq, d]  @param k [B, H, Sk, d]  @param v [B, H, Sk, d]  @param out [B, H, Sq, d]
 /// @param workspace [B, H, Sq, Sk] scratch for the score matrix
 /// @param s the sizes, checked by check_shape  @param stream the stream to launch on

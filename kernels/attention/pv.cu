@@ -16,7 +16,7 @@ __global__ void pv_kernel(const float* __restrict__ p, const float* __restrict__
     const int i = blockIdx.y * blockDim.y + threadIdx.y;  // query
     if (i >= q_len || c >= d) return;
     const std::size_t bh = blockIdx.z;
-    const int keys = causal ? kv_len - q_len + i + 1 : kv_len;  // the mask rule of attention.hpp
+    const int keys = allowed_keys(i, q_len, kv_len, causal);
     const float* pi = p + (bh * q_len + i) * kv_len;
     const float* vz = v + bh * kv_len * d;
     float acc = 0.f;

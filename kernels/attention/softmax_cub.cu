@@ -17,7 +17,7 @@ namespace pd::kernels::attention {
 #if !defined(PD_BACKEND_SIM)
 
 /// Threads per row: the block size is a template argument of cub::BlockReduce, so it is fixed.
-constexpr int kSoftmaxV3Threads = 256;
+constexpr int kCubSoftmaxThreads = 256;
 
 namespace {
 /// The maximum as a binary functor, for CUB's row reduction (local to this file).
@@ -27,17 +27,16 @@ struct CubMaxOp {
 };
 }  // namespace
 
-// [softmax_v3_kernel]
-/// As softmax_v1_kernel (one block per row, in place, exact zeros at the masked keys), with
+// [softmax_cub_kernel]
+/// As softmax_smem_tree_kernel (one block per row, in place, exact zeros at the masked keys), with
 /// both row reductions done by cub::BlockReduce; its result is valid in thread 0 only, so
 /// thread 0 broadcasts it through shared memory.
-__global__ void softmax_v3_kernel(float* __restrict__ scores, int q_len, int kv_len, bool causal) {
-    using BlockReduce = cub::BlockReduce<float, kSoftmaxV3Threads>;
+__global__ void softmax_cub_kernel(float* __restrict__ scores, int q_len, int kv_len, bool causal) {
+    using BlockReduce = cub::BlockReduce<float, kCubSoftmaxThreads>;
     __shared__ typename BlockReduce::TempStorage temp;
     __shared__ float broadcast;
     const std::size_t row = blockIdx.x;
-    const int i = int(row % std::size_t(q_len));
-    const int keys = causal ? kv_len - q_len + i + 1 : kv_len;
+    const int keys = allowed_keys(int(row % std::size_t(q_len)), q_len, kv_len, causal);
     float* s = scores + row * std::size_t(kv_len);
     const int t = threadIdx.x;
 
@@ -62,19 +61,19 @@ __global__ void softmax_v3_kernel(float* __restrict__ scores, int q_len, int kv_
     for (int j = t; j < keys; j += blockDim.x) s[j] *= inv;
     for (int j = keys + t; j < kv_len; j += blockDim.x) s[j] = 0.f;
 }
-// [softmax_v3_kernel]
+// [softmax_cub_kernel]
 
-void softmax_v3(float* scores, const Shape& s, cudaStream_t stream) {
+void softmax_cub(float* scores, const Shape& s, cudaStream_t stream) {
     check_shape(s);
     const std::size_t rows = std::size_t(s.batch) * s.heads * s.q_len;  // <= 2^31 - 1: check_shape
-    softmax_v3_kernel<<<unsigned(rows), kSoftmaxV3Threads, 0, stream>>>(scores, s.q_len, s.kv_len, s.causal);
+    softmax_cub_kernel<<<unsigned(rows), kCubSoftmaxThreads, 0, stream>>>(scores, s.q_len, s.kv_len, s.causal);
     PD_CHECK_LAUNCH();
 }
 
 #else
 
-void softmax_v3(float*, const Shape&, cudaStream_t) {
-    throw std::invalid_argument("softmax_v3 uses CUB, which does not run on the simulator: v3 is CUDA-only");
+void softmax_cub(float*, const Shape&, cudaStream_t) {
+    throw std::invalid_argument("softmax_cub (v3) uses CUB, which does not run on the simulator: v3 is CUDA-only");
 }
 
 #endif

@@ -13,6 +13,8 @@
 /// guarded (loads read zeros, stores are skipped).
 #pragma once
 
+#include "pd/registry.hpp"
+
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -49,25 +51,24 @@ struct Shape {
 /// @param s the sizes to check
 void check_shape(const Shape& s);
 
-/// Input type of a version.
-enum class DType {
-    fp32,  ///< float X and W, SIMT FMA
-    bf16   ///< __nv_bfloat16 X and W, tensor cores, fp32 accumulation
-};
-
-/// "fp32" or "bf16".
-const char* to_string(DType d);
-
-/// One step of the chapter: its name (as `--kernel` takes it), its input type and its change
-/// to the step before.
-struct Version {
-    std::string name;    ///< "v1" ... "v8"
-    DType dtype;         ///< fp32 for v1 to v6, bf16 for v7 and v8
-    std::string change;  ///< one line: what this step adds to its predecessor
-};
-
-/// The versions in order. On the simulator v8 (inline PTX) is left out.
-std::vector<Version> versions();
+// [gemm_versions]
+/// The versions of chapter 02, in order: fp32 SIMT steps v1 to v6, then bf16 tensor-core steps
+/// v7 and v8.
+inline const std::vector<Version>& versions() {
+    static const std::vector<Version> list = {
+        {"v1", {DType::fp32}, "naive: one thread per output, a warp walks down T (uncoalesced)"},
+        {"v2", {DType::fp32}, "v1 with a warp along N: X is broadcast, Y stores are coalesced"},
+        {"v3", {DType::fp32}, "v2 + 32x32 shared-memory tiles of X and W (lab 02)"},
+        {"v4", {DType::fp32}, "v3 + 1D register blocking: 64x64 tile, 8 outputs per thread"},
+        {"v5", {DType::fp32}, "v4 + 2D register blocking: 128x128 tile, 8x8 outputs per thread"},
+        {"v6", {DType::fp32}, "v5 + 128-bit (float4) loads, the next tile loaded during the math"},
+        {"v7", {DType::bf16}, "tensor cores via WMMA: 128x128 tile, 8 warps of 4x2 16x16 fragments"},
+        {"v8", {DType::bf16}, "v7 with mma.sync m16n8k16, ldmatrix and a 3-stage cp.async pipeline",
+         Backends::cuda_only},
+    };
+    return list;
+}
+// [gemm_versions]
 
 // ---- fp32, SIMT -----------------------------------------------------------------------------
 
@@ -122,13 +123,14 @@ void gemm_mma_pipelined(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y
 // ---- dispatch -------------------------------------------------------------------------------
 
 /// Runs fp32 version @p version (v1 ... v6). Any other name, a bf16 version included, throws
-/// std::invalid_argument.
+/// std::invalid_argument naming `--kernel` (find_version()).
 /// @param version a name from versions()  @param x [T, K]  @param w [N, K]  @param y [T, N]
 /// @param s the sizes  @param stream the stream to launch on
 void gemm(const std::string& version, const float* x, const float* w, float* y, const Shape& s,
           cudaStream_t stream = nullptr);
 
-/// Runs bf16 version @p version (v7, v8). Any other name throws std::invalid_argument.
+/// Runs bf16 version @p version (v7, v8). Any other name, and v8 on the simulator, throws
+/// std::invalid_argument naming `--kernel` (find_version()).
 /// @param version a name from versions()  @param x [T, K]  @param w [N, K]  @param y [T, N] fp32
 /// @param s the sizes  @param stream the stream to launch on
 void gemm(const std::string& version, const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, const Shape& s,

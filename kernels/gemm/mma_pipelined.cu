@@ -237,9 +237,9 @@ __global__ void __launch_bounds__(kMmaThreads)
 void gemm_mma_pipelined(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, const Shape& s,
                         cudaStream_t stream) {
     check_shape(s);
-    require_sm80("gemm_mma_pipelined (v8)");
+    require_bf16_tensor_cores("gemm_mma_pipelined (v8)");
     const dim3 grid(ceil_div(s.n, kMmaBN), ceil_div(s.tokens, kMmaBM));
-    if (s.k % 8 == 0 && is_aligned(x, 16) && is_aligned(w, 16))
+    if (s.k % 8 == 0 && is_aligned16(x) && is_aligned16(w))
         gemm_mma_pipelined_kernel<true><<<grid, kMmaThreads, kMmaSmemBytes, stream>>>(x, w, y, s.tokens, s.n, s.k);
     else
         gemm_mma_pipelined_kernel<false><<<grid, kMmaThreads, kMmaSmemBytes, stream>>>(x, w, y, s.tokens, s.n, s.k);

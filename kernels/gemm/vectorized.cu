@@ -126,7 +126,7 @@ __global__ void __launch_bounds__(kVecThreads, 2)
 void gemm_vectorized(const float* x, const float* w, float* y, const Shape& s, cudaStream_t stream) {
     check_shape(s);
     const dim3 grid(ceil_div(s.n, kVecBN), ceil_div(s.tokens, kVecBM));
-    if (s.k % 4 == 0 && is_aligned(x, 16) && is_aligned(w, 16))
+    if (s.k % 4 == 0 && is_aligned16(x) && is_aligned16(w))
         gemm_vectorized_kernel<true><<<grid, kVecThreads, 0, stream>>>(x, w, y, s.tokens, s.n, s.k);
     else
         gemm_vectorized_kernel<false><<<grid, kVecThreads, 0, stream>>>(x, w, y, s.tokens, s.n, s.k);

@@ -169,9 +169,9 @@ __global__ void __launch_bounds__(kWmmaThreads)
 
 void gemm_wmma(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, const Shape& s, cudaStream_t stream) {
     check_shape(s);
-    require_sm80("gemm_wmma (v7)");
+    require_bf16_tensor_cores("gemm_wmma (v7)");
     const dim3 grid(ceil_div(s.n, kWmmaBN), ceil_div(s.tokens, kWmmaBM));
-    if (s.k % kWmmaChunk == 0 && is_aligned(x, 16) && is_aligned(w, 16))
+    if (s.k % kWmmaChunk == 0 && is_aligned16(x) && is_aligned16(w))
         gemm_wmma_kernel<true><<<grid, kWmmaThreads, 0, stream>>>(x, w, y, s.tokens, s.n, s.k);
     else
         gemm_wmma_kernel<false><<<grid, kWmmaThreads, 0, stream>>>(x, w, y, s.tokens, s.n, s.k);

@@ -1,14 +1,18 @@
 /// @file batched.cu
-/// @brief v5 of the decode GEMV: batched decode. v1 to v4 run once per token and read W B
-/// times; v5 reads each weight once per step and uses it for all B tokens, so the step costs
-/// about as much as one token's (reading W dominates) until the products become the
-/// bottleneck. Two paths:
-///  - SIMT (fp32, and bf16 with B < kBatchedTensorCoreMinBatch): each warp owns 4 rows (fewer
-///    when B > 16) and each lane keeps one fp32 accumulator per (row, token), B rounded up to
-///    a power of two; the products run on the FMA units.
-///  - tensor cores (bf16, B >= kBatchedTensorCoreMinBatch, compute capability >= 8.0): each
-///    warp computes Y^T for a 16-row strip of W and up to 64 tokens with WMMA 16x16x16 bf16
-///    tiles and fp32 accumulation.
+/// @brief v5 and v6 of the decode GEMV: batched decode. v1 to v4 run once per token and read W
+/// B times; v5 and v6 read each weight once per step and use it for all B tokens, so the step
+/// costs about as much as one token's (reading W dominates) until the products become the
+/// bottleneck.
+///  - v5, SIMT (fp32 and bf16): each warp owns 4 rows (fewer when B > 16) and each lane keeps one
+///    fp32 accumulator per (row, token), B rounded up to a power of two; the products run on
+///    the FMA units. With B tokens a weight costs B FMAs plus its share of the conversions and
+///    shared-memory reads of X: about 0.2 warp instructions per weight at B = 4 and 0.35 at
+///    B = 8, against an SM's 4 instructions per cycle and the ~9 bf16 weights per cycle per SM
+///    that HBM delivers on an H100/H200, so from B of about 5 the SIMT path nears compute-bound.
+///  - v6 = v5 on tensor cores (bf16, compute capability >= 8.0 and the simulator): each warp
+///    computes Y^T for a 16-row strip of W and up to 64 tokens with WMMA 16x16x16 bf16 tiles and
+///    fp32 accumulation; one 16x16x16 mma covers 256 weights for up to 16 tokens. Chapter 03's
+///    batch sweep times both, and shows from which B the tensor cores pay.
 /// Both stage the step's slice of X [B, K] in shared memory (read by every warp of the block)
 /// and prefetch the next step's W and X into registers while the current step computes.
 /// W is read with 128-bit loads when K is a multiple of 8 bf16 / 4 floats and W and X are
@@ -25,17 +29,10 @@
 
 namespace pd::kernels::gemv {
 
-/// Threads per block of both paths of v5.
+/// Threads per block of v5 and v6.
 constexpr int kBatchedThreads = 256;
-/// Warps per block of v5.
+/// Warps per block of v5 and v6.
 constexpr int kBatchedWarps = kBatchedThreads / kWarpSize;
-/// Smallest batch that bf16 runs on tensor cores. With B tokens, a weight costs B FMAs plus
-/// its share of the conversions and shared-memory reads of X: about 0.2 warp instructions
-/// per weight at B = 4 and 0.35 at B = 8 (B = 5 ... 8 are padded to 8 tokens), against an
-/// SM's 4 instructions per cycle and the ~9 bf16 weights per cycle per SM that HBM delivers
-/// on an H100/H200: from B = 5 the SIMT path would be close to compute-bound. One
-/// 16x16x16 mma covers 256 weights for up to 16 tokens.
-constexpr int kBatchedTensorCoreMinBatch = 5;
 
 /// Rows of W per warp of the SIMT path for a pass of TB tokens: the accumulators, rows x TB
 /// per lane, stay at 64 registers; each x read from shared memory serves all of them.
@@ -55,7 +52,7 @@ __device__ __forceinline__ void load_w_rows(const T* __restrict__ w, int row0, i
     for (int r = 0; r < R; ++r)
 #pragma unroll
         for (int u = 0; u < U; ++u)
-            wq[r][u] = row0 + r < n ? load16<T, kAligned>(w + std::size_t(row0 + r) * k,
+            wq[r][u] = row0 + r < n ? load_vec16<T, kAligned>(w + std::size_t(row0 + r) * k,
                                                           k0 + (u * kWarpSize + lane) * kVecElems<T>, k)
                                     : make_uint4(0u, 0u, 0u, 0u);
 }
@@ -68,13 +65,13 @@ __device__ __forceinline__ void load_x_slice(const T* __restrict__ x, int batch,
     for (int j = 0; j < kPer; ++j) {
         const int v = threadIdx.x + j * kBatchedThreads, t = v / kRowVecs;
         xr[j] = v < kVecs && t < batch
-                    ? load16<T, kAligned>(x + std::size_t(t) * k, k0 + (v % kRowVecs) * kVecElems<T>, k)
+                    ? load_vec16<T, kAligned>(x + std::size_t(t) * k, k0 + (v % kRowVecs) * kVecElems<T>, k)
                     : make_uint4(0u, 0u, 0u, 0u);
     }
 }
 
 // [gemv_batched_kernel]
-/// SIMT path of v5 for up to TB tokens: warp w of block i owns rows (i * 8 + w) * R ...
+/// v5, the SIMT path, for up to TB tokens: warp w of block i owns rows (i * 8 + w) * R ...
 /// + R - 1, each lane sums vectors lane, lane + 32, ... of those rows for every token, and the
 /// warp reduces the R x TB sums at the end. Each weight is loaded once and used TB times.
 template <typename T, int TB, bool kAligned>
@@ -139,12 +136,12 @@ __global__ void __launch_bounds__(kBatchedThreads)
 }
 // [gemv_batched_kernel]
 
-/// 16-row strips of W per block of the tensor-core path.
+/// 16-row strips of W per block of v6.
 constexpr int kWmmaStrips = 2;
 /// Warps that share one strip, each taking a quarter of the block's columns in a step (a
 /// split of K inside the block, so that small N still gives every SM several warps).
 constexpr int kWmmaSplits = kBatchedWarps / kWmmaStrips;
-/// Rows of W per block of the tensor-core path.
+/// Rows of W per block of v6.
 constexpr int kWmmaRows = kWmmaStrips * 16;
 /// 16-column tiles of W per warp per step: 8 (8 loads of 16 bytes in flight per lane) while
 /// X's step slice stays small, 4 for 33 to 64 tokens.
@@ -152,7 +149,7 @@ template <int TT>
 inline constexpr int kWmmaTilesPerStep = TT <= 2 ? 8 : 4;
 
 // [gemv_batched_wmma_kernel]
-/// Tensor-core path of v5 (bf16) for up to TT * 16 tokens. Warp w works on strip w / 4 (16 rows)
+/// v6, the tensor-core path of v5 (bf16), for up to TT * 16 tokens. Warp w works on strip w / 4 (16 rows)
 /// and, in each step, on the columns of split w % 4. Per 16 x 16 tile of W: the lanes store
 /// the tile (loaded in the previous step) to the warp's shared buffer, load it as matrix_a
 /// (row-major), and multiply it with each 16-token tile of X^T (matrix_b, col-major: X's rows,
@@ -191,7 +188,7 @@ __global__ void __launch_bounds__(kBatchedThreads)
     auto load_w = [&](int k0) {
 #pragma unroll
         for (int j = 0; j < kTiles; ++j)
-            w_next[j] = row < n ? load16<bf16, kAligned>(w + std::size_t(row) * k, k0 + col + j * 16, k)
+            w_next[j] = row < n ? load_vec16<bf16, kAligned>(w + std::size_t(row) * k, k0 + col + j * 16, k)
                                 : make_uint4(0u, 0u, 0u, 0u);
     };
     load_w(0);
@@ -256,14 +253,6 @@ __global__ void __launch_bounds__(kBatchedThreads)
 }
 // [gemv_batched_wmma_kernel]
 
-/// Whether the current device has bf16 tensor cores (compute capability 8.0 or newer).
-static bool has_bf16_tensor_cores() {
-    int device = 0, major = 0;
-    PD_CHECK_CUDA(cudaGetDevice(&device));
-    PD_CHECK_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    return major >= 8;
-}
-
 /// Launches the SIMT path for up to TB tokens: grid ceil(N / (8 R)), 256 threads.
 template <typename T, int TB>
 void launch_batched_simt(const T* w, const T* x, float* y, const Shape& s, bool aligned, cudaStream_t stream) {
@@ -285,28 +274,14 @@ void launch_batched_wmma(const __nv_bfloat16* w, const __nv_bfloat16* x, float* 
         gemv_batched_wmma_kernel<TT, false><<<grid, kBatchedThreads, 0, stream>>>(w, x, y, s.n, s.k, s.batch);
 }
 
-/// Checks the shape, picks the path and the tokens per pass, and launches v5.
+/// Checks the shape, picks the tokens per pass, and launches v5.
 template <typename T>
 void launch_batched(const T* w, const T* x, float* y, const Shape& s, cudaStream_t stream) {
     check_shape(s);
     // 128-bit loads need whole vectors in every row: K a multiple of 4 floats / 8 bf16, and
     // 16-byte aligned W and X.
-    const bool aligned = s.k % kVecElems<T> == 0 && aligned16(w) && aligned16(x);
+    const bool aligned = s.k % kVecElems<T> == 0 && is_aligned16(w) && is_aligned16(x);
     const int b = s.batch;
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-        if (b >= kBatchedTensorCoreMinBatch && has_bf16_tensor_cores()) {
-            if (b <= 16)
-                launch_batched_wmma<1>(w, x, y, s, aligned, stream);
-            else if (b <= 32)
-                launch_batched_wmma<2>(w, x, y, s, aligned, stream);
-            else if (b <= 48)
-                launch_batched_wmma<3>(w, x, y, s, aligned, stream);
-            else
-                launch_batched_wmma<4>(w, x, y, s, aligned, stream);
-            PD_CHECK_LAUNCH();
-            return;
-        }
-    }
     if (b <= 1)
         launch_batched_simt<T, 1>(w, x, y, s, aligned, stream);
     else if (b <= 2)
@@ -330,6 +305,23 @@ void gemv_batched(const float* w, const float* x, float* y, const Shape& s, cuda
 
 void gemv_batched(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, const Shape& s, cudaStream_t stream) {
     launch_batched(w, x, y, s, stream);
+}
+
+void gemv_batched_wmma(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, const Shape& s,
+                       cudaStream_t stream) {
+    check_shape(s);
+    require_bf16_tensor_cores("gemv_batched_wmma (v6)");
+    const bool aligned = s.k % kVecElems<__nv_bfloat16> == 0 && is_aligned16(w) && is_aligned16(x);
+    // Tokens in tiles of 16: one to four accumulator fragments per warp.
+    if (s.batch <= 16)
+        launch_batched_wmma<1>(w, x, y, s, aligned, stream);
+    else if (s.batch <= 32)
+        launch_batched_wmma<2>(w, x, y, s, aligned, stream);
+    else if (s.batch <= 48)
+        launch_batched_wmma<3>(w, x, y, s, aligned, stream);
+    else
+        launch_batched_wmma<4>(w, x, y, s, aligned, stream);
+    PD_CHECK_LAUNCH();
 }
 
 }  // namespace pd::kernels::gemv

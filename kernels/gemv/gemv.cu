@@ -1,9 +1,10 @@
 /// @file gemv.cu
-/// @brief Chapter 03's shape check, its list of versions and their dispatch by name.
+/// @brief Chapter 03's shape check and the dispatch by name over the versions() of gemv.hpp.
 #include "gemv.hpp"
 
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 namespace pd::kernels::gemv {
 
@@ -21,34 +22,21 @@ void check_shape(const Shape& s) {
                                     " exceeds 2^31 - 1 elements of W (the kernels index a row with 32 bits)");
 }
 
-std::vector<Version> versions() {
-    std::vector<Version> v = {
-        {"v1", "one thread per row of W (uncoalesced: a warp's loads are K elements apart)"},
-        {"v2", "v1 + one warp per row: coalesced loads, partial sums added by warp shuffles (Lab 03)"},
-        {"v3", "v2 + 128-bit loads (4 fp32 or 8 bf16 per lane, 4 in flight) and 4 rows per block"},
-#if !defined(PD_BACKEND_SIM)
-        {"v4", "v3 with the warp sum done by CUB's WarpReduce (CUDA only)"},
-#endif
-        {"v5",
-         "batched decode: each weight read once for all B tokens (X in shared memory; bf16 B >= 5: tensor cores)"},
-    };
-    return v;
-}
-
 namespace {
 
 /// The dispatch shared by both element types: the launcher of @p version, or an exception
-/// listing the valid names.
+/// (find_version()) naming the valid ones.
 template <typename T>
 void dispatch(const std::string& version, const T* w, const T* x, float* y, const Shape& s, cudaStream_t stream) {
-    if (version == "v1") return gemv_thread_per_row(w, x, y, s, stream);
-    if (version == "v2") return gemv_warp_per_row(w, x, y, s, stream);
-    if (version == "v3") return gemv_vectorized(w, x, y, s, stream);
-    if (version == "v4") return gemv_cub(w, x, y, s, stream);  // throws "CUDA-only" on the simulator
-    if (version == "v5") return gemv_batched(w, x, y, s, stream);
-    std::string valid;
-    for (const Version& v : versions()) valid += (valid.empty() ? "" : ", ") + v.name;
-    throw std::invalid_argument("gemv: unknown version '" + version + "' (valid: " + valid + ")");
+    constexpr DType kType = std::is_same_v<T, float> ? DType::fp32 : DType::bf16;
+    const Version& v = find_version(versions(), version, kType, "gemv");
+    if (v.name == "v1") return gemv_thread_per_row(w, x, y, s, stream);
+    if (v.name == "v2") return gemv_warp_per_row(w, x, y, s, stream);
+    if (v.name == "v3") return gemv_vectorized(w, x, y, s, stream);
+    if (v.name == "v4") return gemv_cub(w, x, y, s, stream);
+    if constexpr (kType == DType::bf16)
+        if (v.name == "v6") return gemv_batched_wmma(w, x, y, s, stream);
+    return gemv_batched(w, x, y, s, stream);  // v5
 }
 
 }  // namespace

@@ -11,8 +11,10 @@
 /// W and X have the same type: float, or __nv_bfloat16 (the usual serving format: half the
 /// bytes per weight). Every version accepts any N, K >= 1 and 1 <= B <= kMaxBatch.
 /// v1 to v4 are single-token kernels: for B > 1 they run once per token (grid.y = B) and
-/// read W B times; v5 reads each weight once for all B tokens.
+/// read W B times; v5 and v6 read each weight once for all B tokens.
 #pragma once
+
+#include "pd/registry.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -52,14 +54,21 @@ struct Shape {
 /// @param s the sizes to check
 void check_shape(const Shape& s);
 
-/// One step of the chapter: its name (as `--kernel` takes it) and its change to the step before.
-struct Version {
-    std::string name;    ///< "v1" ... "v5"
-    std::string change;  ///< one line: what this step adds to its predecessor
-};
-
-/// The versions in order. On the simulator v4 (CUB) is left out.
-std::vector<Version> versions();
+// [gemv_versions]
+/// The versions of chapter 03, in order. v1 to v5 take fp32 or bf16 W and X; v6 bf16 only.
+inline const std::vector<Version>& versions() {
+    using enum DType;
+    static const std::vector<Version> list = {
+        {"v1", {fp32, bf16}, "one thread per row of W (uncoalesced: a warp's loads are K elements apart)"},
+        {"v2", {fp32, bf16}, "v1 + one warp per row: coalesced loads, partial sums added by warp shuffles (lab 03)"},
+        {"v3", {fp32, bf16}, "v2 + 128-bit loads (4 fp32 or 8 bf16 per lane, 4 in flight) and 4 rows per block"},
+        {"v4", {fp32, bf16}, "v3 with the warp sum done by CUB's WarpReduce", Backends::cuda_only},
+        {"v5", {fp32, bf16}, "batched decode: each weight read once for all B tokens, X in shared memory, FMA units"},
+        {"v6", {bf16}, "v5 on tensor cores: WMMA 16x16x16 tiles of W times 16-token tiles of X^T"},
+    };
+    return list;
+}
+// [gemv_versions]
 
 /// v1: one thread per row of W. Neighbouring threads read addresses K elements apart, so
 /// every load of a warp touches 32 different memory segments (uncoalesced: the lesson).
@@ -94,24 +103,30 @@ void gemv_cub(const float* w, const float* x, float* y, const Shape& s, cudaStre
 void gemv_cub(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, const Shape& s,
               cudaStream_t stream = nullptr);
 
-/// v5: batched decode. Each weight is loaded once per step and used for all B tokens (X is
-/// staged in shared memory); for bf16 with B >= 5 on sm_80 and later (and on the simulator),
-/// the products run on tensor cores (WMMA), since B FMAs per weight would otherwise make the
-/// step compute-bound. 128-bit loads where K % 4 == 0 (fp32) or K % 8 == 0 (bf16) and the
-/// pointers are 16-byte aligned; element loads otherwise.
+/// v5: batched decode on the FMA units. Each weight is loaded once per step and used for all B
+/// tokens (X is staged in shared memory). 128-bit loads where K % 4 == 0 (fp32) or K % 8 == 0
+/// (bf16) and the pointers are 16-byte aligned; element loads otherwise.
 /// @param w [N, K]  @param x [B, K]  @param y [B, N]  @param s the sizes  @param stream the stream
 void gemv_batched(const float* w, const float* x, float* y, const Shape& s, cudaStream_t stream = nullptr);
 /// v5 with bf16 W and X. @param w [N, K]  @param x [B, K]  @param y [B, N]  @param s the sizes  @param stream the stream
 void gemv_batched(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, const Shape& s,
                   cudaStream_t stream = nullptr);
 
-/// Runs version @p version (a name from versions(); any other throws std::invalid_argument).
+/// v6 = v5 with the products on tensor cores (WMMA, bf16 in, fp32 accumulation): tokens in
+/// tiles of 16. Runs on the simulator too; on a GPU older than sm_80 it throws
+/// std::invalid_argument.
+/// @param w [N, K]  @param x [B, K]  @param y [B, N]  @param s the sizes  @param stream the stream
+void gemv_batched_wmma(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, const Shape& s,
+                       cudaStream_t stream = nullptr);
+
+/// Runs version @p version (a name from versions(); any other, and v4 on the simulator, throws
+/// std::invalid_argument naming `--kernel`).
 /// @param version "v1" ... "v5"  @param w [N, K]  @param x [B, K]  @param y [B, N]
 /// @param s the sizes  @param stream the stream to launch on
 void gemv(const std::string& version, const float* w, const float* x, float* y, const Shape& s,
           cudaStream_t stream = nullptr);
 /// As above, with bf16 W and X.
-/// @param version "v1" ... "v5"  @param w [N, K]  @param x [B, K]  @param y [B, N]
+/// @param version "v1" ... "v6"  @param w [N, K]  @param x [B, K]  @param y [B, N]
 /// @param s the sizes  @param stream the stream to launch on
 void gemv(const std::string& version, const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, const Shape& s,
           cudaStream_t stream = nullptr);

@@ -1,9 +1,12 @@
 /// @file gemv_common.cuh
-/// @brief Device helpers shared by the GEMV versions of chapter 03: element to float,
-/// 16-byte vectors of 4 floats or 8 bf16 (loaded, unpacked), and the warp sum.
+/// @brief Device code shared by the GEMV versions of chapter 03: 16-byte vectors of 4 floats
+/// or 8 bf16 (loaded with guards, unpacked) and the vectorized dot product of a row. The
+/// helpers of every topic (to_f32(), warp_reduce_sum(), is_aligned16()) come from
+/// pd/device_helpers.cuh.
 #pragma once
 
 #include "pd/common.hpp"
+#include "pd/device_helpers.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -16,21 +19,6 @@ namespace pd::kernels::gemv {
 /// Elements of type T in one 16-byte vector: 4 floats or 8 bf16.
 template <typename T>
 inline constexpr int kVecElems = 16 / int(sizeof(T));
-
-/// A float element as float (the identity).
-__device__ __forceinline__ float to_f32(float v) {
-    return v;
-}
-/// A bf16 element as float (exact: bf16 is the top half of an fp32).
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) {
-    return __bfloat162float(v);
-}
-
-/// True when @p p is 16-byte aligned, so that it can be read as a uint4.
-template <typename T>
-__host__ __device__ __forceinline__ bool aligned16(const T* p) {
-    return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-}
 
 // [gemv_unpack16]
 /// The kVecElems<T> elements packed in @p v, as floats. A bf16 is the high half of the fp32
@@ -65,7 +53,7 @@ __device__ __forceinline__ unsigned element_bits(__nv_bfloat16 v) {
 /// kVecElems<T> (so a vector is wholly inside the row or wholly past it); otherwise the
 /// elements are read one by one, for any alignment and any K.
 template <typename T, bool kAligned>
-__device__ __forceinline__ uint4 load16(const T* __restrict__ row, int k, int K) {
+__device__ __forceinline__ uint4 load_vec16(const T* __restrict__ row, int k, int K) {
     if constexpr (kAligned) {
         return k < K ? __ldg(reinterpret_cast<const uint4*>(row + k)) : make_uint4(0u, 0u, 0u, 0u);
     } else {
@@ -77,16 +65,6 @@ __device__ __forceinline__ uint4 load16(const T* __restrict__ row, int k, int K)
         return make_uint4(u[0], u[1], u[2], u[3]);
     }
 }
-
-// [gemv_warp_reduce_sum]
-/// Butterfly sum over the 32 lanes of a warp: after log2(32) = 5 exchanges every lane holds
-/// the total, with no shared memory and no barrier.
-__device__ __forceinline__ float warp_reduce_sum(float v) {
-#pragma unroll
-    for (int offset = kWarpSize / 2; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-    return v;
-}
-// [gemv_warp_reduce_sum]
 
 // [gemv_vectorized_dot]
 /// Independent 16-byte loads each lane issues per iteration of lane_dot_vectors: 4, so that a
@@ -119,11 +97,11 @@ __device__ __forceinline__ float lane_dot_vectors(const uint4* __restrict__ wv, 
 #pragma unroll
         for (int u = 0; u < kVectorizedUnroll; ++u) wq[u] = __ldg(wv + i + u * kWarpSize);
 #pragma unroll
-        for (int u = 0; u < kVectorizedUnroll; ++u) xq[u] = load16<T, kXVec>(x, (i + u * kWarpSize) * E, vecs * E);
+        for (int u = 0; u < kVectorizedUnroll; ++u) xq[u] = load_vec16<T, kXVec>(x, (i + u * kWarpSize) * E, vecs * E);
 #pragma unroll
         for (int u = 0; u < kVectorizedUnroll; ++u) acc = dot16<T>(wq[u], xq[u], acc);
     }
-    for (; i < vecs; i += kWarpSize) acc = dot16<T>(__ldg(wv + i), load16<T, kXVec>(x, i * E, vecs * E), acc);
+    for (; i < vecs; i += kWarpSize) acc = dot16<T>(__ldg(wv + i), load_vec16<T, kXVec>(x, i * E, vecs * E), acc);
     return acc;
 }
 
@@ -140,7 +118,7 @@ __device__ __forceinline__ float lane_dot_vectorized(const T* __restrict__ w, co
     const int vecs = (k - head) / E;
     const uint4* wv = reinterpret_cast<const uint4*>(w + head);
     // X row b starts at x + b * K: it may sit at another offset from a 16-byte boundary than W's row.
-    acc += aligned16(x + head) ? lane_dot_vectors<T, true>(wv, x + head, vecs, lane)
+    acc += is_aligned16(x + head) ? lane_dot_vectors<T, true>(wv, x + head, vecs, lane)
                                : lane_dot_vectors<T, false>(wv, x + head, vecs, lane);
     for (int c = head + vecs * E + lane; c < k; c += kWarpSize) acc = fmaf(to_f32(w[c]), to_f32(x[c]), acc);
     return acc;

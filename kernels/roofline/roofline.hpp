@@ -3,11 +3,31 @@
 /// kernel. Includable from plain C++ (tests), the kernels themselves live in the .cu files.
 #pragma once
 
+#include "pd/registry.hpp"
+
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <vector>
 
 namespace pd::kernels::roofline {
+
+// [roofline_versions]
+/// The ceilings chapter 00 measures, as versions: each one validated, then timed.
+inline const std::vector<Version>& versions() {
+    static const std::vector<Version> list = {
+        {"copy_memcpy", {DType::fp32}, "cudaMemcpy device to device: the reference copy"},
+        {"copy_kernel", {DType::fp32}, "grid-stride float4 copy kernel (copy_grid_stride)"},
+        {"fma_fp32", {DType::fp32}, "8 independent FMA chains per thread (fma_chains): the FP32 rate"},
+        {"cublas_bf16", {DType::bf16}, "cublasGemmEx, bf16 in, fp32 accumulate and out: the tensor-core rate",
+         Backends::cuda_only},
+    };
+    return list;
+}
+// [roofline_versions]
+
+/// Bytes a copy of @p bytes moves: each byte read once and written once.
+inline double copy_bytes_moved(double bytes) { return 2.0 * bytes; }
 
 /// Copies @p n floats from @p in to @p out with a grid-stride loop of 16-byte (float4)
 /// loads and stores; the n % 4 tail is copied element by element.
@@ -21,6 +41,9 @@ void copy_grid_stride(const float* in, float* out, std::size_t n, cudaStream_t s
 
 /// Number of independent FMA chains each thread of fma_chains keeps in registers.
 inline constexpr int kFmaChains = 8;
+
+/// FLOPs of fma_chains: 2 (a multiply and an add) per step of every chain of every thread.
+inline double fma_flops(std::size_t threads, int iters) { return 2.0 * kFmaChains * double(iters) * double(threads); }
 
 /// Runs @p threads threads, each carrying kFmaChains independent chains
 /// `a = fmaf(a, mul, add)` for @p iters steps, and writes the final values.

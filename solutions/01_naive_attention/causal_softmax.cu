@@ -1,10 +1,11 @@
 /// @file causal_softmax.cu
-/// @brief Lab 01: the causal, numerically stable row softmax of naive attention (v1).
+/// @brief Lab 01: the causal, numerically stable row softmax of naive attention (v1,
+/// softmax_smem_tree).
 ///
 /// One block per score row; each thread handles keys t, t + blockDim.x, ... (rows longer than
 /// the block), and the block combines the per-thread results with a shared-memory tree
 /// reduction, twice: once for the row maximum, once for the sum of exponentials.
-#include "attention/attention.hpp"
+#include "attention/attention.hpp"  // allowed_keys(): the mask rule
 
 #include "pd/cuda_check.hpp"
 
@@ -15,16 +16,15 @@
 namespace pd::kernels::attention {
 
 /// Threads per row: a power of two, so the tree can halve it down to one.
-constexpr int kSoftmaxV1Threads = 256;
+constexpr int kSmemTreeThreads = 256;
 
-// [softmax_v1_kernel]
+// [softmax_smem_tree_kernel]
 /// Row r of the [B*H*Sq, Sk] score matrix is query i = r % Sq of its head. In place:
 /// s[j] = exp(s[j] - max) / sum over the allowed keys j, and exactly 0 at the masked ones.
-__global__ void softmax_v1_kernel(float* __restrict__ scores, int q_len, int kv_len, bool causal) {
-    __shared__ float partial[kSoftmaxV1Threads];
+__global__ void softmax_smem_tree_kernel(float* __restrict__ scores, int q_len, int kv_len, bool causal) {
+    __shared__ float partial[kSmemTreeThreads];
     const std::size_t row = blockIdx.x;
-    const int i = int(row % std::size_t(q_len));
-    const int keys = causal ? kv_len - q_len + i + 1 : kv_len;  // the mask rule of attention.hpp
+    const int keys = allowed_keys(int(row % std::size_t(q_len)), q_len, kv_len, causal);  // the mask rule
     float* s = scores + row * std::size_t(kv_len);
     const int t = threadIdx.x;
 
@@ -71,12 +71,12 @@ __global__ void softmax_v1_kernel(float* __restrict__ scores, int q_len, int kv_
     for (int j = keys + t; j < kv_len; j += blockDim.x) s[j] = 0.f;
     // END LAB
 }
-// [softmax_v1_kernel]
+// [softmax_smem_tree_kernel]
 
-void softmax_v1(float* scores, const Shape& s, cudaStream_t stream) {
+void softmax_smem_tree(float* scores, const Shape& s, cudaStream_t stream) {
     check_shape(s);
     const std::size_t rows = std::size_t(s.batch) * s.heads * s.q_len;  // <= 2^31 - 1: check_shape
-    softmax_v1_kernel<<<unsigned(rows), kSoftmaxV1Threads, 0, stream>>>(scores, s.q_len, s.kv_len, s.causal);
+    softmax_smem_tree_kernel<<<unsigned(rows), kSmemTreeThreads, 0, stream>>>(scores, s.q_len, s.kv_len, s.causal);
     PD_CHECK_LAUNCH();
 }
 

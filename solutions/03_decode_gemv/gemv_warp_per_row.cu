@@ -6,10 +6,10 @@
 /// scattered ones), and keeps a partial sum. The warp then adds its 32 partial sums with
 /// shuffles (register to register, no shared memory, no barrier) and lane 0 writes y.
 #include "gemv/gemv.hpp"
-#include "gemv/gemv_common.cuh"
 
 #include "pd/common.hpp"
 #include "pd/cuda_check.hpp"
+#include "pd/device_helpers.cuh"  // to_f32()
 
 #include <cstddef>
 

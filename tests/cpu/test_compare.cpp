@@ -135,3 +135,135 @@ TEST_CASE("norm-wise rule for fp16/bf16: ||out - ref|| / ||ref|| <= bound", "[co
     CHECK(r.rel_l2_err > 1e-2);
     CHECK_FALSE(r.first.empty());
 }
+
+// ---- pd::check(Expected): what the chapter harness checks every output with ----------------
+
+TEST_CASE("check: a full reference passes the same values and reports a wrong one by its index", "[compare][check]") {
+    pd::Expected e;
+    e.values = random_ref(12, 21);
+    e.dims = {3, 4};
+    std::vector<float> out = as_float(e.values);
+    CHECK(pd::check(e, out).passed);
+    out[7] += 1.f;
+    const pd::CompareResult r = pd::check(e, out);
+    CHECK_FALSE(r.passed);
+    CHECK(r.count == 12);
+    REQUIRE(r.first.size() == 1);
+    CHECK(r.first[0].index == 7);
+    // The expected tolerance is the one applied: exact refuses one ulp that the fp32 rule accepts.
+    out = as_float(e.values);
+    out[0] = std::nextafter(out[0], 10.f);
+    CHECK(pd::check(e, out).passed);
+    e.tolerance = pd::Tolerance::exact();
+    CHECK_FALSE(pd::check(e, out).passed);
+}
+
+TEST_CASE("check: sampled rows map mismatch indices back to the full output", "[compare][check]") {
+    // Output [4 rows, 3]; rows 1 and 3 are checked, so e.values holds 2 x 3 values.
+    const std::vector<double> full = {0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32};
+    pd::Expected e;
+    e.rows = {1, 3};
+    e.row_length = 3;
+    e.values = {10, 11, 12, 30, 31, 32};
+    e.dims = {4, 3};
+    REQUIRE(e.sampled());
+    std::vector<float> out = as_float(full);
+    CHECK(pd::check(e, out).passed);
+    // Element (3, 2), index 3 * 3 + 2 = 11 of the output (index 5 of the checked values), and
+    // element (1, 0), index 3: reported as 3 and 11, in order.
+    out[11] = 99.f;
+    out[3] = -1.f;
+    pd::CompareResult r = pd::check(e, out);
+    CHECK_FALSE(r.passed);
+    CHECK(r.count == 6);  // only the checked elements are compared
+    REQUIRE(r.first.size() == 2);
+    CHECK(r.first[0].index == 3);
+    CHECK(r.first[0].out == -1.0);
+    CHECK(r.first[0].ref == 10.0);
+    CHECK(r.first[1].index == 11);
+    CHECK_THAT(pd::describe(r, "ctx", e.dims), Contains("[3,2]"));
+    // A wrong but finite value in an unchecked row is not seen (that is what sampling gives up).
+    out = as_float(full);
+    out[0] = 1234.f;
+    CHECK(pd::check(e, out).passed);
+}
+
+TEST_CASE("check: a NaN anywhere fails, checked or not, and is counted once", "[compare][check]") {
+    const std::vector<double> full = {0, 1, 2, 10, 11, 12, 20, 21, 22, 30, 31, 32};
+    pd::Expected e;
+    e.rows = {1, 3};
+    e.row_length = 3;
+    e.values = {10, 11, 12, 30, 31, 32};
+    e.tolerance = {1e30, 1e30};  // any finite value passes: only the NaN rule can fail it
+    std::vector<float> out = as_float(full);
+    // Row 2 is not checked, but a NaN there is an element the kernel never wrote.
+    out[7] = std::numeric_limits<float>::quiet_NaN();
+    pd::CompareResult r = pd::check(e, out);
+    CHECK_FALSE(r.passed);
+    CHECK(r.non_finite == 1);
+    CHECK_THAT(r.rule, Contains("every output finite"));
+    CHECK_THAT(pd::describe(r, "ctx"), Contains("NaN or inf"));
+    // In a checked row it is counted once, not once by the comparison and again by the scan.
+    out = as_float(full);
+    out[4] = std::numeric_limits<float>::infinity();
+    r = pd::check(e, out);
+    CHECK_FALSE(r.passed);
+    CHECK(r.non_finite == 1);
+    // Both: two.
+    out[7] = std::numeric_limits<float>::quiet_NaN();
+    CHECK(pd::check(e, out).non_finite == 2);
+    // A wholly poisoned output fails with every element counted, sampled or not.
+    std::vector<float> poisoned(12);
+    pd::poison<float>(poisoned);
+    r = pd::check(e, poisoned);
+    CHECK_FALSE(r.passed);
+    CHECK(r.non_finite == 12);
+    pd::Expected all;
+    all.values = full;
+    CHECK(pd::check(all, poisoned).non_finite == 12);
+}
+
+TEST_CASE("check: the low-precision rule when values_lowp is given", "[compare][check][lowp]") {
+    // Reference {1, 2, 3, 4}, low-precision reference {1.01, 2, 3, 3.99}: max |ref_lp - ref| =
+    // 0.01, bound 2 x 0.01 + 1e-6 x 4 = 0.020004. The element-wise tolerance no longer applies.
+    pd::Expected e;
+    e.values = {1, 2, 3, 4};
+    e.values_lowp = {1.01, 2, 3, 3.99};
+    e.tolerance = pd::Tolerance::exact();
+    CHECK(pd::check(e, std::vector<float>{1.02f, 2.f, 2.985f, 4.f}).passed);  // errors 0.02, 0.015
+    const pd::CompareResult bad = pd::check(e, std::vector<float>{1.f, 2.f, 3.03f, 4.f});
+    CHECK_FALSE(bad.passed);
+    REQUIRE(bad.first.size() == 1);
+    CHECK(bad.first[0].index == 2);
+    CHECK_THAT(bad.rule, Contains("max|ref_lp - ref|"));
+    // Sampled: rows 0 and 2 of [3, 2]; the error at (2, 1) is reported at index 5.
+    pd::Expected s;
+    s.rows = {0, 2};
+    s.row_length = 2;
+    s.values = {1, 2, 3, 4};
+    s.values_lowp = {1.01, 2, 3, 3.99};
+    const std::vector<float> out = {1.f, 2.f, 7.f, 7.f, 3.f, 4.05f};
+    const pd::CompareResult r = pd::check(s, out);
+    CHECK_FALSE(r.passed);
+    REQUIRE(r.first.size() == 1);
+    CHECK(r.first[0].index == 5);
+}
+
+TEST_CASE("check: an all-zero output fails; bad sampling is refused", "[compare][check][errors]") {
+    pd::Expected e;
+    e.values = {1e-6, -2e-6, 0};
+    e.tolerance = {1e-3, 0};
+    const pd::CompareResult r = pd::check(e, std::vector<float>(3, 0.f));
+    CHECK_FALSE(r.passed);
+    CHECK(r.all_zero_output);
+    // Rows without a row length, and a row past the end of the output.
+    pd::Expected no_length;
+    no_length.rows = {0};
+    no_length.values = {1};
+    CHECK_THROWS_AS(pd::check(no_length, std::vector<float>{1.f}), std::invalid_argument);
+    pd::Expected past;
+    past.rows = {2};
+    past.row_length = 2;
+    past.values = {1, 1};
+    CHECK_THROWS_WITH(pd::check(past, std::vector<float>(4, 1.f)), Contains("row 2 is past the end"));
+}

@@ -1,8 +1,10 @@
 // Chapter 01's naive attention against the CPU reference (double accumulation): every version
-// of naive_attention() and each kernel on its own (scores, softmax_v1/v2/v3, pv) over a sweep of
-// B, H, Sq, Sk, d and the mask; properties (identical keys, one key, logits scaled by 100);
-// poisoned outputs, guard floats past the end, exact zeros at masked keys, bitwise repeatability,
-// and the launchers' rejection of bad shapes with a message naming the parameter.
+// of naive_attention() that runs on this backend, and each kernel on its own (scores, the softmax
+// of each version by its launcher and by the softmax() dispatch, pv) over a sweep of B, H, Sq,
+// Sk, d and the mask; properties (identical keys, one key, logits scaled by 100); poisoned
+// outputs, guard floats past the end, exact zeros at masked keys (allowed_keys()), bitwise
+// repeatability; versions() against the dispatch, the CUDA-only v3 refused on the simulator
+// naming --kernel, and the launchers' rejection of bad shapes with a message naming the parameter.
 #include "guard_check.hpp"
 #include "attention/attention.hpp"
 #include "attention_reference.hpp"
@@ -29,6 +31,7 @@ using Catch::Matchers::Contains;
 namespace {
 
 using pd::testing::guard_intact;
+using pd::testing::guard_written;
 using pd::testing::same_bits;
 
 constexpr std::uint64_t kSeed = 20250101;
@@ -77,18 +80,7 @@ std::vector<double> reference_p(const Inputs& in, const att::Shape& s) {
 
 /// Q K^T / sqrt(d) in double, all Sq x Sk scores (the scores kernel does not mask).
 std::vector<double> reference_scores(const Inputs& in, const att::Shape& s) {
-    std::vector<double> out(s.score_elements());
-    const double scale = 1.0 / std::sqrt(double(s.head_dim));
-    const std::size_t bh_count = std::size_t(s.batch) * s.heads, d = std::size_t(s.head_dim);
-    for (std::size_t bh = 0; bh < bh_count; ++bh)
-        for (int i = 0; i < s.q_len; ++i)
-            for (int j = 0; j < s.kv_len; ++j) {
-                double dot = 0;
-                for (std::size_t c = 0; c < d; ++c)
-                    dot += double(in.q[(bh * s.q_len + i) * d + c]) * double(in.k[(bh * s.kv_len + j) * d + c]);
-                out[(bh * s.q_len + i) * s.kv_len + j] = dot * scale;
-            }
-    return out;
+    return pd::reference::attention_scores(in.q, in.k, s.batch, s.heads, s.q_len, s.kv_len, s.head_dim);
 }
 
 /// Entries of @p p ([B, H, Sq, Sk]) at masked keys (j >= allowed_keys) that are not exactly 0.
@@ -151,13 +143,31 @@ pd::CompareResult check_version(const std::string& version, const Inputs& in, co
 
 using SoftmaxFn = void (*)(float*, const att::Shape&, cudaStream_t);
 
-/// The softmax launcher of @p version ("v1", "v2", "v3").
+/// The softmax launcher of @p version, by its own name: softmax_smem_tree (v1),
+/// softmax_warp_shuffle (v2), softmax_cub (v3).
 SoftmaxFn softmax_of(const std::string& version) {
-    if (version == "v1") return att::softmax_v1;
-    if (version == "v2") return att::softmax_v2;
-    if (version == "v3") return att::softmax_v3;
-    FAIL("no softmax for version '" << version << "'");
+    if (version == "v1") return att::softmax_smem_tree;
+    if (version == "v2") return att::softmax_warp_shuffle;
+    if (version == "v3") return att::softmax_cub;
+    FAIL("no softmax launcher for version '" << version << "'");
     return nullptr;
+}
+
+/// The names of the versions that run on this backend (v3, CUDA only, is left out on the
+/// simulator), in the order of versions().
+std::vector<std::string> runnable_versions() {
+    std::vector<std::string> names;
+    for (const pd::Version& v : att::versions()) {
+        if (!v.runs_here()) continue;
+        names.push_back(v.name);
+    }
+    return names;
+}
+
+/// Launcher names for messages ("softmax_smem_tree (v1)").
+std::string softmax_name(const std::string& version) {
+    const char* fn = version == "v1" ? "softmax_smem_tree" : version == "v2" ? "softmax_warp_shuffle" : "softmax_cub";
+    return std::string(fn) + " (" + version + ")";
 }
 
 /// One problem of the sweep.
@@ -196,22 +206,40 @@ std::vector<Case> sweep() {
 
 }  // namespace
 
-TEST_CASE("attention: versions() lists v1 and v2, and v3 (CUB) only on CUDA", "[attention]") {
-    const std::vector<std::string> v = att::versions();
-    REQUIRE(v.size() >= 2);
-    CHECK(v[0] == "v1");
-    CHECK(v[1] == "v2");
+TEST_CASE("attention: versions() lists v1, v2 and the CUDA-only v3, and the dispatch agrees", "[attention]") {
+    // The registry is the same on both backends; runs_here() is what differs. The page's version
+    // table, the chapter program and these tests all read it, so its content is pinned here.
+    const std::vector<pd::Version>& vs = att::versions();
+    CHECK(pd::names_of(vs) == std::vector<std::string>{"v1", "v2", "v3"});
+    for (const pd::Version& v : vs) {
+        INFO("version " << v.name);
+        CHECK(v.dtypes == std::vector<pd::DType>{pd::DType::fp32});
+        CHECK(v.takes(pd::DType::fp32));
+        CHECK_FALSE(v.takes(pd::DType::bf16));
+        CHECK(!v.change.empty());
+        CHECK(v.backends == (v.name == "v3" ? pd::Backends::cuda_only : pd::Backends::all));
+    }
 #if defined(PD_BACKEND_SIM)
-    CHECK(v.size() == 2);
+    CHECK(runnable_versions() == std::vector<std::string>{"v1", "v2"});
 #else
-    REQUIRE(v.size() == 3);
-    CHECK(v[2] == "v3");
+    CHECK(runnable_versions() == std::vector<std::string>{"v1", "v2", "v3"});
 #endif
+    // Each runnable name is accepted by both dispatches (the sweeps below check the results).
+    const att::Shape s{1, 1, 3, 5, 16, true};
+    const Inputs in = make_inputs(s, kSeed);
+    pd::DeviceBuffer<float> ws(s.score_elements());
+    ws.fill_bytes(0);  // scores of 0: a uniform softmax
+    for (const std::string& version : runnable_versions()) {
+        INFO("version " << version);
+        CHECK_NOTHROW(run_naive(version, in, s));
+        CHECK_NOTHROW(att::softmax(version, ws.data(), s));
+        PD_CHECK_CUDA(cudaDeviceSynchronize());
+    }
 }
 
 TEST_CASE("attention: every version matches the reference over the shape sweep", "[attention]") {
     for (const Case& c : sweep())
-        for (const std::string& version : att::versions())
+        for (const std::string& version : runnable_versions())
             check_version(version, make_inputs(c.shape, c.seed), c.shape, c.seed);
 }
 
@@ -224,7 +252,7 @@ TEST_CASE("attention: every version on rows much longer than the softmax block",
     std::uint64_t n = 0;
     for (const att::Shape& s : shapes) {
         const std::uint64_t seed = pd::derive_seed(kSeed + 1, n++);
-        for (const std::string& version : att::versions()) check_version(version, make_inputs(s, seed), s, seed);
+        for (const std::string& version : runnable_versions()) check_version(version, make_inputs(s, seed), s, seed);
     }
 }
 
@@ -251,6 +279,8 @@ TEST_CASE("attention: scores kernel matches Q K^T / sqrt(d) over the sweep", "[a
 }
 
 TEST_CASE("attention: each softmax version matches the reference probabilities over the sweep", "[attention]") {
+    // Each version's launcher by its own name, and the softmax() dispatch by the version's name:
+    // both on the same poisoned buffer layout, the dispatch required to give the same bits.
     for (const Case& c : sweep()) {
         const att::Shape& s = c.shape;
         const Inputs in = make_inputs(s, c.seed);
@@ -258,22 +288,27 @@ TEST_CASE("attention: each softmax version matches the reference probabilities o
         const std::vector<double> scores = reference_scores(in, s);
         const std::vector<float> scores_f(scores.begin(), scores.end());
         const std::vector<double> ref = reference_p(in, s);
-        for (const std::string& version : att::versions()) {
-            const std::string what = "softmax_" + version + " " + context(s, c.seed);
-            INFO(what);
+        const auto sd = score_dims(s);
+        auto run = [&](const std::function<void(float*)>& softmax) {
             pd::DeviceBuffer<float> p(s.score_elements() + kGuard);
             p.fill_bytes(pd::kPoisonByte);
             PD_CHECK_CUDA(
                 cudaMemcpy(p.data(), scores_f.data(), scores_f.size() * sizeof(float), cudaMemcpyHostToDevice));
-            softmax_of(version)(p.data(), s, nullptr);
+            softmax(p.data());
             PD_CHECK_CUDA(cudaDeviceSynchronize());
-            const std::vector<float> got = p.download();
-            const auto sd = score_dims(s);
+            return p.download();
+        };
+        for (const std::string& version : runnable_versions()) {
+            const std::string what = softmax_name(version) + " " + context(s, c.seed);
+            INFO(what);
+            const std::vector<float> got = run([&](float* p) { softmax_of(version)(p, s, nullptr); });
             check_close(got, ref, pd::Tolerance::fp32(), what, sd);
-            INFO("masked keys must hold exact zeros; nothing may be written past the matrix");
+            INFO("masked keys (j >= allowed_keys) must hold exact zeros; nothing may be written past the matrix");
             CHECK(masked_nonzero(got, s) == 0);
             CHECK(guard_intact(got, s.score_elements()));
-            // Bitwise repeatability of the softmax is checked on the workspace of the sweep above.
+            const std::vector<float> dispatched = run([&](float* p) { att::softmax(version, p, s); });
+            INFO("softmax(\"" << version << "\") must run " << softmax_name(version) << ": the same bits");
+            CHECK(same_bits(got, dispatched));
         }
     }
 }
@@ -328,7 +363,7 @@ TEST_CASE("attention: identical keys give the mean of the allowed values", "[att
                     for (std::size_t c = 0; c < d; ++c)
                         mean[(bh * s.q_len + i) * d + c] += double(in.v[(bh * s.kv_len + j) * d + c]) / keys;
             }
-        for (const std::string& version : att::versions()) {
+        for (const std::string& version : runnable_versions()) {
             const std::string what = "naive_attention " + version + " identical keys " + context(s, seed);
             INFO(what);
             const Outputs got = run_naive(version, in, s);
@@ -349,7 +384,7 @@ TEST_CASE("attention: with one key the output is that key's value, exactly", "[a
             const std::uint64_t seed = pd::derive_seed(kSeed + 3, n++);
             const Inputs in = make_inputs(s, seed);
             const std::size_t bh_count = std::size_t(s.batch) * s.heads, dd = std::size_t(d);
-            for (const std::string& version : att::versions()) {
+            for (const std::string& version : runnable_versions()) {
                 const std::string what = "naive_attention " + version + " one key " + context(s, seed);
                 INFO(what);
                 const Outputs got = run_naive(version, in, s);
@@ -384,7 +419,7 @@ TEST_CASE("attention: logits scaled by 100 give no inf or NaN", "[attention]") {
         for (double x : scores) max_logit = std::max(max_logit, x);
         INFO("largest logit " << max_logit << ": the test needs one above 88.7, where expf overflows");
         REQUIRE(max_logit > 88.8);
-        for (const std::string& version : att::versions()) {
+        for (const std::string& version : runnable_versions()) {
             const pd::CompareResult r = check_version(version, in, s, seed);
             CHECK(r.non_finite == 0);
         }
@@ -417,13 +452,16 @@ TEST_CASE("attention: launchers reject bad shapes, naming the parameter", "[atte
     // first, since every launcher relies on it.
     pd::DeviceBuffer<float> buf(90000);
     float* m = buf.data();
-    // Every launcher of the chapter that this backend runs (v3 on the simulator is tested below).
+    // Every launcher of the chapter that this backend runs (v3 on the simulator is tested below),
+    // the softmax of each version by its launcher and by the dispatch.
     std::vector<std::pair<std::string, std::function<void(const att::Shape&)>>> launchers = {
         {"scores", [m](const att::Shape& s) { att::scores(m, m, m, s); }},
         {"pv", [m](const att::Shape& s) { att::pv(m, m, m, s); }}};
-    for (const std::string& version : att::versions()) {
+    for (const std::string& version : runnable_versions()) {
         launchers.push_back(
-            {"softmax_" + version, [m, version](const att::Shape& s) { softmax_of(version)(m, s, nullptr); }});
+            {softmax_name(version), [m, version](const att::Shape& s) { softmax_of(version)(m, s, nullptr); }});
+        launchers.push_back(
+            {"softmax(\"" + version + "\")", [m, version](const att::Shape& s) { att::softmax(version, m, s); }});
         launchers.push_back({"naive_attention " + version,
                              [m, version](const att::Shape& s) { att::naive_attention(version, m, m, m, m, m, s); }});
     }
@@ -439,28 +477,58 @@ TEST_CASE("attention: launchers reject bad shapes, naming the parameter", "[atte
     // B * H * Sq rows beyond the softmax grid: check_shape names the limit, so every launcher
     // and naive_attention reject the shape before any kernel runs.
     const att::Shape too_many_rows{65535, 1, 40000, 40000, 64, true};
-    for (const std::string& version : att::versions()) {
-        INFO("softmax_" << version << " with " << context(too_many_rows, 0));
+    for (const std::string& version : runnable_versions()) {
+        INFO(softmax_name(version) << " with " << context(too_many_rows, 0));
         CHECK_THROWS_WITH(softmax_of(version)(m, too_many_rows, nullptr), Contains("exceeds 2^31 - 1 score rows"));
+        CHECK_THROWS_WITH(att::softmax(version, m, too_many_rows), Contains("exceeds 2^31 - 1 score rows"));
         CHECK_THROWS_WITH(att::naive_attention(version, m, m, m, m, m, too_many_rows),
                           Contains("batch * heads * q_len"));
     }
 
+    // Unknown names are refused by both dispatches, naming --kernel and listing the versions
+    // this backend runs.
+#if defined(PD_BACKEND_SIM)
+    const std::string valid = "fp32 versions: v1, v2)";
+#else
+    const std::string valid = "fp32 versions: v1, v2, v3)";
+#endif
     const att::Shape ok{1, 1, 2, 2, 16, true};
-    CHECK_THROWS_WITH(att::naive_attention("v9", m, m, m, m, m, ok), Contains("unknown version 'v9'"));
+    for (const std::string name : {"v9", "", "V1", "v1 ", "softmax_smem_tree"}) {
+        INFO("version name '" << name << "'");
+        CHECK_THROWS_AS(att::naive_attention(name, m, m, m, m, m, ok), std::invalid_argument);
+        CHECK_THROWS_WITH(att::naive_attention(name, m, m, m, m, m, ok),
+                          Contains("--kernel " + name + ": unknown version") && Contains(valid));
+        CHECK_THROWS_AS(att::softmax(name, m, ok), std::invalid_argument);
+        CHECK_THROWS_WITH(att::softmax(name, m, ok), Contains("--kernel " + name + ": unknown version") &&
+                                                         Contains(valid));
+    }
 }
 
 TEST_CASE("attention: v3 uses CUB, so it is CUDA-only", "[attention]") {
     const att::Shape s{1, 2, 17, 33, 64, true};
 #if defined(PD_BACKEND_SIM)
-    // On the simulator v3 is not in versions(), and its launcher says why instead of launching.
-    pd::DeviceBuffer<float> q(s.q_elements()), kv(s.kv_elements()), out(s.q_elements()), ws(s.score_elements());
-    CHECK_THROWS_AS(att::softmax_v3(ws.data(), s), std::invalid_argument);
-    CHECK_THROWS_WITH(att::softmax_v3(ws.data(), s), Contains("CUDA-only"));
+    // On the simulator v3 is listed but does not run here; its launcher and both dispatches say
+    // why instead of launching: the dispatches name --kernel v3 and the versions that do run.
+    pd::DeviceBuffer<float> q(s.q_elements()), kv(s.kv_elements()), out(s.q_elements() + kGuard),
+        ws(s.score_elements() + kGuard);
+    out.fill_bytes(pd::kPoisonByte);
+    ws.fill_bytes(pd::kPoisonByte);
+    CHECK_THROWS_AS(att::softmax_cub(ws.data(), s), std::invalid_argument);
+    CHECK_THROWS_WITH(att::softmax_cub(ws.data(), s), Contains("CUDA-only"));
+    CHECK_THROWS_AS(att::softmax("v3", ws.data(), s), std::invalid_argument);
+    CHECK_THROWS_WITH(att::softmax("v3", ws.data(), s),
+                      Contains("--kernel v3 runs on CUDA only") && Contains("fp32 versions here: v1, v2)"));
+    CHECK_THROWS_AS(att::naive_attention("v3", q.data(), kv.data(), kv.data(), out.data(), ws.data(), s),
+                    std::invalid_argument);
     CHECK_THROWS_WITH(att::naive_attention("v3", q.data(), kv.data(), kv.data(), out.data(), ws.data(), s),
-                      Contains("CUDA-only"));
+                      Contains("--kernel v3 runs on CUDA only"));
+    // Refused before any launch: the scores kernel did not fill the workspace.
+    PD_CHECK_CUDA(cudaDeviceSynchronize());
+    INFO("naive_attention(\"v3\") must throw before launching anything");
+    CHECK(guard_written(ws.download(), 0) == 0);
+    CHECK(guard_written(out.download(), 0) == 0);
 #else
-    // On CUDA v3 is one of versions() (the sweep tests it); here once more by name.
+    // On CUDA v3 is one of the runnable versions (the sweeps test it); here once more by name.
     const std::uint64_t seed = pd::derive_seed(kSeed + 5, 0);
     check_version("v3", make_inputs(s, seed), s, seed);
 #endif

@@ -3,7 +3,9 @@
 // and seeded random inputs (fp32 rule) over ragged shapes that are not multiples of any tile;
 // poisoned outputs with guard floats past the end, bitwise repeatability, the scalar fallbacks of
 // the vectorized versions (K not a multiple of 4 or 8, unaligned X and W), and the rejection of
-// bad shapes, unknown names and the wrong dtype with a message naming the parameter.
+// bad shapes, unknown names, the wrong dtype and the CUDA-only v8 on the simulator with a
+// message naming the parameter. versions() lists every version on both backends; the tests run
+// those that run here (runs_here()).
 #include "guard_check.hpp"
 #include "gemm/gemm.hpp"
 #include "linear_reference.hpp"
@@ -23,6 +25,7 @@
 
 namespace gemm = pd::kernels::gemm;
 using Catch::Matchers::Contains;
+using pd::DType;
 
 namespace {
 
@@ -38,10 +41,37 @@ enum class Fill {
     uniform    ///< uniform in [-1, 1): compare with the fp32 rule
 };
 
+/// The input type of version @p v: every GEMM version takes exactly one (fp32 or bf16).
+DType input_type(const pd::Version& v) {
+    REQUIRE(v.dtypes.size() == 1);
+    return v.dtypes.front();
+}
+
+/// True when the device has bf16 tensor cores (compute capability 8.0 or newer; the simulated
+/// device is 8.0): v7 and v8 run there, and throw elsewhere.
+bool bf16_tensor_cores() {
+    int device = 0, major = 0;
+    PD_CHECK_CUDA(cudaGetDevice(&device));
+    PD_CHECK_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    return major >= 8;
+}
+
+/// The versions that run on this backend, in the order of versions(); on a GPU without bf16
+/// tensor cores the bf16 ones are left out (tested to throw in their own case).
+std::vector<pd::Version> runnable_versions() {
+    std::vector<pd::Version> out;
+    for (const pd::Version& v : gemm::versions()) {
+        if (!v.runs_here()) continue;
+        if (input_type(v) == DType::bf16 && !bf16_tensor_cores()) continue;
+        out.push_back(v);
+    }
+    return out;
+}
+
 /// "v5 fp32 seed=... T=... N=... K=... integers": the context of every failure message.
-std::string context(const gemm::Version& v, const gemm::Shape& s, std::uint64_t seed, Fill fill) {
+std::string context(const pd::Version& v, const gemm::Shape& s, std::uint64_t seed, Fill fill) {
     std::ostringstream os;
-    os << v.name << " " << gemm::to_string(v.dtype) << " seed=" << seed << " T=" << s.tokens << " N=" << s.n
+    os << v.name << " " << pd::to_string(input_type(v)) << " seed=" << seed << " T=" << s.tokens << " N=" << s.n
        << " K=" << s.k << (fill == Fill::integers ? " small integers" : " uniform [-1, 1)");
     return os.str();
 }
@@ -85,7 +115,7 @@ std::vector<float> run(const std::string& version, const Inputs<In>& in, const g
 /// the fp32 rule otherwise; the bf16 reference uses the rounded inputs, so only the kernel's own
 /// arithmetic differs), the guard untouched, and a second run giving the same bits.
 template <typename In>
-void check_version(const gemm::Version& v, const gemm::Shape& s, std::uint64_t seed, Fill fill,
+void check_version(const pd::Version& v, const gemm::Shape& s, std::uint64_t seed, Fill fill,
                    std::size_t offset = 0) {
     std::string what = context(v, s, seed, fill);
     if (offset > 0) what += " X and W offset by " + std::to_string(offset) + " elements";
@@ -106,8 +136,8 @@ void check_version(const gemm::Version& v, const gemm::Shape& s, std::uint64_t s
     CHECK(same_bits(got, again));
 }
 
-void check(const gemm::Version& v, const gemm::Shape& s, std::uint64_t seed, Fill fill, std::size_t offset = 0) {
-    if (v.dtype == gemm::DType::fp32) check_version<float>(v, s, seed, fill, offset);
+void check(const pd::Version& v, const gemm::Shape& s, std::uint64_t seed, Fill fill, std::size_t offset = 0) {
+    if (input_type(v) == DType::fp32) check_version<float>(v, s, seed, fill, offset);
     else check_version<__nv_bfloat16>(v, s, seed, fill, offset);
 }
 
@@ -128,59 +158,57 @@ constexpr gemm::Shape kLarge{257, 260, 131};
 /// The shapes version @p v is checked on. WMMA on the simulator runs each 16x16x16 product on
 /// all 32 lanes, so there v7 gets the larger ragged shapes only (each still covering partial
 /// tiles in T, N and K); on a GPU every version gets every shape.
-std::vector<gemm::Shape> shapes_for(const gemm::Version& v) {
+std::vector<gemm::Shape> shapes_for(const pd::Version& v) {
     std::vector<gemm::Shape> out = kRagged;
 #if defined(PD_BACKEND_SIM)
-    if (v.dtype == gemm::DType::bf16)
+    if (input_type(v) == DType::bf16)
         out = {{3, 17, 64}, {127, 129, 200}, {200, 1, 3}, {1, 200, 17}, {64, 3, 127}};
 #endif
     out.push_back(kLarge);
     return out;
 }
 
-std::vector<std::string> names(const std::vector<gemm::Version>& vs) {
-    std::vector<std::string> out;
-    for (const gemm::Version& v : vs) out.push_back(v.name);
-    return out;
-}
-
 }  // namespace
 
-TEST_CASE("gemm: versions() lists v1 to v7 in order, and v8 only on CUDA", "[gemm]") {
-    const std::vector<gemm::Version> vs = gemm::versions();
-#if defined(PD_BACKEND_SIM)
-    const std::vector<std::string> expected = {"v1", "v2", "v3", "v4", "v5", "v6", "v7"};
-#else
-    const std::vector<std::string> expected = {"v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"};
-#endif
-    CHECK(names(vs) == expected);
-    for (const gemm::Version& v : vs) {
+TEST_CASE("gemm: versions() lists v1 to v8 in order, v8 CUDA only", "[gemm]") {
+    // The registry is the same on both backends (the page's table and the program read it);
+    // runs_here() tells which versions this backend runs.
+    const std::vector<pd::Version>& vs = gemm::versions();
+    CHECK(pd::names_of(vs) == std::vector<std::string>{"v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"});
+    for (const pd::Version& v : vs) {
         INFO(v.name);
         const bool tensor_cores = v.name == "v7" || v.name == "v8";
-        CHECK(v.dtype == (tensor_cores ? gemm::DType::bf16 : gemm::DType::fp32));
+        CHECK(v.dtypes == std::vector<DType>{tensor_cores ? DType::bf16 : DType::fp32});
+        CHECK(v.takes(tensor_cores ? DType::bf16 : DType::fp32));
+        CHECK_FALSE(v.takes(tensor_cores ? DType::fp32 : DType::bf16));
+        CHECK(v.backends == (v.name == "v8" ? pd::Backends::cuda_only : pd::Backends::all));
         CHECK(!v.change.empty());
     }
-    CHECK(std::string(gemm::to_string(gemm::DType::fp32)) == "fp32");
-    CHECK(std::string(gemm::to_string(gemm::DType::bf16)) == "bf16");
+#if defined(PD_BACKEND_SIM)
+    CHECK(pd::names_of(runnable_versions()) == std::vector<std::string>{"v1", "v2", "v3", "v4", "v5", "v6", "v7"});
+#endif
+    CHECK(std::string(pd::to_string(DType::fp32)) == "fp32");
+    CHECK(std::string(pd::to_string(DType::bf16)) == "bf16");
 }
 
-TEST_CASE("gemm: the dispatch runs every listed version with its dtype and rejects the other", "[gemm]") {
-    // versions() and the dispatch cannot drift apart: each listed name runs (and is right), and the
-    // same name with the other input type is refused with a message naming the version.
+TEST_CASE("gemm: the dispatch runs every version of this backend with its dtype and rejects the other", "[gemm]") {
+    // versions() and the dispatch cannot drift apart: each runnable name runs (and is right), and
+    // the same name with the other input type is refused with a message naming --kernel.
     const gemm::Shape s{5, 6, 7};
     pd::DeviceBuffer<float> xf(s.x_elements()), wf(s.w_elements()), y(s.y_elements());
     pd::DeviceBuffer<__nv_bfloat16> xb(s.x_elements()), wb(s.w_elements());
-    for (const gemm::Version& v : gemm::versions()) {
+    for (const pd::Version& v : runnable_versions()) {
         INFO(v.name);
         check(v, s, pd::derive_seed(kSeed, 99), Fill::integers);
-        if (v.dtype == gemm::DType::fp32) {
+        if (input_type(v) == DType::fp32) {
             CHECK_THROWS_AS(gemm::gemm(v.name, xb.data(), wb.data(), y.data(), s), std::invalid_argument);
             CHECK_THROWS_WITH(gemm::gemm(v.name, xb.data(), wb.data(), y.data(), s),
-                              Contains("--kernel " + v.name) && Contains("fp32 inputs, not bf16"));
+                              Contains("gemm: --kernel " + v.name + " takes fp32 inputs, not bf16"));
         } else {
             CHECK_THROWS_AS(gemm::gemm(v.name, xf.data(), wf.data(), y.data(), s), std::invalid_argument);
             CHECK_THROWS_WITH(gemm::gemm(v.name, xf.data(), wf.data(), y.data(), s),
-                              Contains("--kernel " + v.name) && Contains("bf16 inputs, not fp32"));
+                              Contains("gemm: --kernel " + v.name + " takes bf16 inputs, not fp32") &&
+                                  Contains("fp32 versions: v1, v2, v3, v4, v5, v6)"));
         }
     }
 }
@@ -189,7 +217,7 @@ TEST_CASE("gemm: small-integer inputs give exactly the reference product", "[gem
     // Integers in [-3, 3]: every product and every partial sum (|sum| <= 9 K) is an exact fp32
     // integer, whatever the order of the additions, so any difference is an indexing bug.
     std::uint64_t n = 0;
-    for (const gemm::Version& v : gemm::versions())
+    for (const pd::Version& v : runnable_versions())
         for (const gemm::Shape& s : shapes_for(v)) check(v, s, pd::derive_seed(kSeed + 1, n++), Fill::integers);
 }
 
@@ -197,7 +225,7 @@ TEST_CASE("gemm: seeded uniform inputs within the fp32 rule over ragged shapes",
     // Dot products of up to 200 terms in [-1, 1): |y| is a few units, and the fp32 rounding of
     // the accumulation (about sqrt(K) * 6e-8 * |y|) stays far inside 1e-4 + 1e-4 |ref|.
     std::uint64_t n = 0;
-    for (const gemm::Version& v : gemm::versions())
+    for (const pd::Version& v : runnable_versions())
         for (const gemm::Shape& s : shapes_for(v)) check(v, s, pd::derive_seed(kSeed + 2, n++), Fill::uniform);
 }
 
@@ -206,8 +234,8 @@ TEST_CASE("gemm: the vector loads fall back to scalar loads for unaligned X and 
     // misaligned (K is a multiple of 8 here, so only the pointers force the fallback).
     const gemm::Shape s{65, 130, 136};
     std::uint64_t n = 0;
-    for (const gemm::Version& v : gemm::versions()) {
-        if (v.name != "v6" && v.dtype != gemm::DType::bf16) continue;
+    for (const pd::Version& v : runnable_versions()) {
+        if (v.name != "v6" && input_type(v) != DType::bf16) continue;
         check(v, s, pd::derive_seed(kSeed + 3, n++), Fill::uniform, 1);
         check(v, s, pd::derive_seed(kSeed + 3, n++), Fill::uniform, 0);
     }
@@ -246,8 +274,9 @@ TEST_CASE("gemm: bad shapes are rejected before any launch, naming the parameter
         {"gemm_vectorized", [&](const gemm::Shape& s) { gemm::gemm_vectorized(pf, pf, pf, s); }},
         {"gemm_wmma", [&](const gemm::Shape& s) { gemm::gemm_wmma(pb, pb, pf, s); }},
         {"gemm_mma_pipelined", [&](const gemm::Shape& s) { gemm::gemm_mma_pipelined(pb, pb, pf, s); }}};
-    for (const gemm::Version& v : gemm::versions()) {
-        if (v.dtype == gemm::DType::fp32)
+    for (const pd::Version& v : gemm::versions()) {
+        if (!v.runs_here()) continue;  // the dispatch refuses v8 on the simulator by name first
+        if (input_type(v) == DType::fp32)
             launchers.push_back({"gemm " + v.name, [&, name = v.name](const gemm::Shape& s) {
                                      gemm::gemm(name, pf, pf, pf, s);
                                  }});
@@ -281,13 +310,13 @@ TEST_CASE("gemm: the dispatch rejects unknown names, listing the valid ones", "[
         INFO("name '" << name << "'");
         CHECK_THROWS_AS(gemm::gemm(name, f.data(), f.data(), f.data(), s), std::invalid_argument);
         CHECK_THROWS_WITH(gemm::gemm(name, f.data(), f.data(), f.data(), s),
-                          Contains("--kernel " + name + ": unknown version") &&
-                              Contains("fp32 versions: v1, v2, v3, v4, v5, v6"));
+                          Contains("gemm: --kernel " + name + ": unknown version") &&
+                              Contains("(fp32 versions: v1, v2, v3, v4, v5, v6)"));
         CHECK_THROWS_AS(gemm::gemm(name, b.data(), b.data(), f.data(), s), std::invalid_argument);
 #if defined(PD_BACKEND_SIM)
-        CHECK_THROWS_WITH(gemm::gemm(name, b.data(), b.data(), f.data(), s), Contains("bf16 versions: v7)"));
+        CHECK_THROWS_WITH(gemm::gemm(name, b.data(), b.data(), f.data(), s), Contains("(bf16 versions: v7)"));
 #else
-        CHECK_THROWS_WITH(gemm::gemm(name, b.data(), b.data(), f.data(), s), Contains("bf16 versions: v7, v8)"));
+        CHECK_THROWS_WITH(gemm::gemm(name, b.data(), b.data(), f.data(), s), Contains("(bf16 versions: v7, v8)"));
 #endif
     }
 }
@@ -295,14 +324,33 @@ TEST_CASE("gemm: the dispatch rejects unknown names, listing the valid ones", "[
 TEST_CASE("gemm: v8 (inline PTX) is CUDA only", "[gemm]") {
     const gemm::Shape s{33, 40, 48};
 #if defined(PD_BACKEND_SIM)
-    // Not in versions() here; by name, the launcher and the dispatch say why instead of launching.
+    // Listed in versions() but not run here; by name, the launcher and the dispatch say why
+    // instead of launching, the dispatch naming --kernel v8 and the bf16 versions that do run.
     pd::DeviceBuffer<__nv_bfloat16> b(s.x_elements() + s.w_elements());
     pd::DeviceBuffer<float> y(s.y_elements());
+    y.fill_bytes(pd::kPoisonByte);
+    CHECK_THROWS_AS(gemm::gemm_mma_pipelined(b.data(), b.data(), y.data(), s), std::invalid_argument);
     CHECK_THROWS_WITH(gemm::gemm_mma_pipelined(b.data(), b.data(), y.data(), s), Contains("v8 is CUDA only"));
+    CHECK_THROWS_AS(gemm::gemm("v8", b.data(), b.data(), y.data(), s), std::invalid_argument);
     CHECK_THROWS_WITH(gemm::gemm("v8", b.data(), b.data(), y.data(), s),
-                      Contains("v8 is CUDA only") && Contains("bf16 versions: v7)"));
+                      Contains("gemm: --kernel v8 runs on CUDA only") && Contains("(bf16 versions here: v7)"));
+    // With fp32 inputs v8 is refused too (CUDA only comes first: it is what the user must fix).
+    pd::DeviceBuffer<float> f(s.x_elements() + s.w_elements());
+    CHECK_THROWS_WITH(gemm::gemm("v8", f.data(), f.data(), y.data(), s), Contains("--kernel v8 runs on CUDA only"));
+    INFO("nothing may be launched: Y keeps its poison");
+    CHECK(guard_intact(y.download(), 0));
 #else
-    // On CUDA v8 is one of versions() (the sweeps test it); here once more by name.
-    check({"v8", gemm::DType::bf16, ""}, s, pd::derive_seed(kSeed + 4, 0), Fill::uniform);
+    // On CUDA v8 is one of the runnable versions (the sweeps test it); here once more by name,
+    // or, on a GPU below sm_80, refused with the reason.
+    const pd::Version& v8 = gemm::versions().back();
+    REQUIRE(v8.name == "v8");
+    if (bf16_tensor_cores()) {
+        check(v8, s, pd::derive_seed(kSeed + 4, 0), Fill::uniform);
+    } else {
+        pd::DeviceBuffer<__nv_bfloat16> b(s.x_elements() + s.w_elements());
+        pd::DeviceBuffer<float> y(s.y_elements());
+        CHECK_THROWS_WITH(gemm::gemm("v8", b.data(), b.data(), y.data(), s), Contains("needs bf16 tensor cores"));
+        CHECK_THROWS_WITH(gemm::gemm("v7", b.data(), b.data(), y.data(), s), Contains("needs bf16 tensor cores"));
+    }
 #endif
 }

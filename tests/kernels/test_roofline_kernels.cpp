@@ -1,5 +1,6 @@
 // Chapter 00's kernels against their references: awkward sizes, poisoned outputs, guard
-// regions past the end, bad arguments, bitwise repeatability.
+// regions past the end, bad arguments, bitwise repeatability; and the registry of its ceilings
+// (versions()), the CUDA-only cuBLAS ceiling refused on the simulator naming --kernel.
 #include "guard_check.hpp"
 #include "pd/buffer.hpp"
 #include "pd/compare.hpp"
@@ -10,10 +11,12 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace k = pd::kernels::roofline;
 using Catch::Matchers::Contains;
+using pd::DType;
 
 namespace {
 
@@ -22,6 +25,36 @@ using pd::testing::guard_intact;
 constexpr std::size_t kGuard = 64;  // poisoned floats after the output that must stay untouched
 
 }  // namespace
+
+TEST_CASE("roofline: versions() lists the four ceilings, cuBLAS CUDA only", "[roofline]") {
+    // The registry is the same on both backends (chapter 00's page and program read it).
+    const std::vector<pd::Version>& vs = k::versions();
+    CHECK(pd::names_of(vs) == std::vector<std::string>{"copy_memcpy", "copy_kernel", "fma_fp32", "cublas_bf16"});
+    for (const pd::Version& v : vs) {
+        INFO(v.name);
+        CHECK(!v.change.empty());
+        const bool cublas = v.name == "cublas_bf16";
+        CHECK(v.dtypes == std::vector<DType>{cublas ? DType::bf16 : DType::fp32});
+        CHECK(v.backends == (cublas ? pd::Backends::cuda_only : pd::Backends::all));
+    }
+    // The lookup every chapter's --kernel goes through: found with its type, or refused by name.
+    CHECK(pd::find_version(vs, "copy_kernel", DType::fp32, "roofline").name == "copy_kernel");
+    CHECK_THROWS_WITH(pd::find_version(vs, "copy_kernel", DType::bf16, "roofline"),
+                      Contains("roofline: --kernel copy_kernel takes fp32 inputs, not bf16"));
+    CHECK_THROWS_WITH(pd::find_version(vs, "copy", DType::fp32, "roofline"),
+                      Contains("roofline: --kernel copy: unknown version") &&
+                          Contains("(fp32 versions: copy_memcpy, copy_kernel, fma_fp32)"));
+#if defined(PD_BACKEND_SIM)
+    CHECK_FALSE(vs.back().runs_here());
+    CHECK_THROWS_AS(pd::find_version(vs, "cublas_bf16", DType::bf16, "roofline"), std::invalid_argument);
+    CHECK_THROWS_WITH(pd::find_version(vs, "cublas_bf16", DType::bf16, "roofline"),
+                      Contains("roofline: --kernel cublas_bf16 runs on CUDA only") &&
+                          Contains("not available on the simulator"));
+#else
+    CHECK(vs.back().runs_here());
+    CHECK(pd::find_version(vs, "cublas_bf16", DType::bf16, "roofline").name == "cublas_bf16");
+#endif
+}
 
 TEST_CASE("copy_grid_stride copies every element of awkward sizes exactly", "[roofline][copy]") {
     const std::uint64_t seed = 1234;

@@ -1,6 +1,8 @@
-// Lab 01: the causal row softmax (softmax_v1, in <lab tree>/01_naive_attention/causal_softmax.cu)
-// against the CPU reference: rows shorter and longer than the block, causal and not, Sq < Sk,
-// large logits, exact zeros at masked keys.
+// Lab 01: the causal row softmax (softmax_smem_tree, v1, in
+// <lab tree>/01_naive_attention/causal_softmax.cu) against the CPU reference: rows shorter and
+// longer than the block, causal and not, Sq < Sk, large logits, exact zeros at masked keys
+// (allowed_keys()), nothing written past the matrix.
+#include "../kernels/guard_check.hpp"
 #include "attention/attention.hpp"
 #include "attention_reference.hpp"
 #include "pd/buffer.hpp"
@@ -9,16 +11,18 @@
 
 #include <catch2/catch.hpp>
 
-#include <cmath>
+#include <span>
 #include <vector>
 
 namespace att = pd::kernels::attention;
 
 namespace {
 
-constexpr const char* kWhere = "lab 01: softmax_v1 in <lab tree>/01_naive_attention/causal_softmax.cu";
+constexpr const char* kWhere = "lab 01: softmax_smem_tree in <lab tree>/01_naive_attention/causal_softmax.cu";
+constexpr std::size_t kGuard = 64;  // poisoned floats after the score matrix that must stay untouched
 
-/// Scores Q K^T / sqrt(d) in float, from seeded Q and K, as the scores kernel would give them.
+/// Scores Q K^T / sqrt(d) rounded to float, from seeded Q and K, as the scores kernel would
+/// give them (pd::reference::attention_scores, every score, masked or not).
 std::vector<float> make_scores(const att::Shape& s, std::uint64_t seed, float logit_scale,
                                std::vector<float>& q, std::vector<float>& k) {
     q.resize(s.q_elements());
@@ -26,18 +30,20 @@ std::vector<float> make_scores(const att::Shape& s, std::uint64_t seed, float lo
     pd::fill_uniform<float>(q, -1.f, 1.f, pd::derive_seed(seed, 1));
     pd::fill_uniform<float>(k, -1.f, 1.f, pd::derive_seed(seed, 2));
     for (float& x : q) x *= logit_scale;
-    std::vector<float> scores(s.score_elements());
-    const double scale = 1.0 / std::sqrt(double(s.head_dim));
-    const std::size_t bh_count = std::size_t(s.batch) * s.heads;
-    for (std::size_t bh = 0; bh < bh_count; ++bh)
-        for (int i = 0; i < s.q_len; ++i)
-            for (int j = 0; j < s.kv_len; ++j) {
-                double dot = 0;
-                for (int c = 0; c < s.head_dim; ++c)
-                    dot += double(q[(bh * s.q_len + i) * s.head_dim + c]) * k[(bh * s.kv_len + j) * s.head_dim + c];
-                scores[(bh * s.q_len + i) * s.kv_len + j] = float(dot * scale);
-            }
-    return scores;
+    const std::vector<double> scores =
+        pd::reference::attention_scores(q, k, s.batch, s.heads, s.q_len, s.kv_len, s.head_dim);
+    return {scores.begin(), scores.end()};
+}
+
+/// Entries at masked keys (j >= allowed_keys(i)) of the [B*H*Sq, Sk] matrix @p p that are not
+/// exactly 0.
+std::size_t masked_nonzero(std::span<const float> p, const att::Shape& s) {
+    std::size_t bad = 0;
+    const std::size_t rows = std::size_t(s.batch) * s.heads * s.q_len;
+    for (std::size_t r = 0; r < rows; ++r)
+        for (int j = att::allowed_keys(s, int(r % std::size_t(s.q_len))); j < s.kv_len; ++j)
+            bad += p[r * std::size_t(s.kv_len) + std::size_t(j)] != 0.f;
+    return bad;
 }
 
 void check_softmax(const att::Shape& s, std::uint64_t seed, float logit_scale = 1.f) {
@@ -48,10 +54,10 @@ void check_softmax(const att::Shape& s, std::uint64_t seed, float logit_scale = 
     const std::vector<float> scores = make_scores(s, seed, logit_scale, q, k);
     const std::vector<double> ref =
         pd::reference::attention_probabilities(q, k, s.batch, s.heads, s.q_len, s.kv_len, s.head_dim, s.causal);
-    pd::DeviceBuffer<float> d(s.score_elements() + 64);  // 64 guard floats after the matrix
+    pd::DeviceBuffer<float> d(s.score_elements() + kGuard);
     d.fill_bytes(pd::kPoisonByte);
     PD_CHECK_CUDA(cudaMemcpy(d.data(), scores.data(), scores.size() * sizeof(float), cudaMemcpyHostToDevice));
-    att::softmax_v1(d.data(), s);
+    att::softmax_smem_tree(d.data(), s);
     PD_CHECK_CUDA(cudaDeviceSynchronize());
     const std::vector<float> all = d.download();
     const std::span<const float> out(all.data(), scores.size());
@@ -59,14 +65,15 @@ void check_softmax(const att::Shape& s, std::uint64_t seed, float logit_scale = 
     const pd::CompareResult r = pd::compare<float, double>(out, ref, pd::Tolerance{1e-5, 1e-4});
     const std::size_t shape[] = {std::size_t(s.batch), std::size_t(s.heads), std::size_t(s.q_len),
                                  std::size_t(s.kv_len)};
-    INFO(pd::describe(r, "softmax_v1", shape));
+    INFO(pd::describe(r, "softmax_smem_tree", shape));
     CHECK(r.passed);
-    std::size_t masked_nonzero = 0, guard_written = 0;
-    for (std::size_t e = 0; e < ref.size(); ++e) masked_nonzero += ref[e] == 0.0 && out[e] != 0.f;
-    for (std::size_t e = scores.size(); e < all.size(); ++e) guard_written += !std::isnan(all[e]);
-    INFO("masked keys must hold exact zeros; nothing may be written past the matrix");
-    CHECK(masked_nonzero == 0);
-    CHECK(guard_written == 0);
+    const std::size_t masked = masked_nonzero(out, s);
+    INFO(masked << " masked keys (j >= allowed_keys(i)) are not exactly 0: write 0.f there, after the allowed ones");
+    CHECK(masked == 0);
+    const std::size_t past = pd::testing::guard_written(all, scores.size());
+    INFO(past << " of the " << kGuard << " floats after the matrix were written: keep every write inside the row, "
+              "j < kv_len");
+    CHECK(past == 0);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // <lab tree>/02_prefill_gemm/gemm_smem_tiled.cu) against the CPU reference: shapes smaller than,
 // equal to and larger than a 32 x 32 tile, ragged in T, N and K; small-integer inputs compared
 // exactly and uniform inputs within the fp32 rule; a poisoned output whose guard must survive.
+#include "../kernels/guard_check.hpp"
 #include "gemm/gemm.hpp"
 #include "linear_reference.hpp"
 #include "pd/buffer.hpp"
@@ -10,7 +11,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <cmath>
 #include <vector>
 
 namespace gemm = pd::kernels::gemm;
@@ -45,10 +45,10 @@ void check_tiled(const gemm::Shape& s, std::uint64_t seed, bool integers) {
     INFO(pd::describe(r, "gemm_smem_tiled", shape));
     INFO("NaN in Y: an output never written (the buffer starts as NaN); all zeros: the dot products never accumulated");
     CHECK(r.passed);
-    std::size_t guard_written = 0;
-    for (std::size_t e = s.y_elements(); e < all.size(); ++e) guard_written += !std::isnan(all[e]);
-    INFO("nothing may be written past Y: check t < T and n < N before storing");
-    CHECK(guard_written == 0);
+    const std::size_t past = pd::testing::guard_written(all, s.y_elements());
+    INFO(past << " of the " << kGuard << " floats after Y were written: nothing may be written past Y, "
+              "check t < T and n < N before storing");
+    CHECK(past == 0);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // <lab tree>/03_decode_gemv/gemv_warp_per_row.cu), against the CPU reference: ragged N and K
 // (shorter and longer than a warp, odd), one token and several, fp32 and bf16, poisoned
 // output with guard floats past the end.
+#include "../kernels/guard_check.hpp"
 #include "gemv/gemv.hpp"
 #include "linear_reference.hpp"
 #include "pd/buffer.hpp"
@@ -11,7 +12,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <cmath>
 #include <vector>
 
 namespace gv = pd::kernels::gemv;
@@ -55,10 +55,10 @@ void check_lab(const gv::Shape& s, std::uint64_t seed) {
     const std::size_t dims[] = {std::size_t(s.batch), std::size_t(s.n)};
     INFO(pd::describe(r, "gemv_warp_per_row (NaN: an element of Y never written)", dims));
     CHECK(r.passed);
-    std::size_t guard_written = 0;
-    for (std::size_t e = s.y_elements(); e < all.size(); ++e) guard_written += !std::isnan(all[e]);
-    INFO("nothing may be written past Y [B, N]");
-    CHECK(guard_written == 0);
+    const std::size_t past = pd::testing::guard_written(all, s.y_elements());
+    INFO(past << " of the " << kGuard << " floats after Y were written: nothing may be written past Y [B, N], "
+              "check the row n < N before storing");
+    CHECK(past == 0);
 }
 
 }  // namespace

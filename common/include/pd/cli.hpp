@@ -54,13 +54,14 @@ int bad_input(const CLI::App& app, const std::string& message);
 std::ostream& text_out(const CommonOptions& options);
 
 /// Runs a chapter's `run(argc, argv)` and turns an escaping exception into an exit code:
-/// std::invalid_argument (an unsupported problem found by a launcher) prints
-/// "<program>: error: ..." and gives kExitBadInput; any other exception (a CUDA error, an I/O
-/// failure) prints "<program>: ..." and gives kExitMismatch.
-int guarded_main(const char* program, int (*run)(int, char**), int argc, char** argv);
+/// std::invalid_argument (bad input found after parsing, or an unsupported problem found by a
+/// launcher) prints "<program>: error: ..." and gives kExitBadInput; any other exception (a CUDA
+/// error, an I/O failure) prints "<program>: ..." and gives kExitMismatch. The program's name
+/// is the file name of argv[0].
+int guarded_main(int (*run)(int, char**), int argc, char** argv);
 
 /// Creates the `--dump` directory if one was given; returns its path with a trailing '/'.
-/// Throws std::runtime_error if it cannot be created.
+/// Throws std::invalid_argument naming `--dump` if it cannot be created (exit code 2).
 std::string prepare_dump_dir(const CommonOptions& options);
 
 }  // namespace pd

@@ -80,6 +80,28 @@ CompareResult compare_rel_l2(std::span<const T> out, std::span<const R> ref, dou
 std::string describe(const CompareResult& r, std::string_view context,
                      std::span<const std::size_t> shape = {});
 
+/// What a kernel's output is checked against: the reference of every element, or of some rows
+/// (a large problem's double-precision reference would take minutes). Rows are runs of
+/// @p row_length consecutive elements of the output.
+struct Expected {
+    std::vector<double> values;       ///< the reference: [rows.size(), row_length], or every element
+    std::vector<std::size_t> rows;    ///< the output rows that are checked; empty: every element
+    std::size_t row_length = 0;       ///< elements per row (needed with rows)
+    Tolerance tolerance = Tolerance::fp32();  ///< element-wise rule (when values_lowp is empty)
+    /// When not empty: the low-precision rule of compare_to_lowp_reference(), with `values` as
+    /// the reference of the unrounded inputs and this as the reference of the rounded ones.
+    std::vector<double> values_lowp;
+    std::vector<std::size_t> dims;    ///< the output's shape, for the coordinates in messages
+
+    /// True when only some rows are checked.
+    bool sampled() const { return !rows.empty(); }
+};
+
+/// Checks @p out against @p e: the checked elements by e's rule, and every element of @p out
+/// (checked or not) for NaN and inf, so an output that was never written (poisoned with NaN)
+/// fails. Mismatch indices are indices into @p out.
+CompareResult check(const Expected& e, std::span<const float> out);
+
 /// Sets every element of a host buffer to NaN (quiet NaN; for 16-bit types, their NaN).
 template <typename T>
 void poison(std::span<T> values) {

@@ -1,13 +1,48 @@
 /// @file cublas.hpp
-/// @brief cuBLAS, the baseline GEMM-like kernels are measured against (cuda backend only).
+/// @brief cuBLAS, the baseline GEMM-like kernels are measured against.
+///
+/// cuBLAS runs on the GPU only. On the simulator this header declares the same names so that a
+/// chapter's baseline code compiles on both backends unchanged; there, creating a handle or
+/// calling a function throws std::invalid_argument, and chapters create no handle.
 #pragma once
 
-#include <cublas_v2.h>
 #include <cuda_bf16.h>
 
 #include <stdexcept>
 #include <string>
 #include <utility>
+
+#if defined(PD_BACKEND_SIM)
+
+namespace pd {
+
+/// The simulator's stand-in for cuBLAS's handle type: there is no cuBLAS to hold.
+using cublasHandle_t = struct NoCublasOnTheSimulator*;
+
+/// On the simulator: cannot be created (throws std::invalid_argument).
+class CublasHandle {
+public:
+    CublasHandle() { throw std::invalid_argument("cuBLAS runs on a GPU only, not on the simulator"); }
+    /// Never reached: the constructor throws.
+    cublasHandle_t get() const noexcept { return nullptr; }
+};
+
+/// On the simulator: throws std::invalid_argument (no cuBLAS).
+template <typename... Args>
+void cublas_linear(Args&&...) {
+    throw std::invalid_argument("cuBLAS runs on a GPU only, not on the simulator");
+}
+/// On the simulator: throws std::invalid_argument (no cuBLAS).
+template <typename... Args>
+void cublas_gemv(Args&&...) {
+    throw std::invalid_argument("cuBLAS runs on a GPU only, not on the simulator");
+}
+
+}  // namespace pd
+
+#else
+
+#include <cublas_v2.h>
 
 namespace pd {
 
@@ -76,3 +111,5 @@ inline void cublas_gemv(cublasHandle_t h, const float* w, const float* x, float*
 
 /// Checks a cuBLAS call; throws naming the call, file:line and the status.
 #define PD_CHECK_CUBLAS(call) ::pd::check_cublas((call), #call, __FILE__, __LINE__)
+
+#endif

@@ -32,6 +32,18 @@ inline __half from_float<__half>(float x) { return __float2half_rn(x); }
 template <>
 inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
+/// The element type of a kernel's inputs, as `--dtype` names it.
+enum class DType {
+    fp32,  ///< float
+    bf16   ///< __nv_bfloat16 (fp32 accumulation in every kernel of the project)
+};
+
+/// "fp32" or "bf16": the name in tables, JSON and `--dtype`.
+inline const char* to_string(DType d) { return d == DType::fp32 ? "fp32" : "bf16"; }
+
+/// Bytes of one element of type @p d: 4 or 2.
+inline int size_of(DType d) { return d == DType::fp32 ? 4 : 2; }
+
 /// Short dtype name for tables and JSON: "fp32", "fp16", "bf16".
 template <typename T>
 constexpr const char* dtype_name();
@@ -61,6 +73,13 @@ std::vector<float> to_float_all(std::span<const T> values) {
     std::vector<float> out(values.size());
     for (std::size_t i = 0; i < values.size(); ++i) out[i] = to_float(values[i]);
     return out;
+}
+
+/// @p values as a kernel of input type @p d reads them: unchanged for fp32, rounded to bf16 (and
+/// widened back, exactly) for bf16. For dumping a bf16 kernel's inputs as float32 .npy files.
+inline std::vector<float> rounded_to(DType d, std::span<const float> values) {
+    return d == DType::fp32 ? std::vector<float>(values.begin(), values.end())
+                            : to_float_all<__nv_bfloat16>(round_all<__nv_bfloat16>(values));
 }
 
 }  // namespace pd

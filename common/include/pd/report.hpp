@@ -1,10 +1,15 @@
 /// @file report.hpp
-/// @brief The results table every chapter prints and the JSON object it writes
-/// (schema: DESIGN.md section 4).
+/// @brief What a chapter reports: the cost and roofs a kernel is judged by, one result row per
+/// version, the results table and the JSON object (schema: DESIGN.md section 4). Host code,
+/// backend-independent; pd/bench.hpp fills the rows.
 #pragma once
+
+#include "pd/half.hpp"
+#include "pd/roofline.hpp"
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,16 +64,79 @@ std::string format_bytes(double bytes);
 /// Formats a FLOP count with a decimal unit ("1.40 TFLOP").
 std::string format_flops(double flops);
 
-/// The standard results table: kernel, time, GB/s, TFLOP/s, roofline fraction, vs baseline,
-/// max abs error, status.
-Table results_table(const std::vector<KernelResult>& results);
+/// FLOPs a kernel must do and the fewest bytes it must move in one run: the cost formulas of
+/// each topic (`Shape::flops()`, `Shape::min_bytes()`) fill it.
+struct Cost {
+    double flops = 0;  ///< 0 for a kernel judged by its bytes alone (a copy)
+    double bytes = 0;  ///< 0 for a kernel judged by its FLOPs alone (an FMA loop)
+    /// FLOPs per byte, 0 without bytes.
+    double intensity() const { return bytes > 0 ? flops / bytes : 0; }
+};
+
+/// The roofs of this run that kernels are placed against.
+struct Roofs {
+    std::optional<double> bytes_per_s;  ///< copy bandwidth measured in this run (bytes read plus written)
+    std::optional<double> fp32_flops;   ///< FP32 peak: SMs x FP32 lanes x 2 FLOPs x clock
+    std::optional<double> bf16_flops;   ///< dense bf16 tensor rate from the datasheet of the device's preset
+    std::string bf16_source;            ///< where bf16_flops comes from
+
+    /// The compute roof for inputs of type @p d, if known.
+    std::optional<double> peak(DType d) const { return d == DType::fp32 ? fp32_flops : bf16_flops; }
+    /// The shortest time the roofline allows, max(flops / peak, bytes / bandwidth), in seconds;
+    /// empty when a roof that @p cost needs is unknown.
+    std::optional<double> floor_s(const Cost& cost, DType d) const;
+    /// Memory-bound or compute-bound: which term of floor_s() is larger; empty as floor_s().
+    std::optional<roofline::Bound> bound(const Cost& cost, DType d) const;
+};
+
+/// One row of a chapter's results: a version (or a baseline) on one problem, validated and,
+/// when timed, placed on the roofline.
+struct Row {
+    KernelResult result;                    ///< name, time, rates, errors, verdict
+    DType dtype = DType::fp32;              ///< input type
+    Cost cost;                              ///< of one run
+    double tokens = 0;                      ///< tokens one run processes (0: not counted), for tokens/s
+    std::optional<double> floor_ms;         ///< the roofline's shortest time
+    std::optional<roofline::Bound> bound;   ///< which roof limits it
+    std::optional<double> copy_fraction;    ///< GB/s over the measured copy bandwidth
+    std::string baseline;                   ///< the row vs_baseline compares with
+    nlohmann::json point = nlohmann::json::object();  ///< problem sizes (the sweep point), merged into the JSON
+
+    /// Tokens per second, when tokens are counted and the row was timed.
+    std::optional<double> tokens_per_s() const;
+};
+
+/// The JSON of a row: the KernelResult fields, dtype, flops, bytes, arithmetic_intensity,
+/// floor_ms, bound, copy_fraction, tokens_per_s, baseline, the point's fields (a point key equal
+/// to one of those throws std::invalid_argument), and, when @p baseline_alias is given
+/// (e.g. "vs_cublas"), vs_baseline once more under that name.
+nlohmann::json to_json(const Row& row, const std::string& baseline_alias = "");
+
+/// A column of a results table: its header and how a row's cell is written. A column made
+/// from a header alone is a standard one: "kernel", "dtype", "time ms", "step ms", "GB/s",
+/// "TFLOP/s", "FLOP/byte", "floor ms", "of roofline", "of copy", "bound", "tokens/s",
+/// "vs baseline", "vs cuBLAS", "max abs err", "status" (any other header throws
+/// std::invalid_argument).
+struct Column {
+    std::string header;                            ///< the header cell
+    std::function<std::string(const Row&)> cell;  ///< the text of one row's cell
+    /// A standard column. @param standard_header one of the headers listed above
+    Column(const char* standard_header);  // NOLINT: implicit, so tables list headers as strings
+    /// A custom column. @param h the header  @param c the cell of a row
+    Column(std::string h, std::function<std::string(const Row&)> c) : header(std::move(h)), cell(std::move(c)) {}
+    /// A column showing the value of @p key in each row's point. @param h the header  @param key the point key
+    static Column point(std::string h, std::string key);
+};
+
+/// The table of @p rows with @p columns, rendered.
+std::string render(const std::vector<Row>& rows, const std::vector<Column>& columns);
 
 /// Builds the chapter's JSON object: chapter, backend (pass pd::backend_name()), device,
-/// problem, results, passed (true when every result passed; an empty list passes). Extra
-/// sections (e.g. "analysis") are added by the caller.
-nlohmann::json make_report(const std::string& chapter, const std::string& backend,
-                           const nlohmann::json& device,
-                           const nlohmann::json& problem, const std::vector<KernelResult>& results);
+/// problem, results (to_json of each row, with @p baseline_alias), passed (true when every row
+/// passed; an empty list passes). Extra sections (e.g. "sweep") are added by the caller.
+nlohmann::json make_report(const std::string& chapter, const std::string& backend, const nlohmann::json& device,
+                           const nlohmann::json& problem, const std::vector<Row>& rows,
+                           const std::string& baseline_alias = "");
 
 /// Writes @p j (indented) to @p path, or to stdout when @p path is "-". Throws on I/O error.
 void write_json(const nlohmann::json& j, const std::string& path);

@@ -6,10 +6,16 @@
 /// Helpers convert to the GB/s and TFLOP/s that tables print.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace CLI {
+class App;
+}
 
 namespace pd::roofline {
 
@@ -111,6 +117,24 @@ struct Workload {
     double kv_bytes_per_element = 0;        ///< bytes of one cached K or V element
 };
 
+/// The calculator's command-line options (chapter 00): what is served and on which GPU.
+struct CalculatorOptions {
+    std::optional<double> params;     ///< `--params` P (default 7e9, or the model's)
+    double bytes_per_param = 2;       ///< `--bytes-per-param` b
+    std::optional<double> kv_bytes;   ///< `--kv-bytes` (default: b)
+    long long batch = 1;              ///< `--batch` B
+    long long prompt_tokens = 2048;   ///< `--prompt-tokens` S
+    std::string gpu = "H200";         ///< `--gpu`: a preset, or "measured" (this run's ceilings)
+    int gpus = 1;                     ///< `--gpus`: an ideal tensor-parallel split
+    std::string model = "none";       ///< `--model`: a preset adds attention and the KV cache
+};
+
+/// Registers the calculator's options on @p app, each with its range (bad values exit 2).
+void add_calculator_options(CLI::App& app, CalculatorOptions& o);
+
+/// The workload that @p o describes.
+Workload workload(const CalculatorOptions& o);
+
 /// FLOPs, bytes and their consequences for one phase.
 struct PhaseCost {
     /// Floating-point operations of the phase.
@@ -145,5 +169,16 @@ struct Analysis {
 /// attention over S cached tokens (4*layers*B*H*d*S FLOPs) and reading that cache.
 /// Throws std::invalid_argument naming the parameter when a value is out of range.
 Analysis analyze(const Workload& w, const Machine& machine);
+
+/// The calculator's answer as text: the workload and the machine (with @p machine_source), the
+/// ridge point, a table of the two phases (FLOPs, bytes, intensity, bound, floor time), what a
+/// decode step's batch buys, and with a model the KV cache and whether it all fits in memory.
+std::string describe(const Workload& w, const Machine& machine, const std::string& machine_source,
+                     const Analysis& a);
+
+/// The calculator's answer as JSON (chapter 00's "analysis" section): the workload, the machine,
+/// the ridge point, the weight and KV-cache bytes, and per phase its counts, bound and floor.
+nlohmann::json to_json(const Workload& w, const Machine& machine, const std::string& machine_source,
+                       const Analysis& a);
 
 }  // namespace pd::roofline

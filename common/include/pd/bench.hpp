@@ -1,0 +1,172 @@
+/// @file bench.hpp
+/// @brief The chapter harness: the steps every chapter program repeats, written once, so that a
+/// chapter's `main.cu` holds only its lesson (the problem, its cost, the inputs and the
+/// reference, the loop over versions, the sweep).
+///
+/// A chapter program, in order:
+///
+///     pd::Bench bench{"02_prefill_gemm", "batched prefill GEMM", "<--help text>", gm::versions()};
+///     bench.app.add_option(...);                       // the chapter's own options
+///     if (auto code = bench.parse(argc, argv)) return *code;
+///     bench.device();                                  // title, device; exit 2 without one
+///     bench.measure_roofs();                           // copy bandwidth and peaks (GPU)
+///     bench.require_fits(bytes, "X, W and Y", "lower --tokens, --n or --k");
+///     ... inputs, reference (pd::Expected) ...
+///     rows.push_back(bench.measure({.name = "v1", .cost = cost}, launch, y, expected));
+///     bench.out() << pd::render(rows, {"kernel", "time ms", ...});
+///     return bench.finish(bench.report(problem, rows));
+///
+/// measure() is the heart: poison the output (NaN bytes), launch, synchronize, check against
+/// the reference (printing the seed, shape and first mismatches on failure), dump the output
+/// with `--dump`, then, if it passed and `--check-only` is off, time it (warm-up, iterations,
+/// median) and place it against the roofs and the baseline. Any failed check makes finish()
+/// return exit code 1; bad input (an exception) gives 2 through pd::guarded_main.
+#pragma once
+
+#include "pd/buffer.hpp"
+#include "pd/cli.hpp"
+#include "pd/compare.hpp"
+#include "pd/device.hpp"
+#include "pd/half.hpp"
+#include "pd/npy.hpp"
+#include "pd/registry.hpp"
+#include "pd/report.hpp"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <functional>
+#include <iosfwd>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pd {
+
+/// Enqueues one run of a kernel (or of a baseline such as cuBLAS) on the default stream.
+using Launch = std::function<void()>;
+/// Checks a downloaded output; for outputs that pd::Expected cannot describe.
+using Check = std::function<CompareResult(std::span<const float> out)>;
+
+/// What one measurement runs: a version or a baseline, on one problem.
+struct Kernel {
+    std::string name;                                 ///< the version's name (or "cublas_..."): table, JSON, messages
+    DType dtype = DType::fp32;                        ///< input type: picks the compute roof
+    Cost cost;                                        ///< FLOPs and fewest bytes of one run
+    double tokens = 0;                                ///< tokens one run processes, for tokens/s (0: none)
+    const Row* baseline = nullptr;                    ///< vs_baseline = the baseline's time / this time
+    nlohmann::json point = nlohmann::json::object();  ///< problem sizes, copied into the row's JSON
+    std::string context;                              ///< the sizes, printed (after the seed) when the check fails
+    std::string dump;                                 ///< `--dump` file stem of the output ("" = not written)
+    std::vector<std::size_t> dump_shape;              ///< the shape dumped: the first prod(shape) floats of the output
+};
+
+/// The harness of one chapter program: its options, device, roofs, measurements and report.
+class Bench {
+public:
+    /// @param chapter "NN_topic": the program is chNN_topic (chNN_topic-sim on the simulator)
+    /// @param title the chapter's title, printed first ("batched prefill GEMM")
+    /// @param description the program's `--help` text
+    /// @param versions the topic's registry: `--kernel` takes these names or "all"
+    Bench(std::string chapter, std::string title, const std::string& description, std::vector<Version> versions);
+
+    CLI::App app;           ///< the command line: a chapter adds its own options before parse()
+    CommonOptions options;  ///< the shared options (sim defaults: 3 timed runs after 1 warm-up)
+    Roofs roofs;            ///< the roofs of this run (measure_roofs(); chapter 00 sets its own)
+
+    /// Adds a chapter option `--name` with its check (a CLI11 validator such as CLI::Range);
+    /// `--help` shows its default. @return the option, for more settings
+    template <typename T, typename Validator>
+    CLI::Option* option(const std::string& name, T& value, const std::string& help, Validator&& check) {
+        return app.add_option(name, value, help)->check(std::forward<Validator>(check))->capture_default_str();
+    }
+    /// Adds `--dtype fp32|bf16|all` (default all) for chapters whose versions take either type.
+    void add_dtype_option();
+    /// Parses the command line. Returns the exit code to return now (0 after `--help`, 2 for bad
+    /// input, with a one-line message naming the option), or nothing to go on. A CUDA-only
+    /// version asked for on the simulator, or a `--kernel` whose input type `--dtype` excludes,
+    /// is bad input.
+    std::optional<int> parse(int argc, char** argv);
+
+    /// The input types to run: `--dtype`, narrowed to the type of `--kernel` (fp32 without
+    /// add_dtype_option()).
+    std::vector<DType> dtypes() const;
+    /// True when `--kernel` selects @p v (or is "all") and @p v runs on this backend.
+    bool selects(const Version& v) const { return options.selects(v.name) && v.runs_here(); }
+    /// As above for the version named @p name of this chapter's registry (false if none).
+    bool selects(const std::string& name) const;
+    /// True unless `--check-only`: versions are timed after they pass.
+    bool timing() const { return !options.check_only; }
+    /// True on the CPU simulator, where times are CPU figures and there are no roofs.
+    static bool sim();
+    /// The stream for text: stdout, or stderr when the JSON goes to stdout (`--json -`).
+    std::ostream& out() const;
+
+    /// Prints the title line "Chapter NN: title  [backend X, seed N]" (once).
+    void title();
+    /// Device 0: prints the title and the device line, prepares `--dump`. Without a CUDA device
+    /// it throws std::invalid_argument naming the simulator build of the program.
+    const DeviceInfo& device();
+    /// As device() for programs that also run without a device (chapter 00's calculator):
+    /// nullptr, and the runtime's reason in @p reason, when there is none.
+    const DeviceInfo* device_if_present(std::string& reason);
+    /// Measures this run's roofs (GPU, when timing): the copy bandwidth (1 GiB), the FP32 peak
+    /// from the clock, the bf16 tensor rate from the device's datasheet preset; prints them.
+    const Roofs& measure_roofs();
+    /// The device JSON: to_json(device()) plus "measured" {copy_gbps} and "roofs".
+    nlohmann::json device_json() const;
+
+    /// Throws std::invalid_argument when @p bytes do not fit in 90% of the free device memory:
+    /// "<what> (<bytes>) do not fit in the <free> of free device memory: <advice>".
+    void require_fits(double bytes, const std::string& what, const std::string& advice) const;
+    /// True when @p bytes fit in 90% of the free device memory (a sweep stops where they do not).
+    bool fits(double bytes) const;
+
+    /// Validates, then times, one kernel: see the file comment. @param k what runs
+    /// @param launch enqueues one run  @param out the output it writes (poisoned first)
+    /// @param expected the reference  @return the row (its check result, and times when timed)
+    Row measure(const Kernel& k, const Launch& launch, DeviceBuffer<float>& out, const Expected& expected);
+    /// As above, with a check of the chapter's own.
+    Row measure(const Kernel& k, const Launch& launch, DeviceBuffer<float>& out, const Check& check,
+                std::span<const std::size_t> dims = {});
+    /// The median time of @p launch over `--iters` runs after `--warmup`, in ms.
+    double time_ms(const Launch& launch) const;
+
+    /// True with `--dump DIR`.
+    bool dumping() const { return !dump_dir_.empty(); }
+    /// Writes @p data as `DIR/STEM.npy` (STEM: @p stem) with @p shape when dumping (float, double, int64).
+    template <typename T>
+    void dump(const std::string& stem, std::span<const T> data, std::vector<std::size_t> shape) const {
+        if (dumping()) write_npy<T>(dump_dir_ + stem + ".npy", data, std::move(shape));
+    }
+    /// The `--dump` directory, with a trailing '/' ("" without `--dump`).
+    const std::string& dump_dir() const { return dump_dir_; }
+
+    /// JSON rows carry vs_baseline also under this name (chapters 02 and 03: "vs_cublas").
+    std::string baseline_alias;
+    /// The JSON array of @p rows (to_json() with baseline_alias), e.g. a sweep's.
+    nlohmann::json json(const std::vector<Row>& rows) const;
+    /// The chapter's JSON: chapter, backend, device_json() (or @p device when given), @p problem
+    /// (with the seed and `--check-only` added), results (@p rows), passed.
+    nlohmann::json report(nlohmann::json problem, const std::vector<Row>& rows,
+                          const nlohmann::json& device = nullptr) const;
+    /// Writes @p report with `--json`, prints "FAILED" when any measurement failed, and returns
+    /// the exit code: 0 when every measurement passed, 1 otherwise. "passed" in the JSON covers
+    /// every measurement, the sweep's included.
+    int finish(nlohmann::json report);
+
+private:
+    std::string chapter_, title_;
+    std::vector<Version> versions_;
+    std::string dtype_ = "all";
+    bool has_dtype_option_ = false;
+    bool titled_ = false;
+    std::optional<DeviceInfo> device_;
+    std::string dump_dir_;
+    bool all_passed_ = true;
+};
+
+}  // namespace pd

@@ -1,0 +1,75 @@
+/// @file registry.hpp
+/// @brief The version registry every topic uses: each step of a chapter with its name, input
+/// types, the one change it makes to its predecessor, and the backends it runs on.
+///
+/// A topic header (`kernels/TOPIC/TOPIC.hpp`) lists its versions in a `versions()` function
+/// and dispatches on their names in one function; the chapter program, the tests and the
+/// chapter page's version table (checked by a test) all read that one list.
+#pragma once
+
+#include "pd/common.hpp"
+#include "pd/half.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pd {
+
+/// Where a version runs.
+enum class Backends {
+    all,       ///< the GPU and the CPU simulator
+    cuda_only  ///< the GPU only: CUB, inline PTX or cuBLAS, which the simulator cannot run
+};
+
+/// One step of a chapter.
+struct Version {
+    std::string name;           ///< as `--kernel` takes it, e.g. "v3"
+    std::vector<DType> dtypes;  ///< input types it accepts
+    std::string change;         ///< one line: what this step adds to its predecessor
+    Backends backends = Backends::all;  ///< where it runs
+
+    /// True when the version accepts inputs of type @p d.
+    bool takes(DType d) const { return std::find(dtypes.begin(), dtypes.end(), d) != dtypes.end(); }
+    /// True when the version runs on the backend this translation unit is built for.
+    bool runs_here() const { return backends == Backends::all || std::string_view(backend_name()) == "cuda"; }
+};
+
+/// The names of @p versions, in order (for `--kernel` and messages).
+inline std::vector<std::string> names_of(const std::vector<Version>& versions) {
+    std::vector<std::string> names;
+    for (const Version& v : versions) names.push_back(v.name);
+    return names;
+}
+
+/// The version named @p name, checked for this backend and for input type @p dtype. Throws
+/// std::invalid_argument with a message naming `--kernel`: unknown name (listing the valid
+/// ones), a CUDA-only version on the simulator, or a version that does not take @p dtype.
+/// @param versions the topic's list  @param name the version asked for
+/// @param dtype the input type of the call  @param topic the dispatch, for messages ("gemm")
+inline const Version& find_version(const std::vector<Version>& versions, std::string_view name, DType dtype,
+                                   std::string_view topic) {
+    std::string valid;
+    for (const Version& v : versions)
+        if (v.runs_here() && v.takes(dtype)) valid += (valid.empty() ? "" : ", ") + v.name;
+    const std::string where = std::string(topic) + ": --kernel " + std::string(name);
+    for (const Version& v : versions) {
+        if (v.name != name) continue;
+        if (!v.runs_here())
+            throw std::invalid_argument(where + " runs on CUDA only (" + v.change +
+                                        "): not available on the simulator (" + to_string(dtype) +
+                                        " versions here: " + valid + ")");
+        if (!v.takes(dtype)) {
+            std::string types;
+            for (DType d : v.dtypes) types += (types.empty() ? "" : " or ") + std::string(to_string(d));
+            throw std::invalid_argument(where + " takes " + types + " inputs, not " + to_string(dtype) + " (" +
+                                        to_string(dtype) + " versions: " + valid + ")");
+        }
+        return v;
+    }
+    throw std::invalid_argument(where + ": unknown version (" + to_string(dtype) + " versions: " + valid + ")");
+}
+
+}  // namespace pd

@@ -1,0 +1,235 @@
+// The chapter harness (see pd/bench.hpp). Compiled once per backend: it allocates, launches
+// through the chapter's callables, synchronizes and times with the backend's runtime.
+#include "pd/bench.hpp"
+
+#include "pd/cuda_check.hpp"
+#include "pd/timer.hpp"
+
+#include <algorithm>
+#include <iostream>
+#include <numeric>
+#include <stdexcept>
+
+namespace pd {
+
+namespace {
+
+double free_device_bytes() {
+    std::size_t free_b = 0, total_b = 0;
+    PD_CHECK_CUDA(cudaMemGetInfo(&free_b, &total_b));
+    return double(free_b);
+}
+
+std::string program_name(const std::string& chapter) {
+    return "ch" + chapter + (Bench::sim() ? "-sim" : "");
+}
+
+}  // namespace
+
+Bench::Bench(std::string chapter, std::string title, const std::string& description, std::vector<Version> versions)
+    : app(description, program_name(chapter)),
+      chapter_(std::move(chapter)),
+      title_(std::move(title)),
+      versions_(std::move(versions)) {
+    if (sim()) {  // seconds per program on a 2-core CPU
+        options.iters = 3;
+        options.warmup = 1;
+    }
+    add_common_options(app, options, names_of(versions_));
+}
+
+void Bench::add_dtype_option() {
+    has_dtype_option_ = true;
+    app.add_option("--dtype", dtype_, "Input type: fp32, bf16 or all")
+        ->check(CLI::IsMember({"fp32", "bf16", "all"}))
+        ->capture_default_str();
+}
+
+std::optional<int> Bench::parse(int argc, char** argv) {
+    if (auto code = parse_command_line(app, argc, argv)) return code;
+    for (const Version& v : versions_) {
+        if (options.kernel != v.name) continue;
+        if (!v.runs_here())
+            return bad_input(
+                app, "--kernel " + v.name + " runs on CUDA only (" + v.change + "): run ch" + chapter_ + " on a GPU");
+        if (has_dtype_option_ && dtype_ != "all" && !v.takes(dtype_ == "fp32" ? DType::fp32 : DType::bf16))
+            return bad_input(app,
+                             "--kernel " + v.name + " does not take " + dtype_ + " inputs, but --dtype is " + dtype_);
+    }
+    return std::nullopt;
+}
+
+std::vector<DType> Bench::dtypes() const {
+    std::vector<DType> out;
+    for (DType d : {DType::fp32, DType::bf16}) {
+        if (!has_dtype_option_ && d != DType::fp32) continue;
+        if (dtype_ != "all" && dtype_ != to_string(d)) continue;
+        bool wanted = options.kernel == "all";
+        for (const Version& v : versions_) wanted = wanted || (v.name == options.kernel && v.takes(d));
+        if (wanted) out.push_back(d);
+    }
+    return out;
+}
+
+bool Bench::selects(const std::string& name) const {
+    for (const Version& v : versions_)
+        if (v.name == name) return selects(v);
+    return false;
+}
+
+bool Bench::sim() {
+    return std::string_view(backend_name()) == "sim";
+}
+
+std::ostream& Bench::out() const {
+    return text_out(options);
+}
+
+void Bench::title() {
+    if (titled_) return;
+    titled_ = true;
+    out() << "Chapter " << chapter_.substr(0, 2) << ": " << title_ << "  [backend " << backend_name() << ", seed "
+          << options.seed << "]\n";
+    dump_dir_ = prepare_dump_dir(options);
+}
+
+const DeviceInfo* Bench::device_if_present(std::string& reason) {
+    title();
+    if (!device_) {
+        const DeviceProbe probe = probe_devices();
+        if (probe.count == 0) {
+            reason = probe.reason;
+            return nullptr;
+        }
+        device_ = query_device(0);
+    }
+    return &*device_;
+}
+
+const DeviceInfo& Bench::device() {
+    std::string reason;
+    if (!device_if_present(reason))
+        throw std::invalid_argument("no CUDA device (" + reason + "); run ch" + chapter_ +
+                                    "-sim, the same program on the CPU simulator");
+    out() << "device: " << device_->name << (sim() ? " (timings are CPU figures, not GPU performance)" : "") << "\n";
+    return *device_;
+}
+
+const Roofs& Bench::measure_roofs() {
+    if (sim() || !device_) return roofs;  // the simulator's times are CPU figures: no roofs
+    if (timing()) roofs.bytes_per_s = 1e9 * measure_copy_gbps(std::size_t(1) << 30, 2, 10);
+    if (const double p = fp32_peak_flops(*device_); p > 0) roofs.fp32_flops = p;
+    if (const auto g = roofline::find_gpu_for_device(device_->name)) {
+        roofs.bf16_flops = g->tensor_tflops * 1e12;
+        roofs.bf16_source = "datasheet of preset " + g->name;
+    }
+    auto& o = out();
+    o << "roofs: copy bandwidth "
+      << (roofs.bytes_per_s ? fmt("%.0f GB/s (measured)", *roofs.bytes_per_s / 1e9) : "not measured (--check-only)")
+      << "; fp32 "
+      << (roofs.fp32_flops ? fmt("%.1f TFLOP/s (SMs x FP32 lanes x clock)", *roofs.fp32_flops / 1e12) : "unknown")
+      << "; bf16 "
+      << (roofs.bf16_flops ? fmt("%.0f TFLOP/s", *roofs.bf16_flops / 1e12) + " (" + roofs.bf16_source + ")"
+                           : std::string("unknown (no preset for this device)"))
+      << "\n";
+    return roofs;
+}
+
+nlohmann::json Bench::device_json() const {
+    if (!device_) return {{"name", nullptr}};
+    nlohmann::json j = to_json(*device_);
+    const auto scaled = [](const std::optional<double>& v, double scale) {
+        return v ? nlohmann::json(*v / scale) : nlohmann::json(nullptr);
+    };
+    j["measured"] = {{"copy_gbps", scaled(roofs.bytes_per_s, 1e9)}};
+    j["roofs"] = {{"fp32_tflops", scaled(roofs.fp32_flops, 1e12)},
+                  {"bf16_tflops", scaled(roofs.bf16_flops, 1e12)},
+                  {"bf16_source", roofs.bf16_source}};
+    return j;
+}
+
+void Bench::require_fits(double bytes, const std::string& what, const std::string& advice) const {
+    const double free_b = free_device_bytes();
+    if (bytes > 0.9 * free_b)
+        throw std::invalid_argument(what + " (" + format_bytes(bytes) + ") do not fit in the " + format_bytes(free_b) +
+                                    " of free device memory: " + advice);
+}
+
+bool Bench::fits(double bytes) const {
+    return bytes <= 0.9 * free_device_bytes();
+}
+
+Row Bench::measure(const Kernel& k, const Launch& launch, DeviceBuffer<float>& out, const Expected& expected) {
+    return measure(
+        k, launch, out, [&](std::span<const float> got) { return check(expected, got); }, expected.dims);
+}
+
+Row Bench::measure(const Kernel& k, const Launch& launch, DeviceBuffer<float>& out, const Check& check,
+                   std::span<const std::size_t> dims) {
+    Row row;
+    row.result.kernel = k.name;
+    row.dtype = k.dtype;
+    row.cost = k.cost;
+    row.tokens = k.tokens;
+    row.point = k.point;
+    // Validate: every element starts as NaN, so one the kernel never writes cannot pass.
+    out.fill_bytes(kPoisonByte);
+    launch();
+    PD_CHECK_CUDA(cudaDeviceSynchronize());
+    const std::vector<float> got = out.download();
+    const CompareResult cmp = check(got);
+    row.result.passed = cmp.passed;
+    row.result.max_abs_err = cmp.max_abs_err;
+    row.result.max_rel_err = cmp.max_rel_err;
+    if (!cmp.passed) {
+        const std::string context = k.name + " " + to_string(k.dtype) + " seed=" + std::to_string(options.seed);
+        std::cerr << describe(cmp, k.context.empty() ? context : context + " " + k.context, dims);
+        all_passed_ = false;
+    }
+    if (dumping() && !k.dump.empty()) {
+        const std::size_t n =
+            std::accumulate(k.dump_shape.begin(), k.dump_shape.end(), std::size_t(1), std::multiplies<std::size_t>());
+        dump<float>(k.dump, std::span<const float>(got).first(std::min(n, got.size())), k.dump_shape);
+    }
+    if (const auto floor = roofs.floor_s(k.cost, k.dtype)) row.floor_ms = *floor * 1e3;
+    row.bound = roofs.bound(k.cost, k.dtype);
+    if (k.baseline) row.baseline = k.baseline->result.kernel;
+    if (!row.result.passed || !timing()) return row;
+
+    // Time: only a version that passed, so no time is ever reported for a wrong answer.
+    const double ms = time_ms(launch);
+    const double s = ms * 1e-3;
+    row.result.time_ms = ms;
+    if (k.cost.bytes > 0) row.result.gbps = k.cost.bytes / s / 1e9;
+    if (k.cost.flops > 0) row.result.tflops = k.cost.flops / s / 1e12;
+    if (row.floor_ms) row.result.roofline_fraction = *row.floor_ms / ms;
+    if (row.result.gbps && roofs.bytes_per_s) row.copy_fraction = *row.result.gbps * 1e9 / *roofs.bytes_per_s;
+    if (k.baseline && k.baseline->result.time_ms) row.result.vs_baseline = *k.baseline->result.time_ms / ms;
+    return row;
+}
+
+double Bench::time_ms(const Launch& launch) const {
+    return time_device(launch, options.warmup, options.iters).median_ms;
+}
+
+nlohmann::json Bench::report(nlohmann::json problem, const std::vector<Row>& rows, const nlohmann::json& device) const {
+    problem["seed"] = options.seed;
+    problem["check_only"] = options.check_only;
+    return make_report(chapter_, backend_name(), device.is_null() ? device_json() : device, problem, rows,
+                       baseline_alias);
+}
+
+nlohmann::json Bench::json(const std::vector<Row>& rows) const {
+    nlohmann::json list = nlohmann::json::array();
+    for (const Row& r : rows) list.push_back(to_json(r, baseline_alias));
+    return list;
+}
+
+int Bench::finish(nlohmann::json report) {
+    report["passed"] = all_passed_ && report.value("passed", true);
+    if (!options.json.empty()) write_json(report, options.json);
+    if (!report["passed"].get<bool>()) out() << "FAILED: a version did not match its reference\n";
+    return report["passed"].get<bool>() ? kExitOk : kExitMismatch;
+}
+
+}  // namespace pd
