@@ -1,11 +1,21 @@
 # Compiles one CUDA file for the simulator (rewritten by pd_sim_rewrite, then checked by the host
-# compiler with the flags of pd_sim) and checks the outcome:
-#   cmake -DREWRITE=<pd_sim_rewrite> -DCXX=<c++> -DSTD=<20> -DSRC=<file.cu> -DWORK=<dir>
-#         -DINCLUDES=<a|b> -DDEFINES=<a|b> [-DEXPECT=<regex>] -P expect_compile.cmake
+# compiler with the flags of pd_sim, read from the simcc-flags.txt that common/sim writes: the
+# one definition of the simulator's flags) and checks the outcome:
+#   cmake -DFLAGS=<build>/common/sim/simcc-flags.txt -DSRC=<file.cu> -DWORK=<dir> [-DEXPECT=<regex>]
+#         -P expect_compile.cmake
 # Without EXPECT the file must compile. With EXPECT it must fail, and the compiler's output must
 # match EXPECT (the simulator's own message, not some other error).
-string(REPLACE "|" ";" includes "${INCLUDES}")
-string(REPLACE "|" ";" defines "${DEFINES}")
+file(STRINGS "${FLAGS}" lines)
+set(args)
+foreach(line IN LISTS lines)
+  if(line MATCHES "^cxx (.*)$")
+    set(CXX "${CMAKE_MATCH_1}")
+  elseif(line MATCHES "^rewrite (.*)$")
+    set(REWRITE "${CMAKE_MATCH_1}")
+  elseif(line MATCHES "^compile (.*)$")
+    list(APPEND args "${CMAKE_MATCH_1}")
+  endif()
+endforeach()
 get_filename_component(name "${SRC}" NAME_WE)
 set(rewritten "${WORK}/${name}.cpp")
 file(MAKE_DIRECTORY "${WORK}")
@@ -13,13 +23,7 @@ execute_process(COMMAND "${REWRITE}" "${SRC}" "${rewritten}" RESULT_VARIABLE rc 
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "pd_sim_rewrite failed on ${SRC}: ${err}")
 endif()
-set(args -std=c++${STD} -fsyntax-only -include pd/sim/cuda_sim.hpp)
-foreach(dir IN LISTS includes)
-  list(APPEND args "-I${dir}")
-endforeach()
-foreach(def IN LISTS defines)
-  list(APPEND args "-D${def}")
-endforeach()
+list(APPEND args -fsyntax-only)
 execute_process(COMMAND "${CXX}" ${args} "${rewritten}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
 if(EXPECT)
   if(rc EQUAL 0)
