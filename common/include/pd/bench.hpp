@@ -72,6 +72,10 @@ public:
     /// @param description the program's `--help` text
     /// @param versions the topic's registry: `--kernel` takes these names or "all"
     Bench(std::string chapter, std::string title, const std::string& description, std::vector<Version> versions);
+    /// Not copyable or movable: the command line refers to the options inside this object.
+    Bench(const Bench&) = delete;
+    Bench& operator=(const Bench&) = delete;
+
 
     CLI::App app;           ///< the command line: a chapter adds its own options before parse()
     CommonOptions options;  ///< the shared options (sim defaults: 3 timed runs after 1 warm-up)
