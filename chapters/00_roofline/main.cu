@@ -140,7 +140,10 @@ std::vector<pd::Row> measure_ceilings(pd::Bench& bench, const Options& o, const 
         };
         const pd::CublasHandle handle;
         rows.push_back(bench.measure(  // C [g, g] = A [g, g] B [g, g]^T
-            {.name = "cublas_bf16", .dtype = pd::DType::bf16, .cost = {2.0 * g * g * double(g), 0}},
+            {.name = "cublas_bf16",
+             .dtype = pd::DType::bf16,
+             .units = pd::Units::tensor_cores,
+             .cost = {2.0 * g * g * double(g), 0}},
             [&] { pd::cublas_linear(handle.get(), d_a.data(), d_b.data(), d_c.data(), g, g, g); }, d_c, check));
         const std::vector<std::int64_t> idx64(idx.begin(), idx.end());
         bench.dump<std::int64_t>("gemm_rows", idx64, {idx64.size()});

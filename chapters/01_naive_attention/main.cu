@@ -105,6 +105,7 @@ std::vector<pd::Row> run_versions(pd::Bench& bench, Problem& p, const nlohmann::
     for (const pd::Version& v : att::versions()) {
         if (!bench.selects(v)) continue;
         k.name = v.name;
+        k.units = v.units;
         k.dump = "out_" + v.name;
         k.baseline = v1 ? &*v1 : nullptr;
         const pd::Launch launch = [&] {
@@ -161,7 +162,10 @@ int run(int argc, char** argv) {
         << ", Sk = " << shape.kv_len << ", d = " << shape.head_dim << ", " << (shape.causal ? "causal" : "no mask")
         << ", fp32\n"
         << "score matrix: " << shape.batch << " x " << shape.heads << " x " << shape.q_len << " x " << shape.kv_len
-        << " floats = " << pd::format_bytes(score_bytes(shape)) << " (grows as S^2)\n";
+        << " floats = " << pd::format_bytes(score_bytes(shape)) << " (grows as S^2)\n"
+        << "mask: query 0 attends to " << att::allowed_keys(shape, 0) << " keys, query " << shape.q_len - 1 << " to "
+        << att::allowed_keys(shape, shape.q_len - 1) << " (" << (shape.causal ? "causal" : "no mask")
+        << ", allowed_keys())\n";
 
     // ---- inputs, reference, and every version: validated, then timed ----
     Problem p = make_problem(shape, bench.options.seed, 0, bench.dumping());

@@ -93,6 +93,12 @@ Problem make_problem(const gm::Shape& s, std::vector<float> w, std::uint64_t x_s
     return p;
 }
 
+/// The units a GEMM of input type @p d runs on in this chapter: fp32 on the SIMT units (v1-v6,
+/// and cublasSgemm without TF32), bf16 on the tensor cores (v7, v8, cublasGemmEx).
+pd::Units units_of(DType d) {
+    return d == DType::fp32 ? pd::Units::simt : pd::Units::tensor_cores;
+}
+
 // [ch02_versions]
 /// cuBLAS (on a GPU, when timing), then every selected version of input type @p d, on
 /// problem @p p: each one validated against the reference, then timed and placed on the roofline.
@@ -106,6 +112,7 @@ std::vector<pd::Row> run_versions(pd::Bench& bench, Problem& p, DType d, const p
     if (cublas) {  // the baseline: cublasSgemm (no TF32), or cublasGemmEx with bf16 inputs
         const auto h = cublas->get();
         k.name = d == DType::fp32 ? "cublas_sgemm" : "cublas_bf16";
+        k.units = units_of(d);
         k.dump = "y_" + k.name;
         baseline = bench.measure(
             k,
@@ -119,6 +126,7 @@ std::vector<pd::Row> run_versions(pd::Bench& bench, Problem& p, DType d, const p
     for (const pd::Version& v : gm::versions()) {
         if (!v.takes(d) || !bench.selects(v)) continue;
         k.name = v.name;
+        k.units = v.units;
         k.dump = "y_" + v.name;
         const pd::Launch launch =
             d == DType::fp32 ? pd::Launch([&] { gm::gemm(v.name, p.x32.data(), p.w32.data(), p.y.data(), s); })
@@ -170,8 +178,9 @@ int run(int argc, char** argv) {
         const pd::Cost cost{shape.flops(), shape.min_bytes(pd::size_of(d))};  // read X and W, write Y, once
         out << "  " << to_string(d) << " inputs (fp32 Y): minimal bytes " << pd::format_bytes(cost.bytes)
             << ", arithmetic intensity " << fmt("%.1f", cost.intensity()) << " FLOP/byte";
-        if (const auto bound = bench.roofs.bound(cost, d))  // the ridge point: peak FLOP/s over bandwidth
-            out << "; ridge point " << fmt("%.1f", *bench.roofs.peak(d) / *bench.roofs.bytes_per_s) << " ("
+        if (const auto bound = bench.roofs.bound(cost, units_of(d)))  // ridge: the units' peak over bandwidth
+            out << "; ridge point of the " << pd::to_string(units_of(d)) << " "
+                << fmt("%.1f", *bench.roofs.peak(units_of(d)) / *bench.roofs.bytes_per_s) << " ("
                 << pd::roofline::to_string(*bound) << ")";
         out << "\n";
     }

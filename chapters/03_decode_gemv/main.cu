@@ -95,7 +95,8 @@ void set_tokens(Problem& p, int batch, std::uint64_t seed) {
 
 // [ch03_versions]
 /// cuBLAS (on a GPU, when timing), then every selected version, on one decode step: each one
-/// validated against the reference, then timed. A step runs the kernel on every matrix in turn.
+/// validated against the reference, then timed against the first cuBLAS row. A step runs the
+/// kernel on every matrix in turn.
 std::vector<pd::Row> run_versions(pd::Bench& bench, Problem& p, const pd::CublasHandle* cublas) {
     const gv::Shape& s = p.s;
     const std::size_t wn = s.w_elements(), yn = s.y_elements();
@@ -114,27 +115,45 @@ std::vector<pd::Row> run_versions(pd::Bench& bench, Problem& p, const pd::Cublas
     };
     std::vector<pd::Row> rows;
     std::optional<pd::Row> baseline;
-    if (cublas) {  // the baseline: cublasSgemv at B = 1, cublasSgemm for B > 1, cublasGemmEx in bf16
+    if (cublas) {  // the baselines: cuBLAS's GEMV at B = 1, its GEMM for B > 1 (and in bf16 at B = 1 too)
         const auto h = cublas->get();
-        k.name = p.d == DType::bf16 ? "cublas_bf16" : s.batch == 1 ? "cublas_sgemv" : "cublas_sgemm";
-        k.dump = "y_" + k.name + suffix;
-        baseline =
-            bench.measure(k, step([&](int l) {
-                              float* y = p.y.data() + l * yn;
-                              if (p.d == DType::bf16)
-                                  pd::cublas_linear(h, p.x16.data(), p.w16.data() + l * wn, y, s.batch, s.n, s.k);
-                              else if (s.batch == 1)
-                                  pd::cublas_gemv(h, p.w32.data() + l * wn, p.x32.data(), y, s.n, s.k);
-                              else
-                                  pd::cublas_linear(h, p.x32.data(), p.w32.data() + l * wn, y, s.batch, s.n, s.k);
-                          }),
-                          p.y, p.expected);
-        rows.push_back(*baseline);
+        const bool fp32 = p.d == DType::fp32;
+        const auto w32 = [&](int l) { return p.w32.data() + l * wn; };
+        const auto w16 = [&](int l) { return p.w16.data() + l * wn; };
+        if (s.batch == 1) {  // cublasSgemv, or cublasTSSgemvStridedBatched for bf16
+            k.name = fp32 ? "cublas_sgemv" : "cublas_bf16_gemv";
+            k.dump = "y_" + k.name + suffix;
+            baseline = bench.measure(k, step([&](int l) {
+                                         float* y = p.y.data() + l * yn;
+                                         if (fp32)
+                                             pd::cublas_gemv(h, w32(l), p.x32.data(), y, s.n, s.k);
+                                         else
+                                             pd::cublas_gemv(h, w16(l), p.x16.data(), y, s.n, s.k);
+                                     }),
+                                     p.y, p.expected);
+            rows.push_back(*baseline);
+        }
+        if (s.batch > 1 || !fp32) {  // cublasSgemm (no TF32), or cublasGemmEx with bf16 inputs
+            k.name = fp32 ? "cublas_sgemm" : "cublas_bf16";
+            k.units = fp32 ? pd::Units::simt : pd::Units::tensor_cores;
+            k.baseline = baseline ? &*baseline : nullptr;
+            k.dump = "y_" + k.name + suffix;
+            rows.push_back(bench.measure(k, step([&](int l) {
+                                             float* y = p.y.data() + l * yn;
+                                             if (fp32)
+                                                 pd::cublas_linear(h, p.x32.data(), w32(l), y, s.batch, s.n, s.k);
+                                             else
+                                                 pd::cublas_linear(h, p.x16.data(), w16(l), y, s.batch, s.n, s.k);
+                                         }),
+                                         p.y, p.expected));
+            if (!baseline) baseline = rows.back();
+        }
     }
     k.baseline = baseline ? &*baseline : nullptr;
     for (const pd::Version& v : gv::versions()) {
         if (!v.takes(p.d) || !bench.selects(v)) continue;
         k.name = v.name;
+        k.units = v.units;
         k.dump = "y_" + v.name + suffix;
         const pd::Launch launch =
             p.d == DType::fp32

@@ -169,6 +169,7 @@ Row Bench::measure(const Kernel& k, const Launch& launch, DeviceBuffer<float>& o
     Row row;
     row.result.kernel = k.name;
     row.dtype = k.dtype;
+    row.units = k.units;
     row.cost = k.cost;
     row.tokens = k.tokens;
     row.point = k.point;
@@ -191,8 +192,8 @@ Row Bench::measure(const Kernel& k, const Launch& launch, DeviceBuffer<float>& o
             std::accumulate(k.dump_shape.begin(), k.dump_shape.end(), std::size_t(1), std::multiplies<std::size_t>());
         dump<float>(k.dump, std::span<const float>(got).first(std::min(n, got.size())), k.dump_shape);
     }
-    if (const auto floor = roofs.floor_s(k.cost, k.dtype)) row.floor_ms = *floor * 1e3;
-    row.bound = roofs.bound(k.cost, k.dtype);
+    if (const auto floor = roofs.floor_s(k.cost, k.units)) row.floor_ms = *floor * 1e3;
+    row.bound = roofs.bound(k.cost, k.units);
     if (k.baseline) row.baseline = k.baseline->result.kernel;
     if (!row.result.passed || !timing()) return row;
 

@@ -107,17 +107,17 @@ std::string format_flops(double flops) {
     return buf;
 }
 
-std::optional<double> Roofs::floor_s(const Cost& cost, DType d) const {
-    const std::optional<double> p = peak(d);
+std::optional<double> Roofs::floor_s(const Cost& cost, Units u) const {
+    const std::optional<double> p = peak(u);
     if ((cost.bytes > 0 && !bytes_per_s) || (cost.flops > 0 && !p) || (cost.bytes <= 0 && cost.flops <= 0))
         return std::nullopt;
     const double compute = cost.flops > 0 ? cost.flops / *p : 0, memory = cost.bytes > 0 ? cost.bytes / *bytes_per_s : 0;
     return std::max(compute, memory);
 }
 
-std::optional<roofline::Bound> Roofs::bound(const Cost& cost, DType d) const {
-    if (!floor_s(cost, d)) return std::nullopt;
-    const double compute = cost.flops > 0 ? cost.flops / *peak(d) : 0, memory = cost.bytes > 0 ? cost.bytes / *bytes_per_s : 0;
+std::optional<roofline::Bound> Roofs::bound(const Cost& cost, Units u) const {
+    if (!floor_s(cost, u)) return std::nullopt;
+    const double compute = cost.flops > 0 ? cost.flops / *peak(u) : 0, memory = cost.bytes > 0 ? cost.bytes / *bytes_per_s : 0;
     return compute >= memory ? roofline::Bound::Compute : roofline::Bound::Memory;  // as roofline::bound_at()
 }
 
@@ -129,6 +129,7 @@ std::optional<double> Row::tokens_per_s() const {
 nlohmann::json to_json(const Row& row, const std::string& baseline_alias) {
     nlohmann::json j = to_json(row.result);
     j["dtype"] = to_string(row.dtype);
+    j["units"] = to_string(row.units);
     j["flops"] = row.cost.flops > 0 ? nlohmann::json(row.cost.flops) : nlohmann::json(nullptr);
     j["bytes"] = row.cost.bytes > 0 ? nlohmann::json(row.cost.bytes) : nlohmann::json(nullptr);
     j["arithmetic_intensity"] = row.cost.bytes > 0 ? nlohmann::json(row.cost.intensity()) : nlohmann::json(nullptr);

@@ -59,8 +59,9 @@ Bound bound_at(double intensity, double ridge) {
 const char* to_string(Bound b) { return b == Bound::Memory ? "memory-bound" : "compute-bound"; }
 
 const std::vector<GpuSpec>& gpu_presets() {
-    // Vendor datasheet figures. Tensor rates are dense: datasheets quote BF16/FP16 "with
-    // sparsity", twice the dense rate, and those are halved here.
+    // Vendor datasheet figures. Tensor rates are dense: where a datasheet quotes BF16/FP16 "with
+    // sparsity" (twice the dense rate), the dense figure NVIDIA publishes is used (989.4 for the
+    // H100 and H200, whose datasheets print 1,979 with sparsity).
     static const std::vector<GpuSpec> presets = {
         {"H100-SXM", 3350, 989.4, 66.9, 80,
          "NVIDIA H100 Tensor Core GPU datasheet, SXM5 column (BF16 1,979 TFLOPS with sparsity)"},
@@ -138,6 +139,7 @@ Machine machine_from(const GpuSpec& spec, int gpus) {
     Machine m;
     m.name = gpus == 1 ? spec.name : std::to_string(gpus) + " x " + spec.name;
     m.peak_flops_per_s = spec.tensor_tflops * 1e12 * gpus;
+    m.fp32_flops_per_s = spec.fp32_tflops * 1e12 * gpus;
     m.bytes_per_s = spec.bandwidth_gbps * 1e9 * gpus;
     m.memory_bytes = spec.memory_gb * 1e9 * gpus;
     m.gpus = gpus;
@@ -168,6 +170,7 @@ Analysis analyze(const Workload& w, const Machine& machine) {
 
     Analysis a;
     a.ridge = ridge_point(machine.peak_flops_per_s, machine.bytes_per_s);
+    if (machine.fp32_flops_per_s > 0) a.ridge_fp32 = ridge_point(machine.fp32_flops_per_s, machine.bytes_per_s);
     const double B = double(w.batch), S = double(w.prompt_tokens), P = w.params;
     a.weight_bytes = P * w.bytes_per_param;
 
@@ -256,7 +259,11 @@ std::string describe(const Workload& w, const Machine& m, const std::string& mac
     out << "machine:  " << m.name << ": " << fmt("%.0f GB/s", m.bytes_per_s / 1e9) << ", "
         << fmt("%.1f TFLOP/s", m.peak_flops_per_s / 1e12) << " (" << machine_source << ")\n";
     if (m.gpus > 1) out << "          ideal " << m.gpus << "-way tensor parallelism: rates add up, no communication\n";
-    out << "ridge point: " << fmt("%.1f", a.ridge) << " FLOP/byte (peak FLOP/s / bandwidth)\n";
+    out << "ridge point: " << fmt("%.1f", a.ridge) << " FLOP/byte (peak FLOP/s / bandwidth)";
+    if (a.ridge_fp32 > 0)
+        out << "; " << fmt("%.1f", a.ridge_fp32) << " for FP32 on the SIMT units ("
+            << fmt("%.1f TFLOP/s", m.fp32_flops_per_s / 1e12) << ")";
+    out << "\n";
     out << "counted: ";
     for (std::size_t i = 0; i < a.terms.size(); ++i) out << (i ? "; " : "") << a.terms[i];
     out << "\n\n";
@@ -307,8 +314,11 @@ nlohmann::json to_json(const Workload& w, const Machine& m, const std::string& s
               {"gpus", m.gpus},
               {"bandwidth_gbps", m.bytes_per_s / 1e9},
               {"peak_tflops", m.peak_flops_per_s / 1e12},
+              {"fp32_tflops",
+               m.fp32_flops_per_s > 0 ? nlohmann::json(m.fp32_flops_per_s / 1e12) : nlohmann::json(nullptr)},
               {"source", source}}},
             {"ridge_point", a.ridge},
+            {"ridge_point_fp32", a.ridge_fp32 > 0 ? nlohmann::json(a.ridge_fp32) : nlohmann::json(nullptr)},
             {"critical_decode_batch", a.critical_batch},
             {"weight_bytes", a.weight_bytes},
             {"kv_cache", w.model ? nlohmann::json{{"bytes_per_token", a.kv_bytes_per_token},

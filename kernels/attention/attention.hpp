@@ -119,10 +119,12 @@ void pv(const float* p, const float* v, float* out, const Shape& s, cudaStream_t
 // [attention_versions]
 /// The versions of chapter 01: they share scores() and pv() and differ in their softmax.
 inline const std::vector<Version>& versions() {
+    using enum DType;
+    using enum Units;
     static const std::vector<Version> list = {
-        {"v1", {DType::fp32}, "one block per score row, reductions through a shared-memory tree (lab 01)"},
-        {"v2", {DType::fp32}, "v1 + warp-shuffle reductions: one value per warp crosses shared memory"},
-        {"v3", {DType::fp32}, "v1 with CUB's BlockReduce doing both reductions", Backends::cuda_only},
+        {"v1", {fp32}, simt, "one block per score row, reductions through a shared-memory tree (lab 01)"},
+        {"v2", {fp32}, simt, "v1 + warp-shuffle reductions: one value per warp crosses shared memory"},
+        {"v3", {fp32}, simt, "v1 with CUB's BlockReduce doing both reductions", Backends::cuda_only},
     };
     return list;
 }

@@ -55,15 +55,17 @@ void check_shape(const Shape& s);
 /// The versions of chapter 02, in order: fp32 SIMT steps v1 to v6, then bf16 tensor-core steps
 /// v7 and v8.
 inline const std::vector<Version>& versions() {
+    using enum DType;
+    using enum Units;
     static const std::vector<Version> list = {
-        {"v1", {DType::fp32}, "naive: one thread per output, a warp walks down T (uncoalesced)"},
-        {"v2", {DType::fp32}, "v1 with a warp along N: X is broadcast, Y stores are coalesced"},
-        {"v3", {DType::fp32}, "v2 + 32x32 shared-memory tiles of X and W (lab 02)"},
-        {"v4", {DType::fp32}, "v3 + 1D register blocking: 64x64 tile, 8 outputs per thread"},
-        {"v5", {DType::fp32}, "v4 + 2D register blocking: 128x128 tile, 8x8 outputs per thread"},
-        {"v6", {DType::fp32}, "v5 + 128-bit (float4) loads, the next tile loaded during the math"},
-        {"v7", {DType::bf16}, "tensor cores via WMMA: 128x128 tile, 8 warps of 4x2 16x16 fragments"},
-        {"v8", {DType::bf16}, "v7 with mma.sync m16n8k16, ldmatrix and a 3-stage cp.async pipeline",
+        {"v1", {fp32}, simt, "naive: one thread per output, a warp walks down T (uncoalesced)"},
+        {"v2", {fp32}, simt, "v1 with a warp along N: X is broadcast, Y stores are coalesced"},
+        {"v3", {fp32}, simt, "v2 + 32x32 shared-memory tiles of X and W (lab 02)"},
+        {"v4", {fp32}, simt, "v3 + 1D register blocking: 64x64 tile, 8 outputs per thread"},
+        {"v5", {fp32}, simt, "v4 + 2D register blocking: 128x128 tile, 8x8 outputs per thread"},
+        {"v6", {fp32}, simt, "v5 + 128-bit (float4) loads, the next tile loaded during the math"},
+        {"v7", {bf16}, tensor_cores, "tensor cores via WMMA: 128x128 tile, 8 warps of 4x2 16x16 fragments"},
+        {"v8", {bf16}, tensor_cores, "v7 with mma.sync m16n8k16, ldmatrix and a 3-stage cp.async pipeline",
          Backends::cuda_only},
     };
     return list;

@@ -58,13 +58,14 @@ void check_shape(const Shape& s);
 /// The versions of chapter 03, in order. v1 to v5 take fp32 or bf16 W and X; v6 bf16 only.
 inline const std::vector<Version>& versions() {
     using enum DType;
+    using enum Units;
     static const std::vector<Version> list = {
-        {"v1", {fp32, bf16}, "one thread per row of W (uncoalesced: a warp's loads are K elements apart)"},
-        {"v2", {fp32, bf16}, "v1 + one warp per row: coalesced loads, partial sums added by warp shuffles (lab 03)"},
-        {"v3", {fp32, bf16}, "v2 + 128-bit loads (4 fp32 or 8 bf16 per lane, 4 in flight) and 4 rows per block"},
-        {"v4", {fp32, bf16}, "v3 with the warp sum done by CUB's WarpReduce", Backends::cuda_only},
-        {"v5", {fp32, bf16}, "batched decode: each weight read once for all B tokens, X in shared memory, FMA units"},
-        {"v6", {bf16}, "v5 on tensor cores: WMMA 16x16x16 tiles of W times 16-token tiles of X^T"},
+        {"v1", {fp32, bf16}, simt, "one thread per row of W (uncoalesced: a warp's loads are K elements apart)"},
+        {"v2", {fp32, bf16}, simt, "v1 + one warp per row: coalesced loads, partial sums added by shuffles (lab 03)"},
+        {"v3", {fp32, bf16}, simt, "v2 + 128-bit loads (4 fp32 or 8 bf16 per lane, 4 in flight) and 4 rows per block"},
+        {"v4", {fp32, bf16}, simt, "v3 with the warp sum done by CUB's WarpReduce", Backends::cuda_only},
+        {"v5", {fp32, bf16}, simt, "batched decode: each weight read once for all B tokens, X in shared memory"},
+        {"v6", {bf16}, tensor_cores, "v5 on tensor cores: WMMA 16x16x16 tiles of W times 16-token tiles of X^T"},
     };
     return list;
 }

@@ -15,11 +15,13 @@ namespace pd::kernels::roofline {
 // [roofline_versions]
 /// The ceilings chapter 00 measures, as versions: each one validated, then timed.
 inline const std::vector<Version>& versions() {
+    using enum DType;
+    using enum Units;
     static const std::vector<Version> list = {
-        {"copy_memcpy", {DType::fp32}, "cudaMemcpy device to device: the reference copy"},
-        {"copy_kernel", {DType::fp32}, "grid-stride float4 copy kernel (copy_grid_stride)"},
-        {"fma_fp32", {DType::fp32}, "8 independent FMA chains per thread (fma_chains): the FP32 rate"},
-        {"cublas_bf16", {DType::bf16}, "cublasGemmEx, bf16 in, fp32 accumulate and out: the tensor-core rate",
+        {"copy_memcpy", {fp32}, simt, "cudaMemcpy device to device: the reference copy"},
+        {"copy_kernel", {fp32}, simt, "grid-stride float4 copy kernel (copy_grid_stride)"},
+        {"fma_fp32", {fp32}, simt, "8 independent FMA chains per thread (fma_chains): the FP32 rate"},
+        {"cublas_bf16", {bf16}, tensor_cores, "cublasGemmEx, bf16 in, fp32 accumulate and out: the tensor-core rate",
          Backends::cuda_only},
     };
     return list;
@@ -27,7 +29,9 @@ inline const std::vector<Version>& versions() {
 // [roofline_versions]
 
 /// Bytes a copy of @p bytes moves: each byte read once and written once.
-inline double copy_bytes_moved(double bytes) { return 2.0 * bytes; }
+inline double copy_bytes_moved(double bytes) {
+    return 2.0 * bytes;
+}
 
 /// Copies @p n floats from @p in to @p out with a grid-stride loop of 16-byte (float4)
 /// loads and stores; the n % 4 tail is copied element by element.

@@ -24,8 +24,9 @@ constexpr int kSmemTile = 32;
 __global__ void gemm_smem_tiled_kernel(const float* __restrict__ x, const float* __restrict__ w,
                                        float* __restrict__ y, int T, int N, int K) {
     __shared__ float xs[kSmemTile][kSmemTile];
-    // One float of padding per row: in the inner loop lane tx reads ws[tx][kk], 32 rows apart;
-    // with rows of 33 floats those 32 words fall in 32 different banks instead of one.
+    // One float of padding per row: in the inner loop lane tx reads ws[tx][kk], so the 32 lanes
+    // read 32 consecutive rows; with rows of 33 floats those words are 33 floats apart and fall
+    // in 32 different banks (32 floats apart, without the padding, they would all share one).
     __shared__ float ws[kSmemTile][kSmemTile + 1];
     const int tx = threadIdx.x, ty = threadIdx.y;
     const int t0 = blockIdx.y * kSmemTile, n0 = blockIdx.x * kSmemTile;

@@ -194,9 +194,9 @@ TEST_CASE("pages: the table parser and the checks it feeds, on pages written her
 
     // Against a registry v1, v2 (CUDA only), v3: the row without backticks is reported, and
     // with it the names differ at row 3.
-    const std::vector<pd::Version> registry = {{"v1", {pd::DType::fp32}, "a"},
-                                               {"v2", {pd::DType::fp32}, "b", pd::Backends::cuda_only},
-                                               {"v3", {pd::DType::fp32}, "c"}};
+    const std::vector<pd::Version> registry = {{"v1", {pd::DType::fp32}, pd::Units::simt, "a"},
+                                               {"v2", {pd::DType::fp32}, pd::Units::simt, "b", pd::Backends::cuda_only},
+                                               {"v3", {pd::DType::fp32}, pd::Units::simt, "c"}};
     std::vector<std::string> p = page_problems(tmp, "test.md", "topic", registry);
     REQUIRE(p.size() == 2);
     CHECK_THAT(p[0], Catch::Matchers::Contains("test.md:11: the first cell 'v3' names no version in backticks"));

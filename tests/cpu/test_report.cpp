@@ -17,6 +17,7 @@
 
 using Catch::Matchers::Contains;
 using pd::DType;
+using pd::Units;
 
 namespace {
 
@@ -61,72 +62,72 @@ pd::Roofs made_up_roofs() {
 
 TEST_CASE("Roofs: the floor is the larger of the compute and memory times", "[report][roofs]") {
     const pd::Roofs roofs = made_up_roofs();
-    CHECK(roofs.peak(DType::fp32) == 1e13);
-    CHECK(roofs.peak(DType::bf16) == 1e15);
+    CHECK(roofs.peak(Units::simt) == 1e13);
+    CHECK(roofs.peak(Units::tensor_cores) == 1e15);
 
     // A decode-like cost: 2 GFLOP over 4 GB. fp32: compute 2e9 / 1e13 = 0.2 ms, memory
     // 4e9 / 1e12 = 4 ms: memory-bound, floor 4 ms. bf16: compute 2 us, still memory-bound.
     const pd::Cost decode{2e9, 4e9};
     CHECK(decode.intensity() == 0.5);
-    REQUIRE(roofs.floor_s(decode, DType::fp32));
-    CHECK(*roofs.floor_s(decode, DType::fp32) == Approx(4e-3));
-    CHECK(*roofs.floor_s(decode, DType::bf16) == Approx(4e-3));
-    CHECK(roofs.bound(decode, DType::fp32) == pd::roofline::Bound::Memory);
-    CHECK(roofs.bound(decode, DType::bf16) == pd::roofline::Bound::Memory);
+    REQUIRE(roofs.floor_s(decode, Units::simt));
+    CHECK(*roofs.floor_s(decode, Units::simt) == Approx(4e-3));
+    CHECK(*roofs.floor_s(decode, Units::tensor_cores) == Approx(4e-3));
+    CHECK(roofs.bound(decode, Units::simt) == pd::roofline::Bound::Memory);
+    CHECK(roofs.bound(decode, Units::tensor_cores) == pd::roofline::Bound::Memory);
 
     // A prefill-like cost: 1 TFLOP over 1 GB (1000 FLOP/byte). fp32: compute 1e12 / 1e13 =
     // 0.1 s, memory 1 ms: compute-bound, floor 0.1 s. bf16: compute 1e12 / 1e15 = 1 ms against
     // memory 1 ms; with 2 GB the memory term (2 ms) wins: the same cost is compute-bound in fp32
     // and memory-bound in bf16, as the ridge point moves from 10 to 1000 FLOP/byte.
     const pd::Cost prefill{1e12, 1e9};
-    CHECK(*roofs.floor_s(prefill, DType::fp32) == Approx(0.1));
-    CHECK(roofs.bound(prefill, DType::fp32) == pd::roofline::Bound::Compute);
+    CHECK(*roofs.floor_s(prefill, Units::simt) == Approx(0.1));
+    CHECK(roofs.bound(prefill, Units::simt) == pd::roofline::Bound::Compute);
     const pd::Cost prefill_2gb{1e12, 2e9};
-    CHECK(*roofs.floor_s(prefill_2gb, DType::bf16) == Approx(2e-3));
-    CHECK(roofs.bound(prefill_2gb, DType::bf16) == pd::roofline::Bound::Memory);
+    CHECK(*roofs.floor_s(prefill_2gb, Units::tensor_cores) == Approx(2e-3));
+    CHECK(roofs.bound(prefill_2gb, Units::tensor_cores) == pd::roofline::Bound::Memory);
     const pd::Cost prefill_big{1e13, 2e9};  // bf16: compute 10 ms > memory 2 ms
-    CHECK(*roofs.floor_s(prefill_big, DType::bf16) == Approx(1e-2));
-    CHECK(roofs.bound(prefill_big, DType::bf16) == pd::roofline::Bound::Compute);
+    CHECK(*roofs.floor_s(prefill_big, Units::tensor_cores) == Approx(1e-2));
+    CHECK(roofs.bound(prefill_big, Units::tensor_cores) == pd::roofline::Bound::Compute);
 
     // A copy has bytes only (no compute roof needed); an FMA loop FLOPs only (no bandwidth needed).
     const pd::Cost copy{0, 8e9};
     CHECK(copy.intensity() == 0);
-    CHECK(*roofs.floor_s(copy, DType::fp32) == Approx(8e-3));
-    CHECK(roofs.bound(copy, DType::fp32) == pd::roofline::Bound::Memory);
+    CHECK(*roofs.floor_s(copy, Units::simt) == Approx(8e-3));
+    CHECK(roofs.bound(copy, Units::simt) == pd::roofline::Bound::Memory);
     const pd::Cost fma{5e12, 0};
     CHECK(fma.intensity() == 0);  // no bytes: 0, not inf
-    CHECK(*roofs.floor_s(fma, DType::fp32) == Approx(0.5));
-    CHECK(roofs.bound(fma, DType::fp32) == pd::roofline::Bound::Compute);
+    CHECK(*roofs.floor_s(fma, Units::simt) == Approx(0.5));
+    CHECK(roofs.bound(fma, Units::simt) == pd::roofline::Bound::Compute);
 }
 
 TEST_CASE("Roofs: a floor that needs an unknown roof is empty, never invented", "[report][roofs]") {
     const pd::Cost both{2e9, 4e9}, copy{0, 8e9}, fma{5e12, 0};
     // No roofs at all (the simulator, or --check-only): nothing.
     const pd::Roofs none;
-    CHECK_FALSE(none.peak(DType::fp32));
-    CHECK_FALSE(none.floor_s(both, DType::fp32));
-    CHECK_FALSE(none.bound(both, DType::fp32));
-    CHECK_FALSE(none.floor_s(copy, DType::fp32));
-    CHECK_FALSE(none.floor_s(fma, DType::fp32));
+    CHECK_FALSE(none.peak(Units::simt));
+    CHECK_FALSE(none.floor_s(both, Units::simt));
+    CHECK_FALSE(none.bound(both, Units::simt));
+    CHECK_FALSE(none.floor_s(copy, Units::simt));
+    CHECK_FALSE(none.floor_s(fma, Units::simt));
 
     // Bandwidth measured, no bf16 preset: fp32 and byte-only costs have floors, bf16 compute not.
     pd::Roofs no_bf16 = made_up_roofs();
     no_bf16.bf16_flops.reset();
-    CHECK(no_bf16.floor_s(both, DType::fp32));
-    CHECK_FALSE(no_bf16.floor_s(both, DType::bf16));
-    CHECK_FALSE(no_bf16.bound(both, DType::bf16));
-    CHECK(*no_bf16.floor_s(copy, DType::bf16) == Approx(8e-3));  // needs only the bandwidth
+    CHECK(no_bf16.floor_s(both, Units::simt));
+    CHECK_FALSE(no_bf16.floor_s(both, Units::tensor_cores));
+    CHECK_FALSE(no_bf16.bound(both, Units::tensor_cores));
+    CHECK(*no_bf16.floor_s(copy, Units::tensor_cores) == Approx(8e-3));  // needs only the bandwidth
 
     // Peaks known, bandwidth not measured (--check-only on a GPU): only FLOP-only costs.
     pd::Roofs no_bandwidth = made_up_roofs();
     no_bandwidth.bytes_per_s.reset();
-    CHECK_FALSE(no_bandwidth.floor_s(both, DType::fp32));
-    CHECK_FALSE(no_bandwidth.floor_s(copy, DType::fp32));
-    CHECK(*no_bandwidth.floor_s(fma, DType::fp32) == Approx(0.5));
+    CHECK_FALSE(no_bandwidth.floor_s(both, Units::simt));
+    CHECK_FALSE(no_bandwidth.floor_s(copy, Units::simt));
+    CHECK(*no_bandwidth.floor_s(fma, Units::simt) == Approx(0.5));
 
     // A cost of nothing has no floor.
-    CHECK_FALSE(made_up_roofs().floor_s(pd::Cost{}, DType::fp32));
-    CHECK_FALSE(made_up_roofs().bound(pd::Cost{}, DType::fp32));
+    CHECK_FALSE(made_up_roofs().floor_s(pd::Cost{}, Units::simt));
+    CHECK_FALSE(made_up_roofs().bound(pd::Cost{}, Units::simt));
 }
 
 // ---- JSON ----------------------------------------------------------------------------------
@@ -159,12 +160,12 @@ TEST_CASE("a row's JSON: every key, nulls where nothing applies", "[report][json
     bare.dtype = DType::bf16;
     const nlohmann::json j = pd::to_json(bare);
     for (const char* key : {"kernel", "time_ms", "gbps", "tflops", "roofline_fraction", "vs_baseline", "max_abs_err",
-                            "max_rel_err", "passed", "dtype", "flops", "bytes", "arithmetic_intensity", "floor_ms",
-                            "bound", "copy_fraction", "tokens_per_s", "baseline"}) {
+                            "max_rel_err", "passed", "dtype", "units", "flops", "bytes", "arithmetic_intensity",
+                            "floor_ms", "bound", "copy_fraction", "tokens_per_s", "baseline"}) {
         INFO(key);
         CHECK(j.contains(key));
     }
-    CHECK(j.size() == 18);  // nothing else: no alias, no point
+    CHECK(j.size() == 19);  // nothing else: no alias, no point
     CHECK(j["kernel"] == "v3");
     CHECK(j["dtype"] == "bf16");
     CHECK(j["passed"] == false);
@@ -205,7 +206,7 @@ TEST_CASE("a row's JSON: cost, intensity, tokens/s, the baseline alias and the s
     CHECK(j["tokens"].is_number_integer());
     CHECK(j["n"] == 128);
     CHECK(j["label"] == "T=16");
-    CHECK(j.size() == 18 + 1 + 3);
+    CHECK(j.size() == 19 + 1 + 3);
     // Without an alias there is no extra key; an alias of a missing vs_baseline is null.
     CHECK_FALSE(pd::to_json(r).contains("vs_cublas"));
     r.result.vs_baseline.reset();
@@ -384,7 +385,7 @@ TEST_CASE("a tie between the two roofs is compute-bound, as roofline::bound_at()
     // 1e9 FLOPs at 1e12 FLOP/s = 1 ms; 1e6 bytes at 1e9 bytes/s = 1 ms: intensity 1000 = ridge 1000.
     const pd::Roofs roofs{.bytes_per_s = 1e9, .fp32_flops = 1e12};
     const pd::Cost tie{1e9, 1e6};
-    CHECK(roofs.bound(tie, pd::DType::fp32) == pd::roofline::Bound::Compute);
+    CHECK(roofs.bound(tie, pd::Units::simt) == pd::roofline::Bound::Compute);
     CHECK(pd::roofline::bound_at(tie.intensity(), 1e12 / 1e9) == pd::roofline::Bound::Compute);
 }
 

@@ -54,7 +54,8 @@ using Check = std::function<CompareResult(std::span<const float> out)>;
 /// What one measurement runs: a version or a baseline, on one problem.
 struct Kernel {
     std::string name;                                 ///< the version's name (or "cublas_..."): table, JSON, messages
-    DType dtype = DType::fp32;                        ///< input type: picks the compute roof
+    DType dtype = DType::fp32;                        ///< input type
+    Units units = Units::simt;                        ///< the units it computes on: picks the compute roof
     Cost cost;                                        ///< FLOPs and fewest bytes of one run
     double tokens = 0;                                ///< tokens one run processes, for tokens/s (0: none)
     const Row* baseline = nullptr;                    ///< vs_baseline = the baseline's time / this time

@@ -107,6 +107,15 @@ inline void cublas_gemv(cublasHandle_t h, const float* w, const float* x, float*
                  __LINE__);
 }
 
+/// y [N] = W [N, K] x [K] with bf16 W and x, fp32 compute and an fp32 y, with
+/// cublasTSSgemvStridedBatched (one batch; CUDA 11.6 and later): cuBLAS's own bf16 GEMV.
+/// @param h the handle  @param w [N, K]  @param x [K]  @param y [N]  @param n N  @param k K
+inline void cublas_gemv(cublasHandle_t h, const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, int n, int k) {
+    const float alpha = 1.f, beta = 0.f;
+    check_cublas(cublasTSSgemvStridedBatched(h, CUBLAS_OP_T, k, n, &alpha, w, k, 0, x, 1, 0, &beta, y, 1, 0, 1),
+                 "cublasTSSgemvStridedBatched", __FILE__, __LINE__);
+}
+
 }  // namespace pd
 
 /// Checks a cuBLAS call; throws naming the call, file:line and the status.

@@ -24,10 +24,21 @@ enum class Backends {
     cuda_only  ///< the GPU only: CUB, inline PTX or cuBLAS, which the simulator cannot run
 };
 
+/// The arithmetic units a version computes on, which set its compute roof: the FP32 rate of
+/// the SIMT units (FMA instructions, whatever the input type), or the tensor cores' rate.
+enum class Units {
+    simt,         ///< FP32 FMA on the SIMT units (bf16 inputs are converted to fp32 first)
+    tensor_cores  ///< bf16 matrix instructions (WMMA, mma.sync) with fp32 accumulation
+};
+
+/// "simt" or "tensor cores".
+inline const char* to_string(Units u) { return u == Units::simt ? "simt" : "tensor cores"; }
+
 /// One step of a chapter.
 struct Version {
     std::string name;           ///< as `--kernel` takes it, e.g. "v3"
     std::vector<DType> dtypes;  ///< input types it accepts
+    Units units;                ///< the units it computes on: its compute roof
     std::string change;         ///< one line: what this step adds to its predecessor
     Backends backends = Backends::all;  ///< where it runs
 

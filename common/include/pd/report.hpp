@@ -5,6 +5,7 @@
 #pragma once
 
 #include "pd/half.hpp"
+#include "pd/registry.hpp"
 #include "pd/roofline.hpp"
 
 #include <nlohmann/json.hpp>
@@ -73,20 +74,22 @@ struct Cost {
     double intensity() const { return bytes > 0 ? flops / bytes : 0; }
 };
 
-/// The roofs of this run that kernels are placed against.
+/// The roofs of this run that kernels are placed against: the memory roof, and a compute roof
+/// per kind of arithmetic unit (a kernel is judged against the units it runs on).
 struct Roofs {
     std::optional<double> bytes_per_s;  ///< copy bandwidth measured in this run (bytes read plus written)
-    std::optional<double> fp32_flops;   ///< FP32 peak: SMs x FP32 lanes x 2 FLOPs x clock
+    std::optional<double> fp32_flops;   ///< SIMT FP32 peak: SMs x FP32 lanes x 2 FLOPs x clock
     std::optional<double> bf16_flops;   ///< dense bf16 tensor rate from the datasheet of the device's preset
     std::string bf16_source;            ///< where bf16_flops comes from
 
-    /// The compute roof for inputs of type @p d, if known.
-    std::optional<double> peak(DType d) const { return d == DType::fp32 ? fp32_flops : bf16_flops; }
+    /// The compute roof of units @p u, if known: the FP32 rate for SIMT, the bf16 tensor rate.
+    std::optional<double> peak(Units u) const { return u == Units::simt ? fp32_flops : bf16_flops; }
     /// The shortest time the roofline allows, max(flops / peak, bytes / bandwidth), in seconds;
     /// empty when a roof that @p cost needs is unknown.
-    std::optional<double> floor_s(const Cost& cost, DType d) const;
-    /// Memory-bound or compute-bound: which term of floor_s() is larger; empty as floor_s().
-    std::optional<roofline::Bound> bound(const Cost& cost, DType d) const;
+    std::optional<double> floor_s(const Cost& cost, Units u) const;
+    /// Memory-bound or compute-bound: which term of floor_s() is larger (a tie is
+    /// compute-bound, as roofline::bound_at()); empty as floor_s().
+    std::optional<roofline::Bound> bound(const Cost& cost, Units u) const;
 };
 
 /// One row of a chapter's results: a version (or a baseline) on one problem, validated and,
@@ -94,6 +97,7 @@ struct Roofs {
 struct Row {
     KernelResult result;                    ///< name, time, rates, errors, verdict
     DType dtype = DType::fp32;              ///< input type
+    Units units = Units::simt;              ///< the units it computes on: its compute roof
     Cost cost;                              ///< of one run
     double tokens = 0;                      ///< tokens one run processes (0: not counted), for tokens/s
     std::optional<double> floor_ms;         ///< the roofline's shortest time
@@ -106,7 +110,7 @@ struct Row {
     std::optional<double> tokens_per_s() const;
 };
 
-/// The JSON of a row: the KernelResult fields, dtype, flops, bytes, arithmetic_intensity,
+/// The JSON of a row: the KernelResult fields, dtype, units, flops, bytes, arithmetic_intensity,
 /// floor_ms, bound, copy_fraction, tokens_per_s, baseline, the point's fields (a point key equal
 /// to one of those throws std::invalid_argument), and, when @p baseline_alias is given
 /// (e.g. "vs_cublas"), vs_baseline once more under that name.

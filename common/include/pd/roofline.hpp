@@ -98,7 +98,8 @@ std::optional<ModelConfig> find_model(std::string_view name);
 struct Machine {
     /// The GPU's name, prefixed by "N x " for several GPUs.
     std::string name;
-    double peak_flops_per_s = 0;  ///< all GPUs together
+    double peak_flops_per_s = 0;  ///< the dense bf16 tensor rate, all GPUs together
+    double fp32_flops_per_s = 0;  ///< the FP32 rate of the SIMT units, all GPUs together (0 when unknown)
     double bytes_per_s = 0;       ///< all GPUs together
     /// Number of GPUs.
     int gpus = 1;
@@ -153,7 +154,8 @@ struct PhaseCost {
 struct Analysis {
     PhaseCost prefill;          ///< the whole prompt of every sequence: sets TTFT
     PhaseCost decode;           ///< one new token for every sequence: sets ITL
-    double ridge = 0;           ///< FLOP/byte
+    double ridge = 0;           ///< FLOP/byte: the tensor-core peak over the bandwidth
+    double ridge_fp32 = 0;      ///< FLOP/byte of the SIMT units' FP32 peak (0 when unknown)
     double kv_bytes_per_token = 0;    ///< 0 without a model
     double kv_bytes_total = 0;        ///< cache of B sequences of S tokens
     double weight_bytes = 0;          ///< P * b

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Checks that the program output quoted on the chapter pages is what the programs print.
+
+Every fenced block of a page whose first line is `$ build/bin/<program> <args>` is a quoted run:
+the program is run again (from BIN, with PD_SIM_THREADS=2 as on the pages) and the lines of the
+block must appear, in order and contiguous, in what it prints. In a block:
+
+* a line `...` stands for any number of lines (a part of the output left out);
+* a comment after the command (`# the sweep part`) is not part of it, and the block may start
+  anywhere in the output;
+* in the tables the programs print (a header row over a rule of dashes), the cells of columns
+  that hold times or rates measured in the run are not compared: on the simulator they are CPU
+  timings that change from run to run. Every other cell, and every other line, must be equal.
+
+So a figure edited by hand on a page, or a program whose output changed without its page,
+fails here. Blocks that show the CUDA build without a GPU are skipped (the runtime's message
+depends on the machine's driver, and a machine with a GPU prints its device instead), as are
+blocks whose program was not built; the check fails if no block at all was compared.
+
+usage: check_quoted_output.py BIN_DIR PAGE...
+"""
+import os
+import re
+import subprocess
+import sys
+
+# Columns whose values are measured in the run (times, rates, ratios of times).
+MEASURED = {
+    "time ms", "step ms", "GB/s", "TFLOP/s", "tokens/s", "of roofline", "of copy", "floor ms",
+    "vs baseline", "vs cuBLAS", "x B=1", "x previous S", "scores", "softmax", "P V",
+    "scores %", "softmax %", "P V %",
+}
+
+
+def cells(line):
+    """The cells of a table line: runs of text separated by two or more spaces."""
+    return re.split(r"\s{2,}", line.strip())
+
+
+def normalize(lines):
+    """Each line as a comparable value: table rows become their cells, with the measured ones
+    masked; other lines stay as they are (trailing spaces removed)."""
+    out = []
+    header = None
+    for i, line in enumerate(lines):
+        line = line.rstrip()
+        is_rule = bool(re.fullmatch(r"-{4,}", line))
+        if is_rule and out and isinstance(out[-1], str) and out[-1] != "...":
+            header = cells(out[-1])
+            out[-1] = ("header", tuple(header))
+            out.append(("rule",))
+            continue
+        if header is not None:
+            row = cells(line)
+            if line and len(row) == len(header):
+                out.append(("row", tuple("*" if h in MEASURED else c for h, c in zip(header, row))))
+                continue
+            header = None
+        out.append(line)
+    return out
+
+
+def matches(expected, actual):
+    """True when expected (with "..." wildcards) matches a contiguous run of actual."""
+    def match_from(e, a):
+        while e < len(expected):
+            if expected[e] == "...":
+                return any(match_from(e + 1, k) for k in range(a, len(actual) + 1))
+            if a >= len(actual) or expected[e] != actual[a]:
+                return False
+            e, a = e + 1, a + 1
+        return True
+    return any(match_from(0, start) for start in range(len(actual) + 1))
+
+
+def first_difference(expected, actual):
+    """A hint for the failure message: the first expected line not found in the output."""
+    for e in expected:
+        if e != "..." and e not in actual:
+            return e
+    return None
+
+
+def quoted_runs(path):
+    """(line number, command, quoted lines) of every quoted run of the page at path."""
+    lines = open(path, encoding="utf-8").read().split("\n")
+    runs, i = [], 0
+    while i < len(lines):
+        if lines[i].startswith("```") and i + 1 < len(lines) and lines[i + 1].startswith("$ build/bin/"):
+            j = i + 2
+            while j < len(lines) and not lines[j].startswith("```"):
+                j += 1
+            runs.append((i + 2, lines[i + 1][2:], lines[i + 2:j]))
+            i = j
+        i += 1
+    return runs
+
+
+def main():
+    if len(sys.argv) < 3:
+        print(__doc__)
+        return 2
+    bin_dir, pages = sys.argv[1], sys.argv[2:]
+    env = dict(os.environ, PD_SIM_THREADS="2")
+    compared, failures = 0, []
+    for page in pages:
+        for line_no, command, quoted in quoted_runs(page):
+            where = f"{page}:{line_no}"
+            args = command.split("#")[0].split()
+            program = os.path.join(bin_dir, os.path.basename(args[0]))
+            if not os.path.exists(program):
+                print(f"skipped {where}: {args[0]} is not built here")
+                continue
+            if any("no CUDA device" in q for q in quoted):
+                print(f"skipped {where}: it shows the CUDA build without a GPU, whose message depends on the "
+                      "machine's driver (and on a machine with a GPU the program prints its device instead)")
+                continue
+            run = subprocess.run([program] + args[1:], capture_output=True, text=True, env=env, timeout=300)
+            if run.returncode != 0:
+                failures.append(f"{where}: `{command}` exited with {run.returncode}:\n{run.stderr}")
+                continue
+            expected, actual = normalize(quoted), normalize(run.stdout.rstrip("\n").split("\n"))
+            compared += 1
+            if matches(expected, actual):
+                print(f"ok {where}: {command}")
+                continue
+            hint = first_difference(expected, actual)
+            failures.append(f"{where}: the page quotes output that `{command}` does not print"
+                            + (f"; first quoted line not printed: {hint!r}" if hint else "")
+                            + "\n--- the program printed ---\n" + run.stdout)
+    for f in failures:
+        print("FAILED " + f)
+    if compared == 0:
+        print("FAILED: no quoted run was compared (are the programs built?)")
+        return 1
+    print(f"{compared} quoted runs compared, {len(failures)} differ")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
