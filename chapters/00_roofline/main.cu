@@ -170,6 +170,7 @@ int run(int argc, char** argv) {
     bench.option("--fma-iters", o.fma_iters, "FMA steps per chain in the FP32 kernel", CLI::Range(1, 1000000));
     bench.option("--gemm-n", o.gemm_n, "Size n of the n x n x n cuBLAS BF16 product", CLI::Range(16, 32768));
     if (auto code = bench.parse(argc, argv)) return *code;
+    rl::check_calculator_options(o.calc);  // before the ceilings: --context needs a --model
     if (o.calc.gpu == "measured" && o.calculator_only)
         throw std::invalid_argument("--gpu measured needs this run's ceilings; drop --calculator-only");
     if (o.calc.gpu == "measured" && bench.sim())
@@ -232,7 +233,8 @@ int run(int argc, char** argv) {
 
     // [ch00_calculator]
     // Prefill and decode on the roofline: P parameters of b bytes, B sequences of S prompt
-    // tokens, on a GPU preset (or this run's ceilings).
+    // tokens (with a model, decode steps at a context of S_k cached tokens), on a GPU preset
+    // (or this run's ceilings).
     const rl::Workload w = rl::workload(o.calc);
     rl::GpuSpec spec;
     std::string source;

@@ -198,7 +198,11 @@ Row Bench::measure(const Kernel& k, const Launch& launch, DeviceBuffer<float>& o
     if (!row.result.passed || !timing()) return row;
 
     // Time: only a version that passed, so no time is ever reported for a wrong answer.
-    const double ms = time_ms(launch);
+    place_time(row, k, time_ms(launch));
+    return row;
+}
+
+void Bench::place_time(Row& row, const Kernel& k, double ms) const {
     const double s = ms * 1e-3;
     row.result.time_ms = ms;
     if (k.cost.bytes > 0) row.result.gbps = k.cost.bytes / s / 1e9;
@@ -206,6 +210,21 @@ Row Bench::measure(const Kernel& k, const Launch& launch, DeviceBuffer<float>& o
     if (row.floor_ms) row.result.roofline_fraction = *row.floor_ms / ms;
     if (row.result.gbps && roofs.bytes_per_s) row.copy_fraction = *row.result.gbps * 1e9 / *roofs.bytes_per_s;
     if (k.baseline && k.baseline->result.time_ms) row.result.vs_baseline = *k.baseline->result.time_ms / ms;
+}
+
+Row Bench::timed_row(const Kernel& k, std::optional<double> ms, bool passed) const {
+    Row row;
+    row.result.kernel = k.name;
+    row.result.passed = passed;
+    row.dtype = k.dtype;
+    row.units = k.units;
+    row.cost = k.cost;
+    row.tokens = k.tokens;
+    row.point = k.point;
+    if (const auto floor = roofs.floor_s(k.cost, k.units)) row.floor_ms = *floor * 1e3;
+    row.bound = roofs.bound(k.cost, k.units);
+    if (k.baseline) row.baseline = k.baseline->result.kernel;
+    if (ms) place_time(row, k, *ms);
     return row;
 }
 

@@ -104,36 +104,6 @@ std::optional<GpuSpec> find_gpu_for_device(std::string_view device_name) {
     return std::nullopt;
 }
 
-double ModelConfig::parameter_count() const {
-    const double h = hidden, q = double(heads) * head_dim, kv = double(kv_heads) * head_dim;
-    const double attention = h * q + 2 * h * kv + q * h;  // Wq, Wk, Wv, Wo
-    const double mlp = 3 * h * ffn;                       // gate, up, down
-    const double norms = 2 * h;                           // two RMSNorm weight vectors
-    const double embeddings = double(vocab) * h * (tied_embeddings ? 1 : 2);
-    return layers * (attention + mlp + norms) + embeddings + h;  // + final norm
-}
-
-double ModelConfig::kv_bytes_per_token(double bytes_per_element) const {
-    return 2.0 * layers * kv_heads * head_dim * bytes_per_element;
-}
-
-const std::vector<ModelConfig>& model_presets() {
-    // Shapes from each model's published config.json (hidden_size, num_hidden_layers,
-    // num_attention_heads, num_key_value_heads, intermediate_size, vocab_size).
-    static const std::vector<ModelConfig> presets = {
-        {"llama-3-8b", 32, 4096, 32, 8, 128, 14336, 128256, false, "Meta Llama 3 8B config.json"},
-        {"llama-3-70b", 80, 8192, 64, 8, 128, 28672, 128256, false, "Meta Llama 3 70B config.json"},
-        {"llama-2-7b", 32, 4096, 32, 32, 128, 11008, 32000, false, "Meta Llama 2 7B config.json"},
-    };
-    return presets;
-}
-
-std::optional<ModelConfig> find_model(std::string_view name) {
-    for (const ModelConfig& m : model_presets())
-        if (m.name == name) return m;
-    return std::nullopt;
-}
-
 Machine machine_from(const GpuSpec& spec, int gpus) {
     if (gpus < 1) throw std::invalid_argument("gpus must be >= 1, got " + std::to_string(gpus));
     Machine m;
@@ -167,6 +137,11 @@ Analysis analyze(const Workload& w, const Machine& machine) {
     if (w.prompt_tokens < 1)
         throw std::invalid_argument("prompt_tokens must be >= 1, got " + std::to_string(w.prompt_tokens));
     if (w.model) require_positive(w.kv_bytes_per_element, "kv_bytes_per_element");
+    if (w.context && !w.model)
+        throw std::invalid_argument("context needs a model: the bytes of a cached token come from its shape");
+    if (w.context && (*w.context < 1 || *w.context > kMaxContext))
+        throw std::invalid_argument("context must be in [1, " + std::to_string(kMaxContext) + "], got " +
+                                    std::to_string(*w.context));
 
     Analysis a;
     a.ridge = ridge_point(machine.peak_flops_per_s, machine.bytes_per_s);
@@ -183,17 +158,26 @@ Analysis analyze(const Workload& w, const Machine& machine) {
     if (w.model) {
         const ModelConfig& m = *w.model;
         const double L = m.layers, H = m.heads, d = m.head_dim;
+        a.context = w.context.value_or(w.prompt_tokens);
+        const double Sk = double(a.context);
         a.kv_bytes_per_token = m.kv_bytes_per_token(w.kv_bytes_per_element);
-        a.kv_bytes_total = a.kv_bytes_per_token * B * S;
+        a.kv_bytes_per_sequence = a.kv_bytes_per_token * Sk;
+        a.kv_bytes_total = a.kv_bytes_per_sequence * B;
         // Causal attention over the prompt: Q K^T and P V each cost 2*S*S*d per head, and the
         // causal mask keeps about half of the S x S scores.
         prefill_flops += 2 * L * B * H * d * S * S;
-        prefill_bytes += a.kv_bytes_total;  // the cache is written once
-        // One decode step attends to S cached tokens: 4*S*d per head, reading the whole cache.
-        decode_flops += 4 * L * B * H * d * S;
+        prefill_bytes += a.kv_bytes_per_token * B * S;  // the prompt's cache is written once
+        // One decode step attends to S_k cached tokens: 4*S_k*d per head, reading every one of them.
+        decode_flops += 4 * L * B * H * d * Sk;
         decode_bytes += a.kv_bytes_total;
-        a.terms.push_back("attention: causal S^2 term in prefill, S cached tokens per decode step");
-        a.terms.push_back("KV cache: written by prefill, read by every decode step");
+        a.terms.push_back("attention: causal S^2 term in prefill, S_k cached tokens per decode step");
+        a.terms.push_back("KV cache: written by prefill (S tokens), read by every decode step (S_k tokens)");
+        // Capacity: the weights stay resident, every sequence needs its own cache beside them.
+        if (machine.memory_bytes > 0) {
+            const double free_bytes = machine.memory_bytes - a.weight_bytes;
+            a.max_sequences =
+                free_bytes > 0 ? static_cast<long long>(std::floor(free_bytes / a.kv_bytes_per_sequence)) : 0;
+        }
     }
     a.prefill = place(prefill_flops, prefill_bytes, machine, a.ridge);
     a.decode = place(decode_flops, decode_bytes, machine, a.ridge);
@@ -229,16 +213,29 @@ void add_calculator_options(CLI::App& app, CalculatorOptions& o) {
         ->check(CLI::IsMember(models))
         ->excludes(params)
         ->capture_default_str();
+    app.add_option("--context", o.context,
+                   "Cached tokens S_k each decode step attends to and reads (default: --prompt-tokens); "
+                   "needs a --model")
+        ->check(CLI::Range(1LL, kMaxContext));
+}
+
+void check_calculator_options(const CalculatorOptions& o) {
+    if (o.context && !find_model(o.model))
+        throw std::invalid_argument("--context " + std::to_string(*o.context) +
+                                    " needs a --model: the bytes of a cached token come from the model's layers, KV "
+                                    "heads and head dimension");
 }
 
 Workload workload(const CalculatorOptions& o) {
+    check_calculator_options(o);
     const std::optional<ModelConfig> model = find_model(o.model);
     return {.params = o.params ? *o.params : (model ? model->parameter_count() : 7e9),
             .bytes_per_param = o.bytes_per_param,
             .batch = o.batch,
             .prompt_tokens = o.prompt_tokens,
             .model = model,
-            .kv_bytes_per_element = o.kv_bytes.value_or(o.bytes_per_param)};
+            .kv_bytes_per_element = o.kv_bytes.value_or(o.bytes_per_param),
+            .context = o.context};
 }
 
 namespace {
@@ -255,7 +252,9 @@ std::string describe(const Workload& w, const Machine& m, const std::string& mac
     std::ostringstream out;
     out << "workload: P = " << fmt("%.3g", w.params) << " parameters x " << fmt("%.3g", w.bytes_per_param)
         << " bytes = " << fmt("%.2f GB", a.weight_bytes / 1e9) << " of weights, batch B = " << w.batch
-        << ", prompt S = " << w.prompt_tokens << " tokens" << (w.model ? ", model " + w.model->name : "") << "\n";
+        << ", prompt S = " << w.prompt_tokens << " tokens";
+    if (w.model) out << ", decode context S_k = " << a.context << " tokens, model " << w.model->name;
+    out << "\n";
     out << "machine:  " << m.name << ": " << fmt("%.0f GB/s", m.bytes_per_s / 1e9) << ", "
         << fmt("%.1f TFLOP/s", m.peak_flops_per_s / 1e12) << " (" << machine_source << ")\n";
     if (m.gpus > 1) out << "          ideal " << m.gpus << "-way tensor parallelism: rates add up, no communication\n";
@@ -280,14 +279,32 @@ std::string describe(const Workload& w, const Machine& m, const std::string& mac
     if (w.model) {
         out << "KV cache: " << format_bytes(a.kv_bytes_per_token) << " per token (2 x " << w.model->layers
             << " layers x " << w.model->kv_heads << " KV heads x " << w.model->head_dim << " x "
-            << fmt("%.3g", w.kv_bytes_per_element) << " bytes), " << fmt("%.2f GB", a.kv_bytes_total / 1e9)
-            << " for B x S tokens\n";
+            << fmt("%.3g", w.kv_bytes_per_element) << " bytes); at S_k = " << a.context << " tokens "
+            << fmt("%.2f GB", a.kv_bytes_per_sequence / 1e9) << " per sequence, "
+            << fmt("%.2f GB", a.kv_bytes_total / 1e9) << " for the batch (B = " << w.batch << ")\n";
+        out << "decode reads the batch's KV cache every step: " << fmt("%.2f GB", a.kv_bytes_total / 1e9) << ", "
+            << fmt("%.1f%%", 100 * a.kv_bytes_total / a.decode.bytes) << " of the step's "
+            << fmt("%.2f GB", a.decode.bytes / 1e9) << "\n";
     }
     if (m.memory_bytes > 0) {
         const double need = a.weight_bytes + a.kv_bytes_total;
         out << "memory: " << fmt("%.1f GB", need / 1e9) << " of weights" << (w.model ? " and KV cache" : "") << " on "
             << fmt("%.0f GB", m.memory_bytes / 1e9)
-            << (need > m.memory_bytes ? "  -- does NOT fit: more GPUs or fewer bytes per parameter\n" : "  (fits)\n");
+            << (need <= m.memory_bytes ? "  (fits)\n"
+                : w.model ? "  -- does NOT fit: more GPUs, fewer bytes per parameter or a smaller batch or context\n"
+                          : "  -- does NOT fit: more GPUs or fewer bytes per parameter\n");
+    }
+    if (w.model) {
+        out << "capacity: ";
+        if (!a.max_sequences)
+            out << "unknown (the machine's memory is not known)\n";
+        else if (a.weight_bytes >= m.memory_bytes)
+            out << "0 sequences: the weights alone (" << fmt("%.1f GB", a.weight_bytes / 1e9) << ") do not fit in "
+                << fmt("%.0f GB", m.memory_bytes / 1e9) << "\n";
+        else
+            out << *a.max_sequences << " sequence(s) of " << a.context << " tokens fit beside the weights ("
+                << fmt("%.1f GB", (m.memory_bytes - a.weight_bytes) / 1e9) << " free / "
+                << fmt("%.2f GB", a.kv_bytes_per_sequence / 1e9) << " per sequence)\n";
     }
     return out.str();
 }
@@ -304,6 +321,15 @@ nlohmann::json to_json(const Workload& w, const Machine& m, const std::string& s
     prefill["predicted_ms"] = a.prefill.floor_s * 1e3;
     decode["predicted_ms_per_token"] = a.decode.floor_s * 1e3;
     decode["tokens_per_s"] = double(w.batch) / a.decode.floor_s;
+    const auto known = [&](double v) { return w.model ? nlohmann::json(v) : nlohmann::json(nullptr); };
+    const nlohmann::json kv_cache = {
+        {"context", w.model ? nlohmann::json(a.context) : nlohmann::json(nullptr)},
+        {"bytes_per_element", known(w.kv_bytes_per_element)},
+        {"bytes_per_token", known(a.kv_bytes_per_token)},
+        {"bytes_per_sequence", known(a.kv_bytes_per_sequence)},
+        {"bytes_total", known(a.kv_bytes_total)},
+        {"decode_share", known(a.kv_bytes_total / a.decode.bytes)},
+        {"max_sequences", a.max_sequences ? nlohmann::json(*a.max_sequences) : nlohmann::json(nullptr)}};
     return {{"params", w.params},
             {"bytes_per_param", w.bytes_per_param},
             {"batch", w.batch},
@@ -316,15 +342,13 @@ nlohmann::json to_json(const Workload& w, const Machine& m, const std::string& s
               {"peak_tflops", m.peak_flops_per_s / 1e12},
               {"fp32_tflops",
                m.fp32_flops_per_s > 0 ? nlohmann::json(m.fp32_flops_per_s / 1e12) : nlohmann::json(nullptr)},
+              {"memory_gb", m.memory_bytes > 0 ? nlohmann::json(m.memory_bytes / 1e9) : nlohmann::json(nullptr)},
               {"source", source}}},
             {"ridge_point", a.ridge},
             {"ridge_point_fp32", a.ridge_fp32 > 0 ? nlohmann::json(a.ridge_fp32) : nlohmann::json(nullptr)},
             {"critical_decode_batch", a.critical_batch},
             {"weight_bytes", a.weight_bytes},
-            {"kv_cache", w.model ? nlohmann::json{{"bytes_per_token", a.kv_bytes_per_token},
-                                                  {"bytes_total", a.kv_bytes_total},
-                                                  {"bytes_per_element", w.kv_bytes_per_element}}
-                                 : nlohmann::json(nullptr)},
+            {"kv_cache", kv_cache},
             {"terms", a.terms},
             {"prefill", prefill},
             {"decode", decode}};

@@ -2,8 +2,8 @@
 /// @brief Chapter 01: naive causal attention in three kernels (scores, softmax, P V), and its
 /// launchers. Includable from plain C++ (tests, programs).
 ///
-/// Layout, for every tensor: row-major [B, H, rows, d].
-///  - Q, O: [B, H, Sq, d];  K, V: [B, H, Sk, d];  scores / P: [B, H, Sq, Sk].
+/// Layout, for every tensor: row-major [B, heads, rows, d].
+///  - Q, O: [B, H, Sq, d];  K, V: [B, Hkv, Sk, d] (Hkv = H unless grouped);  scores / P: [B, H, Sq, Sk].
 ///
 /// The mask rule, allowed_keys() (used again by decode and chunked prefill): the Sq queries are
 /// the last Sq positions of the Sk-long sequence, so query i sits at position Sk - Sq + i and,
@@ -44,19 +44,24 @@ PD_HOST_DEVICE constexpr int allowed_keys(int i, int q_len, int kv_len, bool cau
 /// Sizes of one attention problem.
 struct Shape {
     int batch = 1;      ///< B
-    int heads = 1;      ///< H
+    int heads = 1;      ///< H, query heads
     int q_len = 1;      ///< Sq, queries
     int kv_len = 1;     ///< Sk, keys and values (Sk >= Sq)
     int head_dim = 64;  ///< d
     /// true: query i attends to keys 0 .. Sk - Sq + i (allowed_keys()); false: to all Sk keys
     bool causal = true;
+    /// Hkv, heads of K and V (0: the same as H). With grouped-query attention (Hkv < H), query
+    /// head h reads KV head h / (H / Hkv): chapter 04's prefill.
+    int kv_heads = 0;
 
+    /// Hkv: kv_heads, or heads when kv_heads is 0.
+    int kv_head_count() const { return kv_heads > 0 ? kv_heads : heads; }
     /// Elements of the score matrix: B * H * Sq * Sk.
     std::size_t score_elements() const { return std::size_t(batch) * heads * q_len * kv_len; }
     /// Elements of Q (and O): B * H * Sq * d.
     std::size_t q_elements() const { return std::size_t(batch) * heads * q_len * head_dim; }
-    /// Elements of K (and V): B * H * Sk * d.
-    std::size_t kv_elements() const { return std::size_t(batch) * heads * kv_len * head_dim; }
+    /// Elements of K (and V): B * Hkv * Sk * d.
+    std::size_t kv_elements() const { return std::size_t(batch) * kv_head_count() * kv_len * head_dim; }
     /// Score entries that P V uses: the allowed keys of every query of every head,
     /// B H (Sq (Sk - Sq) + Sq (Sq + 1) / 2) when causal, B H Sq Sk otherwise.
     double allowed_scores() const {
@@ -86,12 +91,12 @@ struct Shape {
 inline int allowed_keys(const Shape& s, int i) { return allowed_keys(i, s.q_len, s.kv_len, s.causal); }
 
 /// Throws std::invalid_argument naming the first parameter out of range (sizes below 1,
-/// Sq > Sk, B * H above the grid limit of 65535, Sq above 524280).
+/// Sq > Sk, H not a multiple of Hkv, B * H above the grid limit of 65535, Sq above 524280).
 /// @param s the sizes to check
 void check_shape(const Shape& s);
 
 /// scores = Q K^T / sqrt(d): one thread per score (the first kernel of every version).
-/// @param q [B, H, Sq, d]  @param k [B, H, Sk, d]  @param scores [B, H, Sq, Sk]
+/// @param q [B, H, Sq, d]  @param k [B, Hkv, Sk, d]  @param scores [B, H, Sq, Sk]
 /// @param s the sizes, checked by check_shape  @param stream the stream to launch on
 void scores(const float* q, const float* k, float* scores, const Shape& s, cudaStream_t stream = nullptr);
 
@@ -112,7 +117,7 @@ void softmax_cub(float* scores, const Shape& s, cudaStream_t stream = nullptr);
 
 /// O = P V over the allowed keys: one thread per output element (the last kernel of every
 /// version).
-/// @param p [B, H, Sq, Sk]  @param v [B, H, Sk, d]  @param out [B, H, Sq, d]
+/// @param p [B, H, Sq, Sk]  @param v [B, Hkv, Sk, d]  @param out [B, H, Sq, d]
 /// @param s the sizes, checked by check_shape  @param stream the stream to launch on
 void pv(const float* p, const float* v, float* out, const Shape& s, cudaStream_t stream = nullptr);
 
@@ -139,7 +144,7 @@ void softmax(const std::string& version, float* scores, const Shape& s, cudaStre
 
 /// Runs the three kernels of @p version: scores into @p workspace, softmax() in place, then P V.
 /// @param version a name from versions() (any other throws std::invalid_argument)
-/// @param q [B, H, Sq, d]  @param k [B, H, Sk, d]  @param v [B, H, Sk, d]  @param out [B, H, Sq, d]
+/// @param q [B, H, Sq, d]  @param k [B, Hkv, Sk, d]  @param v [B, Hkv, Sk, d]  @param out [B, H, Sq, d]
 /// @param workspace [B, H, Sq, Sk] scratch for the score matrix
 /// @param s the sizes, checked by check_shape  @param stream the stream to launch on
 void naive_attention(const std::string& version, const float* q, const float* k, const float* v, float* out,

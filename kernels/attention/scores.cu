@@ -20,6 +20,9 @@ void check_shape(const Shape& s) {
     positive(s.q_len, "q_len (Sq)");
     positive(s.kv_len, "kv_len (Sk)");
     positive(s.head_dim, "head_dim (d)");
+    if (s.kv_heads < 0 || s.heads % s.kv_head_count() != 0)
+        throw std::invalid_argument("heads (H) = " + std::to_string(s.heads) + " must be a multiple of kv_heads (Hkv) = " +
+                                    std::to_string(s.kv_heads));
     if (s.q_len > s.kv_len)
         throw std::invalid_argument("q_len (Sq) = " + std::to_string(s.q_len) + " must be <= kv_len (Sk) = " +
                                     std::to_string(s.kv_len) + ": the queries are the last Sq of Sk positions");
@@ -37,14 +40,15 @@ void check_shape(const Shape& s) {
 // [scores_kernel]
 /// Thread (j, i) of block z computes score[z][i][j] = (q_i . k_j) / sqrt(d): each thread
 /// reads a whole row of Q and of K, so Q and K are re-read Sk and Sq times (from cache).
+/// Block z = b * H + h reads KV head b * Hkv + h / group (group = H / Hkv, 1 without GQA).
 __global__ void scores_kernel(const float* __restrict__ q, const float* __restrict__ k, float* __restrict__ s,
-                              int q_len, int kv_len, int d, float scale) {
+                              int q_len, int kv_len, int d, int group, float scale) {
     const int j = blockIdx.x * blockDim.x + threadIdx.x;  // key
     const int i = blockIdx.y * blockDim.y + threadIdx.y;  // query
     if (i >= q_len || j >= kv_len) return;
-    const std::size_t bh = blockIdx.z;
+    const std::size_t bh = blockIdx.z, kvh = bh / group;  // kvh = (b H + h) / group = b Hkv + h / group
     const float* qi = q + (bh * q_len + i) * d;
-    const float* kj = k + (bh * kv_len + j) * d;
+    const float* kj = k + (kvh * kv_len + j) * d;
     float acc = 0.f;
     for (int c = 0; c < d; ++c) acc += qi[c] * kj[c];
     s[(bh * q_len + i) * kv_len + j] = acc * scale;
@@ -56,7 +60,7 @@ void scores(const float* q, const float* k, float* s, const Shape& shape, cudaSt
     const dim3 block(32, 8);
     const dim3 grid(ceil_div(shape.kv_len, 32), ceil_div(shape.q_len, 8), unsigned(shape.batch * shape.heads));
     scores_kernel<<<grid, block, 0, stream>>>(q, k, s, shape.q_len, shape.kv_len, shape.head_dim,
-                                              1.0f / std::sqrt(float(shape.head_dim)));
+                                              shape.heads / shape.kv_head_count(), 1.0f / std::sqrt(float(shape.head_dim)));
     PD_CHECK_LAUNCH();
 }
 

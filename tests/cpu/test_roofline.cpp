@@ -2,6 +2,7 @@
 #include "pd/roofline.hpp"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <stdexcept>
 #include <string>
@@ -116,6 +117,111 @@ TEST_CASE("a model adds attention FLOPs and KV-cache bytes", "[roofline][calcula
     CHECK(rl::analyze(w, h200()).decode.floor_s > a.decode.floor_s);
 }
 
+TEST_CASE("the decode context sets the KV bytes a step reads, apart from the prompt", "[roofline][calculator]") {
+    const auto m = *rl::find_model("llama-3-8b");
+    rl::Workload w = dense(m.parameter_count(), 2, 4, 1000);
+    w.model = m;
+    w.kv_bytes_per_element = 2;
+    const rl::Analysis at_prompt = rl::analyze(w, h200());
+    CHECK(at_prompt.context == 1000);  // unset: the prompt length S
+    w.context = 6000;
+    const rl::Analysis a = rl::analyze(w, h200());
+    const double L = 32, H = 32, d = 128, B = 4, S = 1000, Sk = 6000, per_token = 131072;
+    CHECK(a.context == 6000);
+    CHECK(a.kv_bytes_per_token == Approx(per_token));
+    CHECK(a.kv_bytes_per_sequence == Approx(per_token * Sk));
+    CHECK(a.kv_bytes_total == Approx(per_token * Sk * B));
+    // Decode: weights + B * S_k * per token, and attention over S_k cached tokens.
+    CHECK(a.decode.bytes == Approx(a.weight_bytes + B * Sk * per_token));
+    CHECK(a.decode.flops == Approx(2 * m.parameter_count() * B + 4 * L * B * H * d * Sk));
+    // Prefill still processes S tokens and writes their cache only.
+    CHECK(a.prefill.bytes == Approx(at_prompt.prefill.bytes));
+    CHECK(a.prefill.flops == Approx(at_prompt.prefill.flops));
+    CHECK(a.prefill.bytes == Approx(a.weight_bytes + B * S * per_token));
+    // A shorter context than the prompt is a question the calculator answers too.
+    w.context = 10;
+    CHECK(rl::analyze(w, h200()).decode.bytes == Approx(a.weight_bytes + B * 10 * per_token));
+}
+
+TEST_CASE("llama-3-70b on 8 x H100 at a 128k context: 11 sequences fit", "[roofline][calculator]") {
+    const auto m = *rl::find_model("llama-3-70b");
+    rl::Workload w = dense(m.parameter_count(), 2, 1, 2048);
+    w.model = m;
+    w.kv_bytes_per_element = 2;
+    w.context = 131072;
+    const rl::Machine eight = rl::machine_from(*rl::find_gpu("H100-SXM"), 8);
+    const rl::Analysis a = rl::analyze(w, eight);
+    // By hand: 2 (K, V) * 80 layers * 8 KV heads * 128 dims * 2 bytes = 327,680 bytes per token;
+    // * 131,072 tokens = 42,949,672,960 bytes (42.9 GB, exactly 40 GiB) per sequence.
+    // 8 x 80 GB = 640 GB; weights 70.55e9 parameters * 2 bytes = 141.1 GB; 498.9 GB are left,
+    // 498.9 / 42.95 = 11.6: 11 sequences.
+    CHECK(a.kv_bytes_per_token == Approx(327680));
+    CHECK(a.kv_bytes_per_sequence == Approx(42949672960.0));
+    CHECK(eight.memory_bytes == Approx(640e9));
+    CHECK(a.weight_bytes == Approx(141.1e9).epsilon(0.001));
+    REQUIRE(a.max_sequences);
+    CHECK(*a.max_sequences == 11);
+    // One sequence's step reads its 42.9 GB of cache beside 141.1 GB of weights: 23% of the bytes.
+    CHECK(a.decode.bytes == Approx(a.weight_bytes + 42949672960.0));
+    CHECK(a.kv_bytes_total / a.decode.bytes == Approx(0.2333).epsilon(0.001));
+
+    SECTION("on one H100 the weights alone do not fit: no sequence does") {
+        const rl::Analysis one = rl::analyze(w, rl::machine_from(*rl::find_gpu("H100-SXM"), 1));
+        REQUIRE(one.max_sequences);
+        CHECK(*one.max_sequences == 0);
+        CHECK_THAT(rl::describe(w, rl::machine_from(*rl::find_gpu("H100-SXM"), 1), "spec", one),
+                   Contains("0 sequences: the weights alone (141.1 GB) do not fit in 80 GB"));
+    }
+    SECTION("memory that is unknown gives no count") {
+        rl::Machine unknown = eight;
+        unknown.memory_bytes = 0;
+        const rl::Analysis u = rl::analyze(w, unknown);
+        CHECK_FALSE(u.max_sequences);
+        CHECK_THAT(rl::describe(w, unknown, "spec", u), Contains("capacity: unknown"));
+        CHECK(rl::to_json(w, unknown, "spec", u)["kv_cache"]["max_sequences"].is_null());
+    }
+    SECTION("the text names the capacity and the KV share of a decode step") {
+        const std::string text = rl::describe(w, eight, "spec", a);
+        CHECK_THAT(text, Contains("42.95 GB per sequence"));
+        CHECK_THAT(text, Contains("23.3% of the step's 184.06 GB"));
+        CHECK_THAT(text, Contains("11 sequence(s) of 131072 tokens fit beside the weights"));
+    }
+    SECTION("the JSON holds the KV cache's counts") {
+        const nlohmann::json j = rl::to_json(w, eight, "spec", a);
+        const nlohmann::json& kv = j.at("kv_cache");
+        CHECK(kv.at("context") == 131072);
+        CHECK(kv.at("bytes_per_token").get<double>() == Approx(327680));
+        CHECK(kv.at("bytes_per_sequence").get<double>() == Approx(42949672960.0));
+        CHECK(kv.at("bytes_total").get<double>() == Approx(42949672960.0));
+        CHECK(kv.at("max_sequences") == 11);
+        CHECK(kv.at("decode_share").get<double>() == Approx(0.2333).epsilon(0.001));
+        CHECK(j.at("machine").at("memory_gb").get<double>() == Approx(640));
+    }
+}
+
+TEST_CASE("without a model the KV cache's JSON values are null", "[roofline][calculator]") {
+    const rl::Workload w = dense(7e9, 2, 1, 2048);
+    const rl::Analysis a = rl::analyze(w, h200());
+    CHECK_FALSE(a.max_sequences);
+    const nlohmann::json kv = rl::to_json(w, h200(), "spec", a).at("kv_cache");
+    for (const char* key :
+         {"context", "bytes_per_token", "bytes_per_sequence", "bytes_total", "decode_share", "max_sequences"}) {
+        INFO(key);
+        REQUIRE(kv.contains(key));
+        CHECK(kv.at(key).is_null());
+    }
+}
+
+TEST_CASE("--context needs a --model", "[roofline][errors]") {
+    rl::CalculatorOptions o;
+    o.context = 4096;
+    CHECK_THROWS_WITH(rl::check_calculator_options(o), Contains("--context") && Contains("--model"));
+    CHECK_THROWS_WITH(rl::workload(o), Contains("--context"));
+    o.model = "llama-3-8b";
+    CHECK_NOTHROW(rl::check_calculator_options(o));
+    CHECK(rl::workload(o).context == 4096);
+}
+
 TEST_CASE("an ideal tensor-parallel split divides the floors", "[roofline][calculator]") {
     const rl::GpuSpec spec = *rl::find_gpu("H100-SXM");
     const rl::Machine one = rl::machine_from(spec, 1), four = rl::machine_from(spec, 4);
@@ -167,6 +273,14 @@ TEST_CASE("bad inputs are rejected with the parameter's name", "[roofline][error
     w.model = rl::find_model("llama-3-8b");
     w.kv_bytes_per_element = 0;
     CHECK_THROWS_WITH(rl::analyze(w, h200()), Contains("kv_bytes_per_element"));
+    w.kv_bytes_per_element = 2;
+    w.context = 0;
+    CHECK_THROWS_WITH(rl::analyze(w, h200()), Contains("context"));
+    w.context = rl::kMaxContext + 1;
+    CHECK_THROWS_WITH(rl::analyze(w, h200()), Contains("context"));
+    rl::Workload no_model = dense(7e9, 2, 1, 1);
+    no_model.context = 100;
+    CHECK_THROWS_WITH(rl::analyze(no_model, h200()), Contains("context") && Contains("model"));
     CHECK_THROWS_WITH(rl::machine_from(*rl::find_gpu("L4"), 0), Contains("gpus"));
     CHECK_THROWS_AS(rl::arithmetic_intensity(1, 0), std::invalid_argument);
     CHECK_THROWS_AS(rl::roofline_fraction(1, 0), std::invalid_argument);

@@ -426,6 +426,70 @@ TEST_CASE("attention: logits scaled by 100 give no inf or NaN", "[attention]") {
     }
 }
 
+TEST_CASE("attention: grouped-query heads (kv_heads < heads) equal K and V repeated per group", "[attention]") {
+    // H = 4 query heads over Hkv = 1 or 2 KV heads: query head h reads KV head h / (H / Hkv). The
+    // reference runs on K and V expanded to H heads (each KV head repeated for its group), which
+    // must give the same O and P. Sq < Sk (queries are the last Sq positions), causal.
+    std::uint64_t n = 0;
+    for (int kv_heads : {1, 2}) {
+        for (int d : {16, 80}) {
+            att::Shape s;  // fields by name: positional initializers would depend on their order
+            s.batch = 2;
+            s.heads = 4;
+            s.kv_heads = kv_heads;
+            s.q_len = 7;
+            s.kv_len = 19;
+            s.head_dim = d;
+            s.causal = true;
+            const std::uint64_t seed = pd::derive_seed(kSeed + 6, n++);
+            const Inputs in = make_inputs(s, seed);  // K and V: [B, Hkv, Sk, d]
+            REQUIRE(in.k.size() == std::size_t(s.batch) * kv_heads * s.kv_len * d);
+            att::Shape full = s;
+            full.kv_heads = 0;  // Hkv = H
+            Inputs expanded{in.q, std::vector<float>(full.kv_elements()), std::vector<float>(full.kv_elements())};
+            const std::size_t head = std::size_t(s.kv_len) * d;
+            for (int b = 0; b < s.batch; ++b)
+                for (int h = 0; h < s.heads; ++h) {
+                    const std::size_t from = (std::size_t(b) * kv_heads + h / (s.heads / kv_heads)) * head;
+                    const std::size_t to = (std::size_t(b) * s.heads + h) * head;
+                    std::copy_n(in.k.begin() + std::ptrdiff_t(from), head, expanded.k.begin() + std::ptrdiff_t(to));
+                    std::copy_n(in.v.begin() + std::ptrdiff_t(from), head, expanded.v.begin() + std::ptrdiff_t(to));
+                }
+            const std::vector<double> ref_o = reference_out(expanded, full), ref_p = reference_p(expanded, full);
+            for (const std::string& version : runnable_versions()) {
+                const std::string what =
+                    "naive_attention " + version + " kv_heads=" + std::to_string(kv_heads) + " " + context(s, seed);
+                INFO(what);
+                const Outputs got = run_naive(version, in, s);
+                const auto od = out_dims(s), sd = score_dims(s);
+                check_close(got.out, ref_o, pd::Tolerance::fp32(), what + " O", od);
+                check_close(got.p, ref_p, pd::Tolerance::fp32(), what + " P (workspace)", sd);
+                CHECK(masked_nonzero(got.p, s) == 0);
+                CHECK(guard_intact(got.out, s.q_elements()));
+                CHECK(guard_intact(got.p, s.score_elements()));
+                INFO("a second run on the same input must give the same bits");
+                CHECK(same_bits(got.out, run_naive(version, in, s).out));
+            }
+        }
+    }
+    // Query heads that do not split evenly over the KV heads are refused, naming both.
+    att::Shape bad;
+    bad.batch = 1;
+    bad.heads = 3;
+    bad.kv_heads = 2;
+    bad.q_len = 4;
+    bad.kv_len = 4;
+    bad.head_dim = 16;
+    pd::DeviceBuffer<float> buf(64);
+    float* m = buf.data();
+    REQUIRE_THROWS_WITH(att::check_shape(bad), Contains("heads (H) = 3") && Contains("kv_heads (Hkv) = 2"));
+    CHECK_THROWS_WITH(att::scores(m, m, m, bad), Contains("heads (H) = 3") && Contains("kv_heads (Hkv) = 2"));
+    CHECK_THROWS_WITH(att::pv(m, m, m, bad), Contains("heads (H) = 3") && Contains("kv_heads (Hkv) = 2"));
+    for (const std::string& version : runnable_versions())
+        CHECK_THROWS_WITH(att::naive_attention(version, m, m, m, m, m, bad),
+                          Contains("heads (H) = 3") && Contains("kv_heads (Hkv) = 2"));
+}
+
 TEST_CASE("attention: launchers reject bad shapes, naming the parameter", "[attention][errors]") {
     struct Bad {
         att::Shape shape;

@@ -139,6 +139,10 @@ public:
                 std::span<const std::size_t> dims = {});
     /// The median time of @p launch over `--iters` runs after `--warmup`, in ms.
     double time_ms(const Launch& launch) const;
+    /// A row for a time the chapter measured itself (a step of a generation, run once), placed
+    /// against the roofs and the baseline as measure() places its times; @p ms empty: untimed.
+    /// @param k what ran  @param ms its time  @param passed the verdict of the chapter's own check
+    Row timed_row(const Kernel& k, std::optional<double> ms, bool passed) const;
 
     /// True with `--dump DIR`.
     bool dumping() const { return !dump_dir_.empty(); }
@@ -164,6 +168,7 @@ public:
     int finish(nlohmann::json report);
 
 private:
+    void place_time(Row& row, const Kernel& k, double ms) const;
     std::string chapter_, title_;
     std::vector<Version> versions_;
     std::string dtype_ = "all";

@@ -6,6 +6,8 @@
 /// Helpers convert to the GB/s and TFLOP/s that tables print.
 #pragma once
 
+#include "pd/model_config.hpp"
+
 #include <nlohmann/json.hpp>
 
 #include <optional>
@@ -65,34 +67,11 @@ std::optional<GpuSpec> find_gpu(std::string_view name);
 /// PCIe card never matches an SXM preset. A lead for a kernel's compute roof, not a measurement.
 std::optional<GpuSpec> find_gpu_for_device(std::string_view device_name);
 
-/// A decoder-only transformer's shape: what the KV-cache size and attention FLOPs need.
-struct ModelConfig {
-    /// Preset name, as accepted by `--model`.
-    std::string name;
-    /// Transformer blocks L.
-    int layers = 0;
-    int hidden = 0;      ///< model width
-    int heads = 0;       ///< query heads H
-    int kv_heads = 0;    ///< key/value heads (grouped-query attention when < heads)
-    int head_dim = 0;    ///< d
-    int ffn = 0;         ///< gated MLP inner size
-    /// Vocabulary size.
-    int vocab = 0;
-    /// True when the output projection reuses the input embedding matrix.
-    bool tied_embeddings = false;
-    /// Where the shape comes from.
-    std::string source;
-
-    /// Parameters of the weights: embeddings, attention and gated MLP projections, norms.
-    double parameter_count() const;
-    /// KV-cache bytes per token: 2 (K and V) * layers * kv_heads * head_dim * bytes.
-    double kv_bytes_per_token(double bytes_per_element) const;
-};
-
-/// The model presets (llama-3-8b, llama-3-70b, llama-2-7b).
-const std::vector<ModelConfig>& model_presets();
-/// The preset named @p name, if any.
-std::optional<ModelConfig> find_model(std::string_view name);
+/// The model shapes (pd::ModelConfig, in model_config.hpp): one list for the calculator and
+/// chapter 04's model.
+using pd::ModelConfig;
+using pd::model_presets;
+using pd::find_model;
 
 /// The hardware a prediction is made for: one GPU's rates times an ideal N-way split.
 struct Machine {
@@ -108,7 +87,8 @@ struct Machine {
 /// @p gpus copies of @p spec with perfect tensor parallelism (no communication cost).
 Machine machine_from(const GpuSpec& spec, int gpus);
 
-/// What is served: P parameters of b bytes, B sequences of S prompt tokens.
+/// What is served: P parameters of b bytes, B sequences of S prompt tokens, each decode step
+/// attending to S_k cached tokens.
 struct Workload {
     double params = 0;                      ///< P
     double bytes_per_param = 0;             ///< b
@@ -116,7 +96,13 @@ struct Workload {
     long long prompt_tokens = 0;            ///< S
     std::optional<ModelConfig> model;       ///< adds attention FLOPs and KV-cache bytes
     double kv_bytes_per_element = 0;        ///< bytes of one cached K or V element
+    /// S_k: the cached tokens of each sequence that a decode step attends to and reads
+    /// (unset: S). Needs a model.
+    std::optional<long long> context;
 };
+
+/// The longest decode context the calculator takes: 2^24 tokens.
+inline constexpr long long kMaxContext = 1LL << 24;
 
 /// The calculator's command-line options (chapter 00): what is served and on which GPU.
 struct CalculatorOptions {
@@ -128,12 +114,18 @@ struct CalculatorOptions {
     std::string gpu = "H200";         ///< `--gpu`: a preset, or "measured" (this run's ceilings)
     int gpus = 1;                     ///< `--gpus`: an ideal tensor-parallel split
     std::string model = "none";       ///< `--model`: a preset adds attention and the KV cache
+    std::optional<long long> context;  ///< `--context` S_k (default: S); needs a `--model`
 };
 
 /// Registers the calculator's options on @p app, each with its range (bad values exit 2).
 void add_calculator_options(CLI::App& app, CalculatorOptions& o);
 
-/// The workload that @p o describes.
+/// Rejects what the options' ranges cannot express: `--context` without a `--model` (the size
+/// of a cached token comes from the model's shape). Throws std::invalid_argument naming the
+/// option, which a chapter program reports with exit code 2.
+void check_calculator_options(const CalculatorOptions& o);
+
+/// The workload that @p o describes. Calls check_calculator_options() first.
 Workload workload(const CalculatorOptions& o);
 
 /// FLOPs, bytes and their consequences for one phase.
@@ -156,10 +148,16 @@ struct Analysis {
     PhaseCost decode;           ///< one new token for every sequence: sets ITL
     double ridge = 0;           ///< FLOP/byte: the tensor-core peak over the bandwidth
     double ridge_fp32 = 0;      ///< FLOP/byte of the SIMT units' FP32 peak (0 when unknown)
-    double kv_bytes_per_token = 0;    ///< 0 without a model
-    double kv_bytes_total = 0;        ///< cache of B sequences of S tokens
+    long long context = 0;            ///< S_k, cached tokens per sequence in a decode step (0 without a model)
+    double kv_bytes_per_token = 0;    ///< 2 * layers * kv_heads * head_dim * b_kv (0 without a model)
+    double kv_bytes_per_sequence = 0; ///< one sequence's cache at the context: per token * S_k
+    double kv_bytes_total = 0;        ///< cache of B sequences of S_k tokens: what a decode step reads
     double weight_bytes = 0;          ///< P * b
     double critical_batch = 0;        ///< B at which weights-only decode reaches the ridge
+    /// Sequences of S_k tokens whose caches fit in the machine's memory beside the weights:
+    /// floor((memory - weights) / bytes per sequence), 0 when the weights alone do not fit.
+    /// Empty without a model, or when the machine's memory is unknown.
+    std::optional<long long> max_sequences;
     std::vector<std::string> terms;   ///< what the counts include
 };
 
@@ -167,19 +165,25 @@ struct Analysis {
 ///
 /// Dense layers: 2 FLOPs per parameter per token and every weight read once per pass, so
 /// prefill intensity is 2*B*S/b and decode intensity 2*B/b. With a model, prefill adds
-/// causal attention (2*layers*B*H*d*S^2 FLOPs) and the KV-cache write, and decode adds
-/// attention over S cached tokens (4*layers*B*H*d*S FLOPs) and reading that cache.
+/// causal attention (2*layers*B*H*d*S^2 FLOPs) and the KV-cache write of B*S tokens, and
+/// decode adds attention over S_k cached tokens (4*layers*B*H*d*S_k FLOPs) and reading the
+/// cache of B*S_k tokens; the analysis also counts how many sequences of S_k tokens fit in
+/// the machine's memory.
 /// Throws std::invalid_argument naming the parameter when a value is out of range.
 Analysis analyze(const Workload& w, const Machine& machine);
 
 /// The calculator's answer as text: the workload and the machine (with @p machine_source), the
 /// ridge point, a table of the two phases (FLOPs, bytes, intensity, bound, floor time), what a
-/// decode step's batch buys, and with a model the KV cache and whether it all fits in memory.
+/// decode step's batch buys, and with a model the KV cache (per token, per sequence, for the
+/// batch, its share of a decode step's bytes), whether it all fits in memory and how many
+/// sequences would.
 std::string describe(const Workload& w, const Machine& machine, const std::string& machine_source,
                      const Analysis& a);
 
 /// The calculator's answer as JSON (chapter 00's "analysis" section): the workload, the machine,
-/// the ridge point, the weight and KV-cache bytes, and per phase its counts, bound and floor.
+/// the ridge point, the weight bytes, the KV cache (`kv_cache`: `context`, `bytes_per_token`,
+/// `bytes_per_sequence`, `bytes_total`, `decode_share`, `max_sequences`; null values without a
+/// model), and per phase its counts, bound and floor.
 nlohmann::json to_json(const Workload& w, const Machine& machine, const std::string& machine_source,
                        const Analysis& a);
 

@@ -1,0 +1,99 @@
+/// @file layers.hpp
+/// @brief Chapter 04: the small kernels of a Llama-style block besides the projections and the
+/// attention: embedding gather, RMSNorm, RoPE, SwiGLU, residual add, fp32 -> bf16, the
+/// token-major <-> head-major permutes of prefill, the KV-cache append and the greedy argmax.
+/// Includable from plain C++ (tests, programs).
+///
+/// Activations are token-major: row t of an [T, ...] array is token t (T = B x tokens per
+/// sequence, sequence-major). The KV cache of one layer is [B, Hkv, S_max, d] (the model's
+/// whole cache is [L, B, Hkv, S_max, d], one array for K and one for V), in fp32 or bf16.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+namespace pd::kernels::model {
+
+/// x[t][:] = table[tokens[t]][:], one block per token.
+/// @param tokens [T] token ids  @param table [V, D]  @param x [T, D] fp32
+/// @param T tokens  @param D width  @param V rows of the table
+/// @pre 0 <= tokens[t] < V (the launcher cannot see device memory; an id out of range writes
+/// zeros instead of reading out of bounds)
+void embedding(const int* tokens, const float* table, float* x, int T, int D, int V, cudaStream_t stream = nullptr);
+/// As above with a bf16 table (the values are widened to fp32).
+void embedding(const int* tokens, const __nv_bfloat16* table, float* x, int T, int D, int V,
+               cudaStream_t stream = nullptr);
+
+/// RMSNorm of each row: y[t][i] = weight[i] * x[t][i] / sqrt(mean_i(x[t][i]^2) + eps); one
+/// block per row, the sum of squares by a block reduction in fp32.
+/// @param x [T, D]  @param weight [D]  @param y [T, D], fp32 or bf16 (the input of a bf16 projection)
+/// @param T rows  @param D width  @param eps epsilon
+void rmsnorm(const float* x, const float* weight, float* y, int T, int D, float eps, cudaStream_t stream = nullptr);
+/// As above, writing bf16.
+void rmsnorm(const float* x, const float* weight, __nv_bfloat16* y, int T, int D, float eps,
+             cudaStream_t stream = nullptr);
+
+/// RoPE in place on adjacent pairs (x[2i], x[2i+1]) of every head (the llama2.c layout): the
+/// pair turns by the angle pos * theta^(-2i / d), computed in double so that long contexts
+/// keep their precision.
+/// @param x [T, H, d] (the output of the Q or K projection)  @param positions [T] position of each token
+/// @param T tokens  @param H heads  @param d head dim (even)  @param theta base
+void rope(float* x, const int* positions, int T, int H, int d, double theta, cudaStream_t stream = nullptr);
+
+/// SwiGLU: out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)).
+/// @param gate [n]  @param up [n]  @param out [n] fp32 or bf16  @param n elements
+void swiglu(const float* gate, const float* up, float* out, std::size_t n, cudaStream_t stream = nullptr);
+/// As above, writing bf16.
+void swiglu(const float* gate, const float* up, __nv_bfloat16* out, std::size_t n, cudaStream_t stream = nullptr);
+
+/// The residual connection, in place: x[i] += y[i].
+/// @param x [n]  @param y [n]  @param n elements
+void add(float* x, const float* y, std::size_t n, cudaStream_t stream = nullptr);
+
+/// out[i] = bf16(x[i]), round to nearest even: the activation a bf16 projection reads.
+/// @param x [n]  @param out [n]  @param n elements
+void to_bf16(const float* x, __nv_bfloat16* out, std::size_t n, cudaStream_t stream = nullptr);
+
+/// Token-major to head-major: out[b][h][s][c] = x[b][s][h][c] (prefill's Q, K, V for
+/// chapter 01's attention kernels).
+/// @param x [B, S, H, d]  @param out [B, H, S, d]
+void tokens_to_heads(const float* x, float* out, int B, int S, int H, int d, cudaStream_t stream = nullptr);
+/// Head-major to token-major: out[b][s][h][c] = x[b][h][s][c] (attention's output for Wo).
+/// @param x [B, H, S, d]  @param out [B, S, H, d]
+void heads_to_tokens(const float* x, float* out, int B, int S, int H, int d, cudaStream_t stream = nullptr);
+
+/// Sizes of one layer's KV cache: [B, Hkv, S_max, d].
+struct CacheShape {
+    int batch = 1;     ///< B, sequences (cache slots)
+    int kv_heads = 1;  ///< Hkv
+    int max_seq = 1;   ///< S_max, positions per sequence
+    int head_dim = 1;  ///< d
+    /// Elements of one layer's K (or V): B * Hkv * S_max * d.
+    std::size_t elements() const { return std::size_t(batch) * kv_heads * max_seq * head_dim; }
+};
+
+/// Throws std::invalid_argument naming the first size below 1.
+void check_cache_shape(const CacheShape& s);
+
+/// KV append (lab 04): writes the n new tokens of each sequence into one layer's cache:
+/// cache[b][h][start[b] + t][:] = new[b][t][h][:], for K and for V, converting to the cache's
+/// type. Positions at or past S_max are not written (the launcher cannot see @p start).
+/// @param k_new [B, n, Hkv, d] fp32 (the K projection after RoPE)  @param v_new [B, n, Hkv, d]
+/// @param k_cache [B, Hkv, S_max, d]  @param v_cache [B, Hkv, S_max, d]
+/// @param start [B] device array: the position of each sequence's first new token
+/// @param n new tokens per sequence  @param s the cache's sizes
+void kv_append(const float* k_new, const float* v_new, float* k_cache, float* v_cache, const int* start, int n,
+               const CacheShape& s, cudaStream_t stream = nullptr);
+/// As above, into a bf16 cache (round to nearest even).
+void kv_append(const float* k_new, const float* v_new, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+               const int* start, int n, const CacheShape& s, cudaStream_t stream = nullptr);
+
+/// Greedy sampling: out[b] = the index of the largest of logits[b][:], the lowest index on a
+/// tie; one block per row. On the cuda backend the block reduction is CUB's BlockReduce with
+/// cub::ArgMax; on the simulator a shared-memory tree with the same tie rule.
+/// @param logits [B, V]  @param out [B]  @param B rows  @param V vocabulary
+void argmax(const float* logits, int* out, int B, int V, cudaStream_t stream = nullptr);
+
+}  // namespace pd::kernels::model

@@ -1,0 +1,188 @@
+// Chapter 04's decode attention (v1 to v4) and KV append against the CPU reference: contexts
+// 1, 31, 32, 33, 257 and 4099 (one filling the cache to its last position), GQA groups 1, 4
+// and 8, head dims 32, 48, 64 and 128, B in 1, 3 and 8 with ragged contexts, fp32 and bf16
+// caches; NaN in every cache position past a context (attending to one fails); v4 with more
+// splits than positions; bitwise repeatability; the KV append's layout, rounding and bounds;
+// and the rejection of bad shapes and names.
+#include "decode_check.hpp"
+#include "model/decode_attention.hpp"
+#include "model/layers.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+namespace md = pd::kernels::model;
+using Catch::Matchers::Contains;
+using bf16 = __nv_bfloat16;
+
+namespace {
+
+constexpr int kSms = 132;  // v4's split rule for an H100/H200-sized GPU, on every backend
+
+/// Checks @p version on cache type C.
+template <typename C>
+void check_version(const std::string& version, const md::DecodeShape& s, const std::vector<int>& lens,
+                   std::uint64_t seed) {
+    pd::DeviceBuffer<float> workspace(std::max<std::size_t>(1, md::decode_workspace_floats(version, s, kSms)));
+    pd::testing::check_decode<C>(
+        s, lens, seed,
+        [&](const float* q, const C* k, const C* v, const int* len, float* out) {
+            md::decode_attention(version, q, k, v, len, out, workspace.data(), s, kSms);
+        },
+        version.c_str());
+}
+
+template <typename C>
+void check_all_versions(const md::DecodeShape& s, const std::vector<int>& lens, std::uint64_t seed) {
+    for (const pd::Version& v : md::decode_versions()) check_version<C>(v.name, s, lens, seed);
+}
+
+int longest(const std::vector<int>& lens) { return *std::max_element(lens.begin(), lens.end()); }
+
+}  // namespace
+
+TEST_CASE("decode attention: one sequence, contexts around the warp and block sizes, cache full", "[decode]") {
+    for (int context : {1, 31, 32, 33, 257, 4099}) {
+        const md::DecodeShape s{1, 8, 2, 128, context, context};  // GQA group 4; the context fills the cache
+        check_all_versions<float>(s, {context}, 4000 + context);
+        check_all_versions<bf16>(s, {context}, 5000 + context);
+    }
+}
+
+TEST_CASE("decode attention: ragged batches, GQA groups 1, 4, 8, head dims 32 to 128", "[decode]") {
+    check_all_versions<float>({3, 8, 1, 64, 300, 257}, {33, 1, 257}, 11);  // group 8
+    check_all_versions<bf16>({3, 8, 1, 64, 300, 257}, {33, 1, 257}, 12);
+    check_all_versions<float>({8, 2, 2, 64, 128, 100}, {1, 7, 31, 32, 33, 64, 99, 100}, 13);  // group 1
+    check_all_versions<bf16>({8, 4, 1, 128, 40, 40}, {40, 39, 1, 2, 3, 17, 32, 33}, 14);  // group 4
+    check_all_versions<float>({3, 6, 6, 48, 70, 70}, {70, 35, 9}, 15);  // stories15M's heads
+    check_all_versions<float>({2, 4, 2, 32, 64, 64}, {64, 5}, 16);  // the tiny preset's
+    check_all_versions<float>({1, 12, 4, 2, 9, 9}, {9}, 17);  // group 3 (v3 runs its group-4 kernel), d = 2
+}
+
+TEST_CASE("decode attention v4: any number of splits, empty ones included", "[decode]") {
+    const md::DecodeShape s{3, 8, 2, 64, 200, 150};
+    const std::vector<int> lens{150, 3, 77};
+    for (int splits : {1, 2, 7, 64, md::kMaxSplits}) {  // 128 splits of 2 positions: most are empty for lens 3
+        pd::DeviceBuffer<float> partials(std::size_t(s.batch) * s.heads * splits * (s.head_dim + 2));
+        pd::testing::check_decode<float>(
+            s, lens, 900 + splits,
+            [&](const float* q, const float* k, const float* v, const int* len, float* out) {
+                md::decode_attention_v4(q, k, v, len, out, partials.data(), splits, s);
+            },
+            ("v4 splits=" + std::to_string(splits)).c_str());
+    }
+}
+
+TEST_CASE("decode attention v4: the split rule", "[decode]") {
+    // llama-3-8b, B = 1, context 1024: 8 blocks without splitting; 4 x 132 SMs would want 66
+    // splits, but no split below 128 positions: 1024 / 128 = 8.
+    CHECK(md::decode_splits({1, 32, 8, 128, 8192, 1024}, 132) == 8);
+    // B = 16, context 8192: 128 blocks already; ceil(528 / 128) = 5 splits of 1639 positions.
+    CHECK(md::decode_splits({16, 32, 8, 128, 8192, 8192}, 132) == 5);
+    // a short context is not split
+    CHECK(md::decode_splits({1, 32, 8, 128, 8192, 100}, 132) == 1);
+    // capped at kMaxSplits
+    CHECK(md::decode_splits({1, 1, 1, 64, 1 << 20, 1 << 20}, 1000) == md::kMaxSplits);
+}
+
+TEST_CASE("decode attention: bitwise repeatable", "[decode]") {
+    const md::DecodeShape s{3, 8, 2, 64, 300, 300};
+    for (const pd::Version& v : md::decode_versions()) {
+        const auto a = pd::testing::check_decode<float>(
+            s, {300, 17, 128}, 77,
+            [&](const float* q, const float* k, const float* vv, const int* len, float* out) {
+                pd::DeviceBuffer<float> ws(std::max<std::size_t>(1, md::decode_workspace_floats(v.name, s, kSms)));
+                md::decode_attention(v.name, q, k, vv, len, out, ws.data(), s, kSms);
+            },
+            v.name.c_str());
+        const auto b = pd::testing::check_decode<float>(
+            s, {300, 17, 128}, 77,
+            [&](const float* q, const float* k, const float* vv, const int* len, float* out) {
+                pd::DeviceBuffer<float> ws(std::max<std::size_t>(1, md::decode_workspace_floats(v.name, s, kSms)));
+                md::decode_attention(v.name, q, k, vv, len, out, ws.data(), s, kSms);
+            },
+            v.name.c_str());
+        INFO(v.name);
+        CHECK(pd::testing::same_bits(a, b));
+    }
+}
+
+TEST_CASE("decode attention: bad shapes and names are rejected, naming the parameter", "[decode]") {
+    pd::DeviceBuffer<float> buf(64);
+    const auto call = [&](const std::string& version, md::DecodeShape s) {
+        md::decode_attention(version, buf.data(), buf.data(), buf.data(), nullptr, buf.data(), buf.data(), s, kSms);
+    };
+    REQUIRE_THROWS_WITH(call("v1", {1, 6, 4, 64, 8, 8}), Contains("heads = 6") && Contains("kv_heads = 4"));
+    REQUIRE_THROWS_WITH(call("v2", {1, 4, 4, 256, 8, 8}), Contains("head_dim = 256"));
+    REQUIRE_THROWS_WITH(call("v3", {1, 4, 4, 64, 8, 9}), Contains("max_kv_len = 9"));
+    REQUIRE_THROWS_WITH(call("v4", {0, 4, 4, 64, 8, 8}), Contains("batch"));
+    REQUIRE_THROWS_WITH(call("v3", {1, 32, 1, 64, 8, 8}), Contains("heads / kv_heads = 32"));
+    REQUIRE_THROWS_WITH(call("v9", {1, 4, 4, 64, 8, 8}), Contains("--attention v9"));
+    REQUIRE_THROWS_WITH(md::decode_attention_v4(buf.data(), buf.data(), buf.data(), nullptr, buf.data(), buf.data(), 0,
+                                                {1, 4, 4, 64, 8, 8}),
+                        Contains("splits = 0"));
+}
+
+// ---- KV append ---------------------------------------------------------------------------------
+
+namespace {
+
+/// Appends n tokens per sequence at start[b] into a cache of type C pre-filled with a marker,
+/// and checks every position: the new ones hold the new values (rounded for bf16), the others
+/// keep the marker (nothing written outside [start, start + n) or past S_max).
+template <typename C>
+void check_append(const md::CacheShape& s, int n, const std::vector<int>& start, std::uint64_t seed) {
+    INFO(pd::dtype_name<C>() << " seed=" << seed << " B=" << s.batch << " Hkv=" << s.kv_heads << " S_max=" << s.max_seq
+                             << " d=" << s.head_dim << " n=" << n);
+    const std::size_t fresh = std::size_t(s.batch) * n * s.kv_heads * s.head_dim;
+    std::vector<float> k(fresh), v(fresh);
+    pd::fill_uniform<float>(k, -1.f, 1.f, pd::derive_seed(seed, 1));
+    pd::fill_uniform<float>(v, -1.f, 1.f, pd::derive_seed(seed, 2));
+    const C marker = pd::from_float<C>(-7.f);
+    std::vector<C> init(s.elements() + 16, marker);  // 16 guard elements past the cache
+    pd::DeviceBuffer<float> dk{std::span<const float>(k)}, dv{std::span<const float>(v)};
+    pd::DeviceBuffer<C> kc{std::span<const C>(init)}, vc{std::span<const C>(init)};
+    pd::DeviceBuffer<int> dstart{std::span<const int>(start)};
+    md::kv_append(dk.data(), dv.data(), kc.data(), vc.data(), dstart.data(), n, s);
+    PD_CHECK_CUDA(cudaDeviceSynchronize());
+    const std::vector<C> gk = kc.download(), gv = vc.download();
+    std::size_t wrong = 0;
+    for (int b = 0; b < s.batch; ++b)
+        for (int h = 0; h < s.kv_heads; ++h)
+            for (int p = 0; p < s.max_seq; ++p)
+                for (int c = 0; c < s.head_dim; ++c) {
+                    const std::size_t at = ((std::size_t(b) * s.kv_heads + h) * s.max_seq + p) * s.head_dim + c;
+                    const int t = p - start[std::size_t(b)];
+                    float want_k = -7.f, want_v = -7.f;
+                    if (t >= 0 && t < n) {
+                        const std::size_t from = ((std::size_t(b) * n + t) * s.kv_heads + h) * s.head_dim + c;
+                        want_k = pd::to_float(pd::from_float<C>(k[from]));
+                        want_v = pd::to_float(pd::from_float<C>(v[from]));
+                    }
+                    wrong += pd::to_float(gk[at]) != want_k || pd::to_float(gv[at]) != want_v;
+                }
+    for (std::size_t i = s.elements(); i < init.size(); ++i)
+        wrong += pd::to_float(gk[i]) != -7.f || pd::to_float(gv[i]) != -7.f;
+    CHECK(wrong == 0);
+}
+
+}  // namespace
+
+TEST_CASE("kv append: the new tokens land at their positions, nothing else changes", "[decode][kv_append]") {
+    check_append<float>({1, 1, 8, 64}, 8, {0}, 1);              // a whole prefill
+    check_append<float>({3, 2, 40, 128}, 1, {0, 17, 39}, 2);    // a decode step, the last slot filled
+    check_append<bf16>({3, 8, 33, 64}, 5, {0, 28, 10}, 3);      // several tokens, rounded to bf16
+    check_append<float>({2, 3, 16, 48}, 4, {14, 15}, 4);        // tokens past S_max are dropped
+    check_append<bf16>({2, 1, 16, 2}, 3, {-2, 3}, 5);           // and before 0
+}
+
+TEST_CASE("kv append: bad sizes are rejected, naming the parameter", "[decode][kv_append]") {
+    pd::DeviceBuffer<float> buf(16);
+    pd::DeviceBuffer<int> start(1);
+    REQUIRE_THROWS_WITH(md::kv_append(buf.data(), buf.data(), buf.data(), buf.data(), start.data(), 1, {1, 0, 4, 4}),
+                        Contains("kv_heads"));
+    REQUIRE_THROWS_WITH(md::kv_append(buf.data(), buf.data(), buf.data(), buf.data(), start.data(), 5, {1, 1, 4, 4}),
+                        Contains("n = 5"));
+}

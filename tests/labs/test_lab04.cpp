@@ -1,0 +1,104 @@
+// Lab 04: v2 of decode attention, the online softmax (decode_attention_v2, in
+// <lab tree>/04_kv_cache/decode_attention_online.cu), and the KV append (kv_append, in
+// <lab tree>/04_kv_cache/kv_append.cu), against the CPU reference: contexts shorter and longer
+// than the block's four warps, ragged batches, grouped-query heads, fp32 and bf16 caches, NaN
+// in every cache position past a context, nothing written past the output or outside the new
+// positions.
+#include "../kernels/decode_check.hpp"
+#include "model/decode_attention.hpp"
+#include "model/layers.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <vector>
+
+namespace md = pd::kernels::model;
+using bf16 = __nv_bfloat16;
+
+namespace {
+
+constexpr const char* kWhere = "lab 04: decode_attention_v2 in <lab tree>/04_kv_cache/decode_attention_online.cu";
+
+template <typename C>
+void check_v2(const md::DecodeShape& s, const std::vector<int>& lens, std::uint64_t seed) {
+    INFO(kWhere);
+    pd::testing::check_decode<C>(
+        s, lens, seed,
+        [&](const float* q, const C* k, const C* v, const int* len, float* out) {
+            md::decode_attention_v2(q, k, v, len, out, s);
+        },
+        "v2");
+}
+
+}  // namespace
+
+TEST_CASE("lab04: online softmax, one sequence, contexts around the four warps", "[lab04]") {
+    for (int context : {1, 2, 3, 4, 5, 31, 33, 257}) {
+        check_v2<float>({1, 4, 4, 64, context, context}, {context}, 100 + context);
+        check_v2<bf16>({1, 4, 2, 128, context, context}, {context}, 200 + context);
+    }
+}
+
+TEST_CASE("lab04: online softmax, ragged batch and grouped-query heads", "[lab04]") {
+    check_v2<float>({3, 8, 2, 64, 100, 100}, {100, 1, 37}, 301);
+    check_v2<float>({2, 6, 6, 48, 50, 50}, {50, 9}, 302);
+    check_v2<bf16>({4, 8, 1, 32, 64, 64}, {64, 63, 2, 17}, 303);
+}
+
+TEST_CASE("lab04: online softmax stays finite when the scores are large", "[lab04]") {
+    // q . k up to d = 128: exp of an unshifted score would overflow fp32 (e^88); the running
+    // maximum keeps every exponent <= 0
+    const md::DecodeShape s{1, 2, 2, 128, 40, 40};
+    INFO(kWhere);
+    std::vector<float> q(std::size_t(2) * 128, 1.f), k(s.cache().elements()), v(s.cache().elements());
+    pd::fill_uniform<float>(v, -1.f, 1.f, 9);
+    for (std::size_t i = 0; i < k.size(); ++i) k[i] = 10.f * float(int(i / 128) % 7) / 7.f;  // rows of equal values, scores up to ~97
+    pd::DeviceBuffer<float> dq{std::span<const float>(q)}, dk{std::span<const float>(k)}, dv{std::span<const float>(v)},
+        out(q.size());
+    const std::vector<int> lens{40};
+    pd::DeviceBuffer<int> dlen{std::span<const int>(lens)};
+    out.fill_bytes(pd::kPoisonByte);
+    md::decode_attention_v2(dq.data(), dk.data(), dv.data(), dlen.data(), out.data(), s);
+    PD_CHECK_CUDA(cudaDeviceSynchronize());
+    const std::vector<double> ref = pd::reference::decode_attention(q, k, v, lens, 1, 2, 2, 128, 40);
+    const pd::CompareResult r = pd::compare<float, double>(out.download(), ref, pd::Tolerance::fp32());
+    INFO(pd::describe(r, "decode_attention_v2 with scores up to ~97 (inf or NaN: the running max is missing)"));
+    CHECK(r.passed);
+}
+
+TEST_CASE("lab04: KV append writes each new token's K and V at its position", "[lab04]") {
+    INFO("lab 04: kv_append in <lab tree>/04_kv_cache/kv_append.cu");
+    const md::CacheShape s{2, 2, 12, 64};
+    const int n = 3;
+    const std::vector<int> start{0, 9};  // sequence 1 fills the last positions 9, 10, 11
+    const std::size_t fresh = std::size_t(s.batch) * n * s.kv_heads * s.head_dim;
+    std::vector<float> k(fresh), v(fresh);
+    pd::fill_uniform<float>(k, -1.f, 1.f, 41);
+    pd::fill_uniform<float>(v, -1.f, 1.f, 42);
+    std::vector<float> init(s.elements() + 16, -7.f);
+    pd::DeviceBuffer<float> dk{std::span<const float>(k)}, dv{std::span<const float>(v)};
+    pd::DeviceBuffer<float> kc{std::span<const float>(init)}, vc{std::span<const float>(init)};
+    pd::DeviceBuffer<int> dstart{std::span<const int>(start)};
+    md::kv_append(dk.data(), dv.data(), kc.data(), vc.data(), dstart.data(), n, s);
+    PD_CHECK_CUDA(cudaDeviceSynchronize());
+    const std::vector<float> gk = kc.download(), gv = vc.download();
+    std::size_t wrong = 0, first = 0;
+    for (int b = 0; b < s.batch; ++b)
+        for (int h = 0; h < s.kv_heads; ++h)
+            for (int p = 0; p < s.max_seq; ++p)
+                for (int c = 0; c < s.head_dim; ++c) {
+                    const std::size_t at = ((std::size_t(b) * s.kv_heads + h) * s.max_seq + p) * s.head_dim + c;
+                    const int t = p - start[std::size_t(b)];
+                    float want_k = -7.f, want_v = -7.f;
+                    if (t >= 0 && t < n) {
+                        const std::size_t from = ((std::size_t(b) * n + t) * s.kv_heads + h) * s.head_dim + c;
+                        want_k = k[from];
+                        want_v = v[from];
+                    }
+                    if (gk[at] != want_k || gv[at] != want_v) first = wrong++ ? first : at;
+                }
+    for (std::size_t i = s.elements(); i < init.size(); ++i) wrong += gk[i] != -7.f || gv[i] != -7.f;
+    INFO(wrong << " cache elements wrong (first at flat index " << first
+               << "): cache[b][h][start[b] + t][c] = new[b][t][h][c], nothing else written");
+    CHECK(wrong == 0);
+}
