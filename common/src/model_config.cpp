@@ -27,7 +27,7 @@ void ModelConfig::check(const std::string& what) const {
     for (const auto& [field, v] : sizes)
         if (v < 1) fail(field, "must be >= 1, got " + std::to_string(v));
     if (heads % kv_heads != 0)
-        fail("heads", "(" + std::to_string(heads) + ") must be a multiple of kv_heads (" + std::to_string(kv_heads) + ")");
+        fail("heads", "= " + std::to_string(heads) + " must be a multiple of kv_heads = " + std::to_string(kv_heads));
     if (head_dim % 2 != 0) fail("head_dim", "must be even (RoPE turns pairs), got " + std::to_string(head_dim));
     if (!(rope_theta > 0)) fail("rope_theta", "must be > 0");
     if (!(norm_eps > 0)) fail("norm_eps", "must be > 0");

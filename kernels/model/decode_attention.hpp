@@ -37,12 +37,13 @@ struct DecodeShape {
     int max_seq = 1;   ///< S_max, the cache's positions per sequence (the row stride of K and V)
     int max_kv_len = 1;  ///< the longest kv_len[b] (sizes v1's workspace and v4's splits), <= S_max
 
+    /// Query heads per KV head: Hq / Hkv.
     int group() const { return heads / kv_heads; }
     /// The cache's sizes (for kv_append).
     CacheShape cache() const { return {batch, kv_heads, max_seq, head_dim}; }
 };
 
-/// Throws std::invalid_argument naming the first parameter out of range.
+/// Throws std::invalid_argument naming the first parameter out of range. @param s the sizes to check
 void check_decode_shape(const DecodeShape& s);
 
 // [decode_versions]
@@ -60,46 +61,86 @@ inline const std::vector<Version>& decode_versions() {
 }
 // [decode_versions]
 
-/// v4's number of splits for @p s on a GPU of @p sm_count SMs (see split_rule on the page).
+/// v4's number of splits for @p s on a GPU of @p sm_count SMs: about four blocks per SM, no
+/// split shorter than 128 positions, at most kMaxSplits. @param s the sizes  @param sm_count SMs
 int decode_splits(const DecodeShape& s, int sm_count);
 
 /// Floats of workspace @p version needs: v1 B Hq max_kv_len scores; v4 per split and query
 /// head a max, a sum and d outputs; 0 for v2 and v3.
+/// @param version "v1" ... "v4"  @param s the sizes  @param sm_count the device's SMs
 std::size_t decode_workspace_floats(const std::string& version, const DecodeShape& s, int sm_count);
 
 /// v1: one block per (sequence, query head); the scores go to @p scores [B, Hq, max_kv_len],
 /// then a max pass and an exp-and-sum pass (the two-pass softmax of chapter 01), then P V.
+/// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] fp32  @param v [B, Hkv, S_max, d] fp32  @param kv_len [B] (device)
+/// @param out [B, Hq, d]  @param scores [B, Hq, max_kv_len] workspace
+/// @param s the sizes  @param stream the stream to launch on
 void decode_attention_v1(const float* q, const float* k, const float* v, const int* kv_len, float* out,
                          float* scores, const DecodeShape& s, cudaStream_t stream = nullptr);
+/// v1 on a bf16 cache.
+/// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] bf16  @param v [B, Hkv, S_max, d] bf16  @param kv_len [B] (device)
+/// @param out [B, Hq, d]  @param scores [B, Hq, max_kv_len] workspace
+/// @param s the sizes  @param stream the stream to launch on
 void decode_attention_v1(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len,
                          float* out, float* scores, const DecodeShape& s, cudaStream_t stream = nullptr);
 
 /// v2 (lab 04): v1 with the online softmax, one pass over the keys and no score buffer.
+/// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] fp32  @param v [B, Hkv, S_max, d] fp32  @param kv_len [B] (device)
+/// @param out [B, Hq, d]
+/// @param s the sizes  @param stream the stream to launch on
 void decode_attention_v2(const float* q, const float* k, const float* v, const int* kv_len, float* out,
                          const DecodeShape& s, cudaStream_t stream = nullptr);
+/// v2 on a bf16 cache.
+/// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] bf16  @param v [B, Hkv, S_max, d] bf16  @param kv_len [B] (device)
+/// @param out [B, Hq, d]
+/// @param s the sizes  @param stream the stream to launch on
 void decode_attention_v2(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len,
                          float* out, const DecodeShape& s, cudaStream_t stream = nullptr);
 
 /// v3: v2 with one block per (sequence, KV head) serving all Hq / Hkv query heads of its group,
 /// so each K and V row is read once per group instead of once per query head.
+/// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] fp32  @param v [B, Hkv, S_max, d] fp32  @param kv_len [B] (device)
+/// @param out [B, Hq, d]
+/// @param s the sizes  @param stream the stream to launch on
 void decode_attention_v3(const float* q, const float* k, const float* v, const int* kv_len, float* out,
                          const DecodeShape& s, cudaStream_t stream = nullptr);
+/// v3 on a bf16 cache.
+/// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] bf16  @param v [B, Hkv, S_max, d] bf16  @param kv_len [B] (device)
+/// @param out [B, Hq, d]
+/// @param s the sizes  @param stream the stream to launch on
 void decode_attention_v3(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len,
                          float* out, const DecodeShape& s, cudaStream_t stream = nullptr);
 
 /// v4: v3 with the context split over @p splits blocks per (sequence, KV head); each writes its
 /// fp32 partial max, sum and unnormalized output to @p partials, and a combine kernel rescales
 /// and adds them.
+/// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] fp32  @param v [B, Hkv, S_max, d] fp32  @param kv_len [B] (device)
+/// @param out [B, Hq, d]  @param partials B Hq splits (d + 2) floats of workspace
+/// @param splits blocks per (sequence, KV head), 1 ... kMaxSplits
+/// @param s the sizes  @param stream the stream to launch on
 void decode_attention_v4(const float* q, const float* k, const float* v, const int* kv_len, float* out,
                          float* partials, int splits, const DecodeShape& s, cudaStream_t stream = nullptr);
+/// v4 on a bf16 cache.
+/// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] bf16  @param v [B, Hkv, S_max, d] bf16  @param kv_len [B] (device)
+/// @param out [B, Hq, d]  @param partials B Hq splits (d + 2) floats of workspace
+/// @param splits blocks per (sequence, KV head), 1 ... kMaxSplits
+/// @param s the sizes  @param stream the stream to launch on
 void decode_attention_v4(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len,
                          float* out, float* partials, int splits, const DecodeShape& s, cudaStream_t stream = nullptr);
 
 /// Runs @p version (a name from decode_versions(); any other throws std::invalid_argument
 /// naming `--attention`) with a workspace of decode_workspace_floats() floats.
-/// @param sm_count the device's SMs (v4's splits)
+/// @param version "v1" ... "v4"
+/// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] fp32  @param v [B, Hkv, S_max, d] fp32  @param kv_len [B] (device)
+/// @param out [B, Hq, d]  @param workspace decode_workspace_floats() floats
+/// @param s the sizes  @param sm_count the device's SMs (v4's splits)  @param stream the stream to launch on
 void decode_attention(const std::string& version, const float* q, const float* k, const float* v, const int* kv_len,
                       float* out, float* workspace, const DecodeShape& s, int sm_count, cudaStream_t stream = nullptr);
+/// As above on a bf16 cache.
+/// @param version "v1" ... "v4"
+/// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] bf16  @param v [B, Hkv, S_max, d] bf16  @param kv_len [B] (device)
+/// @param out [B, Hq, d]  @param workspace decode_workspace_floats() floats
+/// @param s the sizes  @param sm_count the device's SMs (v4's splits)  @param stream the stream to launch on
 void decode_attention(const std::string& version, const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                       const int* kv_len, float* out, float* workspace, const DecodeShape& s, int sm_count,
                       cudaStream_t stream = nullptr);

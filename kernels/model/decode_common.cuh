@@ -24,9 +24,9 @@ constexpr int kLaneDims = kMaxHeadDim / kWarpSize;           ///< dimensions of 
 /// m the largest score, l the sum of exp(s - m), acc the sum of exp(s - m) v over this lane's
 /// dimensions. The output is acc / l once every key has been seen.
 struct OnlineState {
-    float m = -INFINITY;
-    float l = 0.f;
-    float acc[kLaneDims] = {};
+    float m = -INFINITY;         ///< the largest score so far
+    float l = 0.f;               ///< the sum of exp(s - m) over the keys so far
+    float acc[kLaneDims] = {};   ///< the sum of exp(s - m) v, this lane's dimensions
 };
 
 /// This lane's dimensions of a row of @p d elements (lane + 32 r), as fp32; zeros past d.
@@ -51,9 +51,9 @@ __device__ __forceinline__ float dot_lanes(const float (&a)[kLaneDims], const fl
 /// Shared memory for merging the warps' states of kG queries.
 template <int kG>
 struct WarpStates {
-    float m[kDecodeWarps][kG];
-    float l[kDecodeWarps][kG];
-    float acc[kDecodeWarps][kG][kMaxHeadDim];
+    float m[kDecodeWarps][kG];                 ///< each warp's m per query
+    float l[kDecodeWarps][kG];                 ///< each warp's l per query
+    float acc[kDecodeWarps][kG][kMaxHeadDim];  ///< each warp's acc per query, all d dimensions
 };
 
 // [merge_warps]

@@ -18,20 +18,24 @@ namespace pd::kernels::model {
 
 /// x[t][:] = table[tokens[t]][:], one block per token.
 /// @param tokens [T] token ids  @param table [V, D]  @param x [T, D] fp32
-/// @param T tokens  @param D width  @param V rows of the table
+/// @param T tokens  @param D width  @param V rows of the table  @param stream the stream to launch on
 /// @pre 0 <= tokens[t] < V (the launcher cannot see device memory; an id out of range writes
 /// zeros instead of reading out of bounds)
 void embedding(const int* tokens, const float* table, float* x, int T, int D, int V, cudaStream_t stream = nullptr);
 /// As above with a bf16 table (the values are widened to fp32).
+/// @param tokens [T] token ids  @param table [V, D] bf16  @param x [T, D] fp32
+/// @param T tokens  @param D width  @param V rows of the table  @param stream the stream to launch on
 void embedding(const int* tokens, const __nv_bfloat16* table, float* x, int T, int D, int V,
                cudaStream_t stream = nullptr);
 
 /// RMSNorm of each row: y[t][i] = weight[i] * x[t][i] / sqrt(mean_i(x[t][i]^2) + eps); one
 /// block per row, the sum of squares by a block reduction in fp32.
-/// @param x [T, D]  @param weight [D]  @param y [T, D], fp32 or bf16 (the input of a bf16 projection)
-/// @param T rows  @param D width  @param eps epsilon
+/// @param x [T, D]  @param weight [D]  @param y [T, D] fp32
+/// @param T rows  @param D width  @param eps epsilon  @param stream the stream to launch on
 void rmsnorm(const float* x, const float* weight, float* y, int T, int D, float eps, cudaStream_t stream = nullptr);
-/// As above, writing bf16.
+/// As above, writing bf16 (the input of a bf16 projection).
+/// @param x [T, D]  @param weight [D]  @param y [T, D] bf16
+/// @param T rows  @param D width  @param eps epsilon  @param stream the stream to launch on
 void rmsnorm(const float* x, const float* weight, __nv_bfloat16* y, int T, int D, float eps,
              cudaStream_t stream = nullptr);
 
@@ -40,28 +44,32 @@ void rmsnorm(const float* x, const float* weight, __nv_bfloat16* y, int T, int D
 /// keep their precision.
 /// @param x [T, H, d] (the output of the Q or K projection)  @param positions [T] position of each token
 /// @param T tokens  @param H heads  @param d head dim (even)  @param theta base
+/// @param stream the stream to launch on
 void rope(float* x, const int* positions, int T, int H, int d, double theta, cudaStream_t stream = nullptr);
 
 /// SwiGLU: out[i] = silu(gate[i]) * up[i], silu(g) = g / (1 + exp(-g)).
-/// @param gate [n]  @param up [n]  @param out [n] fp32 or bf16  @param n elements
+/// @param gate [n]  @param up [n]  @param out [n] fp32  @param n elements  @param stream the stream to launch on
 void swiglu(const float* gate, const float* up, float* out, std::size_t n, cudaStream_t stream = nullptr);
 /// As above, writing bf16.
+/// @param gate [n]  @param up [n]  @param out [n] bf16  @param n elements  @param stream the stream to launch on
 void swiglu(const float* gate, const float* up, __nv_bfloat16* out, std::size_t n, cudaStream_t stream = nullptr);
 
 /// The residual connection, in place: x[i] += y[i].
-/// @param x [n]  @param y [n]  @param n elements
+/// @param x [n]  @param y [n]  @param n elements  @param stream the stream to launch on
 void add(float* x, const float* y, std::size_t n, cudaStream_t stream = nullptr);
 
 /// out[i] = bf16(x[i]), round to nearest even: the activation a bf16 projection reads.
-/// @param x [n]  @param out [n]  @param n elements
+/// @param x [n]  @param out [n]  @param n elements  @param stream the stream to launch on
 void to_bf16(const float* x, __nv_bfloat16* out, std::size_t n, cudaStream_t stream = nullptr);
 
 /// Token-major to head-major: out[b][h][s][c] = x[b][s][h][c] (prefill's Q, K, V for
 /// chapter 01's attention kernels).
-/// @param x [B, S, H, d]  @param out [B, H, S, d]
+/// @param x [B, S, H, d]  @param out [B, H, S, d]  @param B sequences  @param S tokens per sequence
+/// @param H heads  @param d head dim  @param stream the stream to launch on
 void tokens_to_heads(const float* x, float* out, int B, int S, int H, int d, cudaStream_t stream = nullptr);
 /// Head-major to token-major: out[b][s][h][c] = x[b][h][s][c] (attention's output for Wo).
-/// @param x [B, H, S, d]  @param out [B, S, H, d]
+/// @param x [B, H, S, d]  @param out [B, S, H, d]  @param B sequences  @param S tokens per sequence
+/// @param H heads  @param d head dim  @param stream the stream to launch on
 void heads_to_tokens(const float* x, float* out, int B, int S, int H, int d, cudaStream_t stream = nullptr);
 
 /// Sizes of one layer's KV cache: [B, Hkv, S_max, d].
@@ -83,17 +91,20 @@ void check_cache_shape(const CacheShape& s);
 /// @param k_new [B, n, Hkv, d] fp32 (the K projection after RoPE)  @param v_new [B, n, Hkv, d]
 /// @param k_cache [B, Hkv, S_max, d]  @param v_cache [B, Hkv, S_max, d]
 /// @param start [B] device array: the position of each sequence's first new token
-/// @param n new tokens per sequence  @param s the cache's sizes
+/// @param n new tokens per sequence  @param s the cache's sizes  @param stream the stream to launch on
 void kv_append(const float* k_new, const float* v_new, float* k_cache, float* v_cache, const int* start, int n,
                const CacheShape& s, cudaStream_t stream = nullptr);
 /// As above, into a bf16 cache (round to nearest even).
+/// @param k_new [B, n, Hkv, d] fp32  @param v_new [B, n, Hkv, d]  @param k_cache [B, Hkv, S_max, d] bf16
+/// @param v_cache [B, Hkv, S_max, d] bf16  @param start [B] first new position of each sequence
+/// @param n new tokens per sequence  @param s the cache's sizes  @param stream the stream to launch on
 void kv_append(const float* k_new, const float* v_new, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
                const int* start, int n, const CacheShape& s, cudaStream_t stream = nullptr);
 
 /// Greedy sampling: out[b] = the index of the largest of logits[b][:], the lowest index on a
 /// tie; one block per row. On the cuda backend the block reduction is CUB's BlockReduce with
 /// cub::ArgMax; on the simulator a shared-memory tree with the same tie rule.
-/// @param logits [B, V]  @param out [B]  @param B rows  @param V vocabulary
+/// @param logits [B, V]  @param out [B]  @param B rows  @param V vocabulary  @param stream the stream to launch on
 void argmax(const float* logits, int* out, int B, int V, cudaStream_t stream = nullptr);
 
 }  // namespace pd::kernels::model

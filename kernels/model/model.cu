@@ -392,16 +392,17 @@ void Model::decode(const int* tokens_device) {
                                     std::to_string(max_seq_) + " positions");
     ensure_activations(options_.batch, 1);
     const int B = options_.batch;
-    // this step's position (start) and context (kv_len = position + 1) of every sequence
-    const std::vector<int> start(std::size_t(B), length_), kv_len(std::size_t(B), length_ + 1);
-    PD_CHECK_CUDA(cudaMemcpyAsync(start_.data(), start.data(), start_.bytes(), cudaMemcpyHostToDevice));
-    PD_CHECK_CUDA(cudaMemcpyAsync(kv_len_.data(), kv_len.data(), kv_len_.bytes(), cudaMemcpyHostToDevice));
+    // this step's position (start) and context (kv_len = position + 1) of every sequence; the
+    // host arrays are members, so they outlive the asynchronous copies
+    start_host_.assign(std::size_t(B), length_);
+    kv_len_host_.assign(std::size_t(B), length_ + 1);
+    PD_CHECK_CUDA(cudaMemcpyAsync(start_.data(), start_host_.data(), start_.bytes(), cudaMemcpyHostToDevice));
+    PD_CHECK_CUDA(cudaMemcpyAsync(kv_len_.data(), kv_len_host_.data(), kv_len_.bytes(), cudaMemcpyHostToDevice));
     if (tokens_device != tokens_.data())
         PD_CHECK_CUDA(cudaMemcpyAsync(tokens_.data(), tokens_device, std::size_t(B) * sizeof(int),
                                       cudaMemcpyDeviceToDevice));
     if (options_.weights == DType::fp32) forward_decode<float>();
     else forward_decode<bf16>();
-    PD_CHECK_CUDA(cudaStreamSynchronize(nullptr));  // the host vectors above must outlive their copies
     ++length_;
 }
 

@@ -89,7 +89,9 @@ public:
 
     /// Positions in the cache of every sequence (0 before the first prefill).
     int length() const { return length_; }
+    /// The model's shape.
     const ModelConfig& config() const { return config_; }
+    /// How it runs.
     const ModelOptions& options() const { return options_; }
     /// Positions of each cache slot.
     int max_seq() const { return max_seq_; }
@@ -135,6 +137,7 @@ private:
     // activations, sized for the largest prefill (B * max_seq tokens) once used
     int act_tokens_ = 0;
     DeviceBuffer<int> tokens_, positions_, start_, kv_len_;
+    std::vector<int> start_host_, kv_len_host_;  // a decode step's positions and contexts, uploaded
     DeviceBuffer<float> x_, h_, q_, k_, v_, o_, y_, gate_, up_, act_, qh_, kh_, vh_, oh_, scores_, x_last_, logits_;
     DeviceBuffer<__nv_bfloat16> h16_, o16_, act16_;
     DeviceBuffer<float> attn_workspace_;

@@ -39,8 +39,6 @@ void check_all_versions(const md::DecodeShape& s, const std::vector<int>& lens, 
     for (const pd::Version& v : md::decode_versions()) check_version<C>(v.name, s, lens, seed);
 }
 
-int longest(const std::vector<int>& lens) { return *std::max_element(lens.begin(), lens.end()); }
-
 }  // namespace
 
 TEST_CASE("decode attention: one sequence, contexts around the warp and block sizes, cache full", "[decode]") {
