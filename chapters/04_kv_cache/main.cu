@@ -166,15 +166,6 @@ pd::CompareResult check_reference(const pd::ModelConfig& c, const pd::ModelWeigh
     return r;
 }
 
-/// The median and the p99 (linear interpolation, as numpy and vLLM's benchmark) of @p v.
-double percentile(std::vector<double> v, double p) {
-    if (v.empty()) return 0;
-    std::sort(v.begin(), v.end());
-    const double x = p / 100.0 * double(v.size() - 1);
-    const std::size_t i = std::size_t(x);
-    return i + 1 < v.size() ? v[i] + (x - double(i)) * (v[i + 1] - v[i]) : v.back();
-}
-
 // [ch04_attention_versions]
 /// Every selected decode attention version on one layer's cache: B sequences of ragged
 /// contexts (the longest @p context, the others shorter), random Q and cache of the model's
@@ -343,15 +334,11 @@ int run(int argc, char** argv) {
         if (bench.dumping() || o.mode == "both" || o.mode == "recompute") {
             // the final cache of the cached run, before recompute overwrites it
             if (cached && bench.dumping()) {
-                const std::vector<float> kc = model.download_cache(false), vc = model.download_cache(true);
-                const std::size_t L = config.layers, Hkv = config.kv_heads, S = model.max_seq(), hd = config.head_dim;
-                std::vector<float> ks, vs;  // [L, B, Hkv, total, d]: the positions written
-                for (std::size_t row = 0; row < L * B * Hkv; ++row) {
-                    ks.insert(ks.end(), kc.begin() + row * S * hd, kc.begin() + (row * S + total) * hd);
-                    vs.insert(vs.end(), vc.begin() + row * S * hd, vc.begin() + (row * S + total) * hd);
-                }
-                bench.dump<float>("k_cache" + suffix, ks, {L, std::size_t(B), Hkv, std::size_t(total), hd});
-                bench.dump<float>("v_cache" + suffix, vs, {L, std::size_t(B), Hkv, std::size_t(total), hd});
+                const std::vector<std::size_t> shape{std::size_t(config.layers), std::size_t(B),
+                                                     std::size_t(config.kv_heads), std::size_t(total),
+                                                     std::size_t(config.head_dim)};
+                bench.dump<float>("k_cache" + suffix, model.download_cache(false, total), shape);
+                bench.dump<float>("v_cache" + suffix, model.download_cache(true, total), shape);
             }
             if (o.mode != "cache") recomputed = generate_recompute(model, prompt, P, G);
         }
@@ -398,13 +385,13 @@ int run(int argc, char** argv) {
                 double sum = 0;
                 for (double x : g->ms) sum += x;
                 gen[mode] = {{"ttft_ms", g->ms[0]},
-                             {"itl_median_ms", itl.empty() ? nlohmann::json(nullptr) : nlohmann::json(percentile(itl, 50))},
-                             {"itl_p99_ms", itl.empty() ? nlohmann::json(nullptr) : nlohmann::json(percentile(itl, 99))},
+                             {"itl_median_ms", itl.empty() ? nlohmann::json(nullptr) : nlohmann::json(pd::percentile(itl, 50))},
+                             {"itl_p99_ms", itl.empty() ? nlohmann::json(nullptr) : nlohmann::json(pd::percentile(itl, 99))},
                              {"tokens_per_s", 1e3 * B * G / sum},
                              {"step_ms", g->ms}};
                 out << "  " << mode << ": TTFT " << fmt("%.3g", g->ms[0]) << " ms, ITL median "
-                    << (itl.empty() ? "-" : fmt("%.3g", percentile(itl, 50))) << " ms (p99 "
-                    << (itl.empty() ? "-" : fmt("%.3g", percentile(itl, 99))) << " ms), "
+                    << (itl.empty() ? "-" : fmt("%.3g", pd::percentile(itl, 50))) << " ms (p99 "
+                    << (itl.empty() ? "-" : fmt("%.3g", pd::percentile(itl, 99))) << " ms), "
                     << fmt("%.4g", 1e3 * B * G / sum) << " tokens/s\n";
             }
             for (int i : {1, G / 2, G - 1}) {  // the first, middle and last decode steps

@@ -83,6 +83,14 @@ std::string format_number(std::optional<double> v, int digits) {
     return buf;
 }
 
+double percentile(std::vector<double> values, double p) {
+    if (values.empty()) return 0;
+    std::sort(values.begin(), values.end());
+    const double x = std::clamp(p, 0.0, 100.0) / 100.0 * double(values.size() - 1);
+    const std::size_t i = std::size_t(x);
+    return i + 1 < values.size() ? values[i] + (x - double(i)) * (values[i + 1] - values[i]) : values.back();
+}
+
 std::string format_bytes(double bytes) {
     const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
     int u = 0;

@@ -84,11 +84,15 @@ __global__ void decode_attention_v1_kernel(const float* __restrict__ q, const T*
 
 // ---- v3 and v4: one block per KV head and its query group, optionally split ------------------
 
+/// Keys whose K and V rows a warp of v3 and v4 loads before computing with them.
+constexpr int kKeysInFlight = 4;
+
 // [decode_gqa_kernel]
 /// Block (kv head, b, split): the group's query heads (up to kG of them, `group` in use) all
 /// attend to positions [split * chunk, min(len, (split + 1) * chunk)) of the same KV head, so
 /// every K and V row is loaded once and used for each query of the group (v2 loads it once
-/// per query head). Each warp keeps one OnlineState per query. With one split (v3) the block
+/// per query head). Each warp keeps one OnlineState per query and works on kKeysInFlight
+/// consecutive keys at a time. With one split (v3) the block
 /// writes the output; with several (v4) it writes its partial state, unnormalized, to
 /// @p partials: acc [B, Hq, splits, d], then m and l [B, Hq, splits].
 template <typename T, int kG>
@@ -114,21 +118,32 @@ __global__ void decode_attention_gqa_kernel(const float* __restrict__ q, const T
         for (float& x : qr[g]) x *= scale;
     }
     OnlineState st[kG];
-    for (int j = begin + warp; j < end; j += kDecodeWarps) {
-        float kr[kLaneDims], vr[kLaneDims];
-        load_lane_dims(kh + std::size_t(j) * d, d, kr);  // K and V rows: read once for the whole group
-        load_lane_dims(vh + std::size_t(j) * d, d, vr);
+    // Each warp takes kKeysInFlight consecutive keys at a time and loads all their K and V rows
+    // before using any: a decode step is a stream of loads, and more of them in flight per warp
+    // is what keeps the memory busy (one row per warp at a time leaves it waiting on latency).
+    for (int j0 = begin + warp * kKeysInFlight; j0 < end; j0 += kDecodeWarps * kKeysInFlight) {
+        float kr[kKeysInFlight][kLaneDims], vr[kKeysInFlight][kLaneDims];
 #pragma unroll
-        for (int g = 0; g < kG; ++g) {
-            if (g >= group) break;  // `group` is the same in the whole block: the shuffles stay converged
-            const float s = dot_lanes(qr[g], kr);
-            const float m_new = fmaxf(st[g].m, s);  // the online softmax of v2, per query
-            const float correction = expf(st[g].m - m_new);
-            const float p = expf(s - m_new);
-            st[g].l = st[g].l * correction + p;
+        for (int u = 0; u < kKeysInFlight; ++u) {
+            if (j0 + u >= end) break;
+            load_lane_dims(kh + std::size_t(j0 + u) * d, d, kr[u]);  // K and V rows: read once for the whole group
+            load_lane_dims(vh + std::size_t(j0 + u) * d, d, vr[u]);
+        }
 #pragma unroll
-            for (int r = 0; r < kLaneDims; ++r) st[g].acc[r] = fmaf(st[g].acc[r], correction, p * vr[r]);
-            st[g].m = m_new;
+        for (int u = 0; u < kKeysInFlight; ++u) {
+            if (j0 + u >= end) break;  // the same for the whole warp: its shuffles stay converged
+#pragma unroll
+            for (int g = 0; g < kG; ++g) {
+                if (g >= group) break;  // `group` is the same in the whole block
+                const float s = dot_lanes(qr[g], kr[u]);
+                const float m_new = fmaxf(st[g].m, s);  // the online softmax of v2, per query
+                const float correction = expf(st[g].m - m_new);
+                const float p = expf(s - m_new);
+                st[g].l = st[g].l * correction + p;
+#pragma unroll
+                for (int r = 0; r < kLaneDims; ++r) st[g].acc[r] = fmaf(st[g].acc[r], correction, p * vr[u][r]);
+                st[g].m = m_new;
+            }
         }
     }
     merge_warps<kG>(st, group, d, shared, [&](int g, int c, float M, float L, float A) {

@@ -54,7 +54,7 @@ inline const std::vector<Version>& decode_versions() {
     static const std::vector<Version> list = {
         {"v1", {fp32, bf16}, simt, "one block per (sequence, query head): scores in memory, two-pass softmax"},
         {"v2", {fp32, bf16}, simt, "v1 with the online softmax: one pass over K and V, no score buffer (lab 04)"},
-        {"v3", {fp32, bf16}, simt, "v2 per KV head: one block serves the group's query heads, K and V read once"},
+        {"v3", {fp32, bf16}, simt, "v2 per KV head: one block serves the group's query heads (K, V read once); 4 keys in flight per warp"},
         {"v4", {fp32, bf16}, simt, "v3 split over the context (flash-decoding): partial results, then a combine"},
     };
     return list;
@@ -98,7 +98,8 @@ void decode_attention_v2(const float* q, const __nv_bfloat16* k, const __nv_bflo
                          float* out, const DecodeShape& s, cudaStream_t stream = nullptr);
 
 /// v3: v2 with one block per (sequence, KV head) serving all Hq / Hkv query heads of its group,
-/// so each K and V row is read once per group instead of once per query head.
+/// so each K and V row is read once per group instead of once per query head; each warp loads
+/// the K and V rows of 4 keys before computing with them (more loads in flight).
 /// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] fp32  @param v [B, Hkv, S_max, d] fp32  @param kv_len [B] (device)
 /// @param out [B, Hq, d]
 /// @param s the sizes  @param stream the stream to launch on

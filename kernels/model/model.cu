@@ -209,9 +209,18 @@ ModelWeights Model::download_weights() const {
     return w;
 }
 
-std::vector<float> Model::download_cache(bool values) const {
-    if (options_.kv == DType::fp32) return (values ? v_cache32_ : k_cache32_).download();
-    return to_float_all<bf16>((values ? v_cache16_ : k_cache16_).download());
+std::vector<float> Model::download_cache(bool values, int positions) const {
+    if (positions < 0 || positions > max_seq_)
+        throw std::invalid_argument("download_cache: positions = " + std::to_string(positions) + " must be in 0 .. " +
+                                    std::to_string(max_seq_));
+    const std::vector<float> all = options_.kv == DType::fp32 ? (values ? v_cache32_ : k_cache32_).download()
+                                                              : to_float_all<bf16>((values ? v_cache16_ : k_cache16_).download());
+    // keep the first `positions` rows of each [S_max, d] block (one per layer, sequence and KV head)
+    const std::size_t d = std::size_t(config_.head_dim), block = std::size_t(max_seq_) * d, keep = std::size_t(positions) * d;
+    std::vector<float> out;
+    out.reserve(all.size() / block * keep);
+    for (std::size_t at = 0; at < all.size(); at += block) out.insert(out.end(), all.begin() + at, all.begin() + at + keep);
+    return out;
 }
 
 // ---- counts ---------------------------------------------------------------------------------

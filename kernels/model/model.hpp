@@ -99,8 +99,9 @@ public:
     const DeviceBuffer<float>& logits() const { return logits_; }
     /// logits [B, V], writable (tests poison it).
     DeviceBuffer<float>& logits() { return logits_; }
-    /// The whole cache as fp32 host arrays [L, B, Hkv, S_max, d] (K when @p values is false, V when true).
-    std::vector<float> download_cache(bool values) const;
+    /// The first @p positions of every sequence's cache as an fp32 host array
+    /// [L, B, Hkv, positions, d]: K when @p values is false, V when true.
+    std::vector<float> download_cache(bool values, int positions) const;
 
     /// Bytes of the weights on the device.
     double weight_bytes() const;

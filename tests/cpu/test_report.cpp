@@ -397,3 +397,15 @@ TEST_CASE("a point key that would replace a row field is refused", "[report][jso
     r.point = {{"tokens", 4}};
     CHECK(pd::to_json(r)["tokens"] == 4);
 }
+
+TEST_CASE("percentile: linear interpolation between the closest ranks, as numpy", "[report]") {
+    CHECK(pd::percentile({}, 50) == 0);
+    CHECK(pd::percentile({7}, 99) == 7);
+    CHECK(pd::percentile({4, 1, 3, 2}, 50) == Approx(2.5));  // unsorted input: ranks of 1 2 3 4
+    CHECK(pd::percentile({1, 2, 3, 4}, 0) == 1);
+    CHECK(pd::percentile({1, 2, 3, 4}, 100) == 4);
+    std::vector<double> hundred;
+    for (int i = 0; i <= 100; ++i) hundred.push_back(i);
+    CHECK(pd::percentile(hundred, 99) == Approx(99));
+    CHECK(pd::percentile({10, 20}, 99) == Approx(19.9));  // 10 + 0.99 x 10
+}

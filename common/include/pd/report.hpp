@@ -60,6 +60,11 @@ std::string fmt(const char* format, double v);
 
 /// Formats a number with @p digits significant digits, or "-" when empty.
 std::string format_number(std::optional<double> v, int digits = 4);
+/// The @p p-th percentile of @p values (0 <= p <= 100) with linear interpolation between the
+/// closest ranks, as numpy's default and vLLM's serving benchmark compute TTFT and ITL
+/// percentiles; 0 for no values.
+double percentile(std::vector<double> values, double p);
+
 /// Formats a byte count with a binary unit ("1.50 GiB").
 std::string format_bytes(double bytes);
 /// Formats a FLOP count with a decimal unit ("1.40 TFLOP").
