@@ -133,8 +133,9 @@ std::string compare_generations(const Generation& a, const Generation& b, int B,
             passed = d == DType::bf16 && rank_of(la, b.tokens[at]) < 5 && rank_of(lb, a.tokens[at]) < 5 && passed;
             break;  // after a divergence the two sequences differ: nothing more to compare
         }
-    if (diverged == 0) return "identical tokens at all " + std::to_string(G) + " steps of " + std::to_string(B) + " sequences";
-    return std::to_string(diverged) + " of " + std::to_string(B) + " sequences diverged" +
+    const std::string seqs = std::to_string(B) + (B == 1 ? " sequence" : " sequences");
+    if (diverged == 0) return "identical tokens at all " + std::to_string(G) + " steps of " + seqs;
+    return std::to_string(diverged) + " of " + seqs + " diverged" +
            (passed ? " (each side's token in the other's top 5)" : " (FAILED)");
 }
 
@@ -311,7 +312,7 @@ int run(int argc, char** argv) {
         << ", L = " << config.layers << ", Hq = " << config.heads << ", Hkv = " << config.kv_heads
         << ", d = " << config.head_dim << ", F = " << config.ffn_dim << "; " << fmt("%.3g", config.parameter_count())
         << " parameters\n"
-        << "run: B = " << B << " sequences, prompt P = " << P << ", generate G = " << G << " (greedy), decode attention "
+        << "run: B = " << B << (B == 1 ? " sequence" : " sequences") << ", prompt P = " << P << ", generate G = " << G << " (greedy), decode attention "
         << o.attention << ", mode " << o.mode << "\n"
         << "KV cache (" << o.kv_dtype << "): 2 x " << config.layers << " layers x " << config.kv_heads << " KV heads x "
         << config.head_dim << " x " << pd::size_of(kv) << " bytes = " << pd::format_bytes(kv_token) << " per token; "
@@ -401,7 +402,7 @@ int run(int argc, char** argv) {
                              .tokens = double(B), .point = {{"step", i}, {"context", context}}};
                 md::Model& m = model;
                 k.cost = is_cache ? pd::Cost{m.decode_step_flops(context), m.decode_step_bytes(context)}
-                                  : pd::Cost{m.prefill_flops(context), m.weight_bytes() + kv_token * B * context};
+                                  : pd::Cost{m.prefill_flops(context), m.prefill_bytes(context)};
                 steps.push_back(bench.timed_row(k, bench.timing() ? std::optional<double>(g->ms[std::size_t(i)]) : std::nullopt, true));
             }
         }
@@ -447,7 +448,7 @@ int run(int argc, char** argv) {
                     diff = std::max<double>(diff, std::fabs(cache_logits[i] - full_logits[i]));
                     ref = std::max<double>(ref, std::fabs(full_logits[i]));
                 }
-                const bool ok = diff <= (d == DType::fp32 ? 1e-3 : 5e-2) * std::max(1.0, ref);
+                const bool ok = diff <= (rule == DType::fp32 ? 1e-3 : 5e-2) * std::max(1.0, ref);
                 all_agree = all_agree && ok;
                 std::optional<double> cache_ms, recompute_ms;
                 if (bench.timing() && ok) {
@@ -459,7 +460,7 @@ int run(int argc, char** argv) {
                     recompute_ms = bench.time_ms([&] { model.prefill(seq, C); });
                 }
                 const pd::Cost cache_cost{model.decode_step_flops(C), model.decode_step_bytes(C)};
-                const pd::Cost recompute_cost{model.prefill_flops(C), model.weight_bytes() + kv_token * B * C};
+                const pd::Cost recompute_cost{model.prefill_flops(C), model.prefill_bytes(C)};
                 const nlohmann::json point{{"context", C},
                                            {"flops_ratio", recompute_cost.flops / cache_cost.flops},
                                            {"bytes_ratio", recompute_cost.bytes / cache_cost.bytes},
@@ -485,8 +486,10 @@ int run(int argc, char** argv) {
     // ---- decode attention versions on one layer's cache ----
     const int attn_context = std::min(o.attn_context, 1 << 20);
     out << "\ndecode attention on one layer's cache: B = " << o.attn_batch << ", Hq = " << config.heads
-        << ", Hkv = " << config.kv_heads << ", d = " << config.head_dim << ", contexts " << attn_context << " down to "
-        << std::max(1, attn_context - 3 * (o.attn_batch - 1)) << " (ragged); reference: CPU, double\n";
+        << ", Hkv = " << config.kv_heads << ", d = " << config.head_dim;
+    if (o.attn_batch == 1) out << ", context " << attn_context;
+    else out << ", contexts " << attn_context << " down to " << std::max(1, attn_context - 3 * (o.attn_batch - 1)) << " (ragged)";
+    out << "; reference: CPU, double\n";
     const double attn_bytes = 2.0 * o.attn_batch * config.kv_heads * double(attn_context) * config.head_dim * 4 * 2;
     bench.require_fits(attn_bytes, "the decode attention benchmark's caches", "lower --attn-batch or --attn-context");
     std::vector<pd::Row> rows = run_attention_versions(bench, config, o.attn_batch, attn_context, mo.sm_count);

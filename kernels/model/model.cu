@@ -232,13 +232,25 @@ double Model::weight_bytes() const {
 
 double Model::kv_bytes_per_token() const { return config_.kv_bytes_per_token(size_of(options_.kv)); }
 
+namespace {
+
+/// Weight bytes a pass over @p tokens tokens reads: every weight once, except the embedding
+/// table, of which only the tokens' rows are gathered (unless it is also the LM head).
+double weights_read(const Model& m, double tokens) {
+    const ModelConfig& c = m.config();
+    const double row = double(c.d_model) * size_of(m.options().weights);
+    const double table = double(c.vocab) * row;
+    return m.weight_bytes() - (c.tied_embeddings ? 0 : table - std::min(table, tokens * row));
+}
+
+}  // namespace
+
 double Model::decode_step_bytes(int context) const {
-    const double embed_rows = double(options_.batch) * config_.d_model * size_of(options_.weights);
-    const double embed_all = double(config_.vocab) * config_.d_model * size_of(options_.weights);
-    // every weight once, except the embedding table, of which only B rows are read (unless it is
-    // also the LM head)
-    const double weights = weight_bytes() - (config_.tied_embeddings ? 0 : embed_all - embed_rows);
-    return weights + kv_bytes_per_token() * options_.batch * context;
+    return weights_read(*this, options_.batch) + kv_bytes_per_token() * options_.batch * context;
+}
+
+double Model::prefill_bytes(int P) const {
+    return weights_read(*this, double(options_.batch) * P) + kv_bytes_per_token() * options_.batch * P;
 }
 
 double Model::decode_step_flops(int context) const {

@@ -118,6 +118,10 @@ public:
     double decode_step_flops(int context) const;
     /// FLOPs of a prefill of P tokens per sequence (dense layers, causal attention, LM head of the last tokens).
     double prefill_flops(int P) const;
+    /// The fewest bytes a prefill of P tokens per sequence must move: every weight once (of the
+    /// embedding table only the B P rows it gathers, unless it is also the LM head) and the K and
+    /// V it writes to the cache.
+    double prefill_bytes(int P) const;
     /// Bytes of device memory the model with @p options would take, before allocating it.
     static double device_bytes(const ModelConfig& config, const ModelOptions& options, int max_prefill);
 

@@ -1,14 +1,16 @@
 // Each chapter page's version table against the registry it documents: the table whose header
 // row starts with `version` lists, in its first column and in backticks, the names of the
-// topic's versions() in the same order; where the table has a `backends` column, a row says
-// "cuda only" exactly when the version is Backends::cuda_only. The page and the code then cannot
-// drift apart: a version added to the registry fails here until the page lists it.
+// topic's registry (versions(); decode_versions() for chapter 04) in the same order; where the
+// table has a `backends` column, a row says "cuda only" exactly when the version is
+// Backends::cuda_only. The page and the code then cannot drift apart: a version added to the
+// registry fails here until the page lists it.
 //
 // The repository is found from this file's path (__FILE__ is absolute in this build), so the
 // test needs no configuration.
 #include "../../kernels/attention/attention.hpp"
 #include "../../kernels/gemm/gemm.hpp"
 #include "../../kernels/gemv/gemv.hpp"
+#include "../../kernels/model/decode_attention.hpp"
 #include "../../kernels/roofline/roofline.hpp"
 
 #include "pd/registry.hpp"
@@ -112,10 +114,11 @@ std::string joined(const std::vector<std::string>& names) {
 }
 
 /// What is wrong with the version table of the page @p page (named @p where in messages)
-/// against @p versions, the registry of @p topic: one line per problem, none when the table
-/// lists the registry's names in order (in backticks) and, where it has a backends column, says
-/// "cuda only" exactly for the Backends::cuda_only versions.
-std::vector<std::string> page_problems(const fs::path& page, const std::string& where, const std::string& topic,
+/// against @p versions, the registry that @p registry_name names ("gemv::versions()", as the
+/// messages print it): one line per problem, none when the table lists the registry's names in
+/// order (in backticks) and, where it has a backends column, says "cuda only" exactly for the
+/// Backends::cuda_only versions.
+std::vector<std::string> page_problems(const fs::path& page, const std::string& where, const std::string& registry_name,
                                        const std::vector<pd::Version>& versions) {
     std::vector<std::string> problems;
     const std::vector<PageRow> rows = version_table(page);
@@ -132,8 +135,8 @@ std::vector<std::string> page_problems(const fs::path& page, const std::string& 
     if (page_names != registry) {
         std::size_t d = 0;
         while (d < page_names.size() && d < registry.size() && page_names[d] == registry[d]) ++d;
-        problems.push_back(where + "'s version table lists [" + joined(page_names) + "] but " + topic +
-                           "::versions() has [" + joined(registry) + "]; first difference at row " +
+        problems.push_back(where + "'s version table lists [" + joined(page_names) + "] but " + registry_name +
+                           " has [" + joined(registry) + "]; first difference at row " +
                            std::to_string(d + 1) + ": the page has " +
                            (d < page_names.size() ? "`" + page_names[d] + "`" : std::string("nothing")) +
                            ", the registry " + (d < registry.size() ? registry[d] : std::string("nothing")));
@@ -149,19 +152,21 @@ std::vector<std::string> page_problems(const fs::path& page, const std::string& 
         const bool cuda_only = v->backends == pd::Backends::cuda_only;
         if (page_cuda_only != cuda_only)
             problems.push_back(where + ":" + std::to_string(r.line) + ": `" + r.name + "` has backends '" +
-                               *r.backends + "', but in " + topic + "::versions() it is " +
+                               *r.backends + "', but in " + registry_name + " it is " +
                                (cuda_only ? "Backends::cuda_only: the page must say \"cuda only\""
                                           : "Backends::all: the page must not say \"cuda only\""));
     }
     return problems;
 }
 
-/// Checks chapters/@p chapter/README.md against @p versions, the registry of @p topic.
-void check_page(const std::string& chapter, const std::string& topic, const std::vector<pd::Version>& versions) {
+/// Checks chapters/@p chapter/README.md against @p versions, the registry that @p registry_name names.
+void check_page(const std::string& chapter, const std::string& registry_name,
+                const std::vector<pd::Version>& versions) {
     const fs::path page = repository_root() / "chapters" / chapter / "README.md";
     INFO("page " << page.string());
     REQUIRE(fs::exists(page));
-    const std::vector<std::string> problems = page_problems(page, "chapters/" + chapter + "/README.md", topic, versions);
+    const std::vector<std::string> problems =
+        page_problems(page, "chapters/" + chapter + "/README.md", registry_name, versions);
     std::string text;
     for (const std::string& p : problems) text += p + "\n";
     INFO(text);
@@ -197,7 +202,7 @@ TEST_CASE("pages: the table parser and the checks it feeds, on pages written her
     const std::vector<pd::Version> registry = {{"v1", {pd::DType::fp32}, pd::Units::simt, "a"},
                                                {"v2", {pd::DType::fp32}, pd::Units::simt, "b", pd::Backends::cuda_only},
                                                {"v3", {pd::DType::fp32}, pd::Units::simt, "c"}};
-    std::vector<std::string> p = page_problems(tmp, "test.md", "topic", registry);
+    std::vector<std::string> p = page_problems(tmp, "test.md", "topic::versions()", registry);
     REQUIRE(p.size() == 2);
     CHECK_THAT(p[0], Catch::Matchers::Contains("test.md:11: the first cell 'v3' names no version in backticks"));
     CHECK_THAT(p[1], Catch::Matchers::Contains("lists [v1, v2, ] but topic::versions() has [v1, v2, v3]") &&
@@ -205,11 +210,11 @@ TEST_CASE("pages: the table parser and the checks it feeds, on pages written her
 
     // A page missing the last version, and one marking the wrong version CUDA only.
     write("| version | backends |\n| :-- | :-- |\n| `v1` | cuda, sim |\n| `v2` | cuda only |\n");
-    p = page_problems(tmp, "test.md", "topic", registry);
+    p = page_problems(tmp, "test.md", "topic::versions()", registry);
     REQUIRE(p.size() == 1);
     CHECK_THAT(p[0], Catch::Matchers::Contains("the page has nothing, the registry v3"));
     write("| version | backends |\n| :-- | :-- |\n| `v1` | cuda only |\n| `v2` | cuda, sim |\n| `v3` | sim |\n");
-    p = page_problems(tmp, "test.md", "topic", registry);
+    p = page_problems(tmp, "test.md", "topic::versions()", registry);
     REQUIRE(p.size() == 2);
     CHECK_THAT(p[0], Catch::Matchers::Contains("`v1` has backends 'cuda only'") &&
                          Catch::Matchers::Contains("must not say"));
@@ -217,25 +222,29 @@ TEST_CASE("pages: the table parser and the checks it feeds, on pages written her
                          Catch::Matchers::Contains("must say \"cuda only\""));
     // The right page has no problem; a page without a version table has one.
     write("| version | backends |\n| :-- | :-- |\n| `v1` | all |\n| `v2` | cuda only |\n| `v3` | sim |\n");
-    CHECK(page_problems(tmp, "test.md", "topic", registry).empty());
+    CHECK(page_problems(tmp, "test.md", "topic::versions()", registry).empty());
     write("# no table\n");
-    CHECK(page_problems(tmp, "test.md", "topic", registry) ==
+    CHECK(page_problems(tmp, "test.md", "topic::versions()", registry) ==
           std::vector<std::string>{"test.md has no table whose header row starts with `version`"});
     fs::remove(tmp);
 }
 
 TEST_CASE("pages: chapter 00's table lists roofline::versions()", "[pages]") {
-    check_page("00_roofline", "roofline", pd::kernels::roofline::versions());
+    check_page("00_roofline", "roofline::versions()", pd::kernels::roofline::versions());
 }
 
 TEST_CASE("pages: chapter 01's table lists attention::versions() and its backends", "[pages]") {
-    check_page("01_naive_attention", "attention", pd::kernels::attention::versions());
+    check_page("01_naive_attention", "attention::versions()", pd::kernels::attention::versions());
 }
 
 TEST_CASE("pages: chapter 02's table lists gemm::versions() and its backends", "[pages]") {
-    check_page("02_prefill_gemm", "gemm", pd::kernels::gemm::versions());
+    check_page("02_prefill_gemm", "gemm::versions()", pd::kernels::gemm::versions());
 }
 
 TEST_CASE("pages: chapter 03's table lists gemv::versions() and its backends", "[pages]") {
-    check_page("03_decode_gemv", "gemv", pd::kernels::gemv::versions());
+    check_page("03_decode_gemv", "gemv::versions()", pd::kernels::gemv::versions());
+}
+
+TEST_CASE("pages: chapter 04's table lists model::decode_versions() and its backends", "[pages]") {
+    check_page("04_kv_cache", "model::decode_versions()", pd::kernels::model::decode_versions());
 }

@@ -212,7 +212,7 @@ TEST_CASE("without a model the KV cache's JSON values are null", "[roofline][cal
     }
 }
 
-TEST_CASE("--context needs a --model", "[roofline][errors]") {
+TEST_CASE("calculator: --context needs a --model", "[roofline][errors]") {
     rl::CalculatorOptions o;
     o.context = 4096;
     CHECK_THROWS_WITH(rl::check_calculator_options(o), Contains("--context") && Contains("--model"));

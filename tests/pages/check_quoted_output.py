@@ -28,7 +28,7 @@ import sys
 MEASURED = {
     "time ms", "step ms", "GB/s", "TFLOP/s", "tokens/s", "of roofline", "of copy", "floor ms",
     "vs baseline", "vs cuBLAS", "x B=1", "x previous S", "scores", "softmax", "P V",
-    "scores %", "softmax %", "P V %",
+    "scores %", "softmax %", "P V %", "speedup",
 }
 
 
