@@ -1,10 +1,11 @@
 /// @file decode_check.hpp
 /// @brief Shared by the decode attention tests and lab 04's: run a decode attention version on
-/// seeded random Q and cache and compare with the CPU reference.
+/// seeded random Q and cache and compare with the CPU reference; check a KV append.
 #pragma once
 
 #include "guard_check.hpp"
 #include "model/decode_attention.hpp"
+#include "model/layers.hpp"
 #include "model_reference.hpp"
 #include "pd/buffer.hpp"
 #include "pd/compare.hpp"
@@ -79,6 +80,47 @@ std::vector<float> check_decode(const kernels::model::DecodeShape& s, const std:
     INFO("floats written past out [B, Hq, d]: " << guard_written(all, q_n));
     CHECK(guard_intact(all, q_n));
     return {got.begin(), got.end()};
+}
+
+/// Appends n tokens per sequence at start[b] into a cache of type C pre-filled with a marker,
+/// and checks every position: the new ones hold the new values (rounded for bf16), the others
+/// keep the marker (nothing written outside [start, start + n) or past S_max).
+template <typename C>
+void check_append(const kernels::model::CacheShape& s, int n, const std::vector<int>& start, std::uint64_t seed) {
+    INFO(dtype_name<C>() << " seed=" << seed << " B=" << s.batch << " Hkv=" << s.kv_heads << " S_max=" << s.max_seq
+                             << " d=" << s.head_dim << " n=" << n);
+    const std::size_t fresh = std::size_t(s.batch) * n * s.kv_heads * s.head_dim;
+    std::vector<float> k(fresh), v(fresh);
+    fill_uniform<float>(k, -1.f, 1.f, derive_seed(seed, 1));
+    fill_uniform<float>(v, -1.f, 1.f, derive_seed(seed, 2));
+    const C marker = from_float<C>(-7.f);
+    std::vector<C> init(s.elements() + 16, marker);  // 16 guard elements past the cache
+    DeviceBuffer<float> dk{std::span<const float>(k)}, dv{std::span<const float>(v)};
+    DeviceBuffer<C> kc{std::span<const C>(init)}, vc{std::span<const C>(init)};
+    DeviceBuffer<int> dstart{std::span<const int>(start)};
+    kernels::model::kv_append(dk.data(), dv.data(), kc.data(), vc.data(), dstart.data(), n, s);
+    PD_CHECK_CUDA(cudaDeviceSynchronize());
+    const std::vector<C> gk = kc.download(), gv = vc.download();
+    std::size_t wrong = 0;
+    for (int b = 0; b < s.batch; ++b)
+        for (int h = 0; h < s.kv_heads; ++h)
+            for (int p = 0; p < s.max_seq; ++p)
+                for (int c = 0; c < s.head_dim; ++c) {
+                    const std::size_t at = ((std::size_t(b) * s.kv_heads + h) * s.max_seq + p) * s.head_dim + c;
+                    const int t = p - start[std::size_t(b)];
+                    float want_k = -7.f, want_v = -7.f;
+                    if (t >= 0 && t < n) {
+                        const std::size_t from = ((std::size_t(b) * n + t) * s.kv_heads + h) * s.head_dim + c;
+                        want_k = to_float(from_float<C>(k[from]));
+                        want_v = to_float(from_float<C>(v[from]));
+                    }
+                    wrong += to_float(gk[at]) != want_k || to_float(gv[at]) != want_v;
+                }
+    for (std::size_t i = s.elements(); i < init.size(); ++i)
+        wrong += to_float(gk[i]) != -7.f || to_float(gv[i]) != -7.f;
+    INFO(wrong << " cache elements wrong: cache[b][h][start[b] + t][c] = new[b][t][h][c] for positions in "
+                  "[0, S_max), nothing else written");
+    CHECK(wrong == 0);
 }
 
 }  // namespace pd::testing

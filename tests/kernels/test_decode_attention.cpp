@@ -88,20 +88,12 @@ TEST_CASE("decode attention v4: the split rule", "[decode]") {
 TEST_CASE("decode attention: bitwise repeatable", "[decode]") {
     const md::DecodeShape s{3, 8, 2, 64, 300, 300};
     for (const pd::Version& v : md::decode_versions()) {
-        const auto a = pd::testing::check_decode<float>(
-            s, {300, 17, 128}, 77,
-            [&](const float* q, const float* k, const float* vv, const int* len, float* out) {
-                pd::DeviceBuffer<float> ws(std::max<std::size_t>(1, md::decode_workspace_floats(v.name, s, kSms)));
-                md::decode_attention(v.name, q, k, vv, len, out, ws.data(), s, kSms);
-            },
-            v.name.c_str());
-        const auto b = pd::testing::check_decode<float>(
-            s, {300, 17, 128}, 77,
-            [&](const float* q, const float* k, const float* vv, const int* len, float* out) {
-                pd::DeviceBuffer<float> ws(std::max<std::size_t>(1, md::decode_workspace_floats(v.name, s, kSms)));
-                md::decode_attention(v.name, q, k, vv, len, out, ws.data(), s, kSms);
-            },
-            v.name.c_str());
+        const auto run = [&](const float* q, const float* k, const float* vv, const int* len, float* out) {
+            pd::DeviceBuffer<float> ws(std::max<std::size_t>(1, md::decode_workspace_floats(v.name, s, kSms)));
+            md::decode_attention(v.name, q, k, vv, len, out, ws.data(), s, kSms);
+        };
+        const auto a = pd::testing::check_decode<float>(s, {300, 17, 128}, 77, run, v.name.c_str());
+        const auto b = pd::testing::check_decode<float>(s, {300, 17, 128}, 77, run, v.name.c_str());
         INFO(v.name);
         CHECK(pd::testing::same_bits(a, b));
     }
@@ -125,48 +117,7 @@ TEST_CASE("decode attention: bad shapes and names are rejected, naming the param
 
 // ---- KV append ---------------------------------------------------------------------------------
 
-namespace {
-
-/// Appends n tokens per sequence at start[b] into a cache of type C pre-filled with a marker,
-/// and checks every position: the new ones hold the new values (rounded for bf16), the others
-/// keep the marker (nothing written outside [start, start + n) or past S_max).
-template <typename C>
-void check_append(const md::CacheShape& s, int n, const std::vector<int>& start, std::uint64_t seed) {
-    INFO(pd::dtype_name<C>() << " seed=" << seed << " B=" << s.batch << " Hkv=" << s.kv_heads << " S_max=" << s.max_seq
-                             << " d=" << s.head_dim << " n=" << n);
-    const std::size_t fresh = std::size_t(s.batch) * n * s.kv_heads * s.head_dim;
-    std::vector<float> k(fresh), v(fresh);
-    pd::fill_uniform<float>(k, -1.f, 1.f, pd::derive_seed(seed, 1));
-    pd::fill_uniform<float>(v, -1.f, 1.f, pd::derive_seed(seed, 2));
-    const C marker = pd::from_float<C>(-7.f);
-    std::vector<C> init(s.elements() + 16, marker);  // 16 guard elements past the cache
-    pd::DeviceBuffer<float> dk{std::span<const float>(k)}, dv{std::span<const float>(v)};
-    pd::DeviceBuffer<C> kc{std::span<const C>(init)}, vc{std::span<const C>(init)};
-    pd::DeviceBuffer<int> dstart{std::span<const int>(start)};
-    md::kv_append(dk.data(), dv.data(), kc.data(), vc.data(), dstart.data(), n, s);
-    PD_CHECK_CUDA(cudaDeviceSynchronize());
-    const std::vector<C> gk = kc.download(), gv = vc.download();
-    std::size_t wrong = 0;
-    for (int b = 0; b < s.batch; ++b)
-        for (int h = 0; h < s.kv_heads; ++h)
-            for (int p = 0; p < s.max_seq; ++p)
-                for (int c = 0; c < s.head_dim; ++c) {
-                    const std::size_t at = ((std::size_t(b) * s.kv_heads + h) * s.max_seq + p) * s.head_dim + c;
-                    const int t = p - start[std::size_t(b)];
-                    float want_k = -7.f, want_v = -7.f;
-                    if (t >= 0 && t < n) {
-                        const std::size_t from = ((std::size_t(b) * n + t) * s.kv_heads + h) * s.head_dim + c;
-                        want_k = pd::to_float(pd::from_float<C>(k[from]));
-                        want_v = pd::to_float(pd::from_float<C>(v[from]));
-                    }
-                    wrong += pd::to_float(gk[at]) != want_k || pd::to_float(gv[at]) != want_v;
-                }
-    for (std::size_t i = s.elements(); i < init.size(); ++i)
-        wrong += pd::to_float(gk[i]) != -7.f || pd::to_float(gv[i]) != -7.f;
-    CHECK(wrong == 0);
-}
-
-}  // namespace
+using pd::testing::check_append;
 
 TEST_CASE("kv append: the new tokens land at their positions, nothing else changes", "[decode][kv_append]") {
     check_append<float>({1, 1, 8, 64}, 8, {0}, 1);              // a whole prefill

@@ -68,37 +68,7 @@ TEST_CASE("lab04: online softmax stays finite when the scores are large", "[lab0
 
 TEST_CASE("lab04: KV append writes each new token's K and V at its position", "[lab04]") {
     INFO("lab 04: kv_append in <lab tree>/04_kv_cache/kv_append.cu");
-    const md::CacheShape s{2, 2, 12, 64};
-    const int n = 3;
-    const std::vector<int> start{0, 9};  // sequence 1 fills the last positions 9, 10, 11
-    const std::size_t fresh = std::size_t(s.batch) * n * s.kv_heads * s.head_dim;
-    std::vector<float> k(fresh), v(fresh);
-    pd::fill_uniform<float>(k, -1.f, 1.f, 41);
-    pd::fill_uniform<float>(v, -1.f, 1.f, 42);
-    std::vector<float> init(s.elements() + 16, -7.f);
-    pd::DeviceBuffer<float> dk{std::span<const float>(k)}, dv{std::span<const float>(v)};
-    pd::DeviceBuffer<float> kc{std::span<const float>(init)}, vc{std::span<const float>(init)};
-    pd::DeviceBuffer<int> dstart{std::span<const int>(start)};
-    md::kv_append(dk.data(), dv.data(), kc.data(), vc.data(), dstart.data(), n, s);
-    PD_CHECK_CUDA(cudaDeviceSynchronize());
-    const std::vector<float> gk = kc.download(), gv = vc.download();
-    std::size_t wrong = 0, first = 0;
-    for (int b = 0; b < s.batch; ++b)
-        for (int h = 0; h < s.kv_heads; ++h)
-            for (int p = 0; p < s.max_seq; ++p)
-                for (int c = 0; c < s.head_dim; ++c) {
-                    const std::size_t at = ((std::size_t(b) * s.kv_heads + h) * s.max_seq + p) * s.head_dim + c;
-                    const int t = p - start[std::size_t(b)];
-                    float want_k = -7.f, want_v = -7.f;
-                    if (t >= 0 && t < n) {
-                        const std::size_t from = ((std::size_t(b) * n + t) * s.kv_heads + h) * s.head_dim + c;
-                        want_k = k[from];
-                        want_v = v[from];
-                    }
-                    if (gk[at] != want_k || gv[at] != want_v) first = wrong++ ? first : at;
-                }
-    for (std::size_t i = s.elements(); i < init.size(); ++i) wrong += gk[i] != -7.f || gv[i] != -7.f;
-    INFO(wrong << " cache elements wrong (first at flat index " << first
-               << "): cache[b][h][start[b] + t][c] = new[b][t][h][c], nothing else written");
-    CHECK(wrong == 0);
+    pd::testing::check_append<float>({2, 2, 12, 64}, 3, {0, 9}, 41);  // sequence 1 fills the last positions 9, 10, 11
+    pd::testing::check_append<bf16>({3, 1, 20, 48}, 1, {0, 5, 19}, 42);  // one decode step, rounded to bf16
+    pd::testing::check_append<float>({1, 2, 8, 32}, 4, {6}, 43);  // positions 8 and 9 are past S_max: dropped
 }
