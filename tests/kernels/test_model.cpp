@@ -70,6 +70,14 @@ void check_against_reference(const pd::ModelConfig& c, md::ModelOptions o, int P
 
     m.logits().fill_bytes(0xFF);  // NaN: a logit never written fails
     m.prefill(prompt, P);
+    if (!c.tied_embeddings) {  // synthetic weights keep the activations O(1) through every layer: logits of unit scale
+        const std::vector<float> l = m.logits().download();
+        double sum2 = 0;
+        for (float x : l) sum2 += double(x) * x;
+        const double rms = std::sqrt(sum2 / double(l.size()));
+        INFO("RMS of the prefill's logits: " << rms);
+        CHECK((rms > 0.1 && rms < 10));
+    }
     for (int step = 0; step <= steps; ++step) {
         const std::vector<float> got = m.logits().download();
         for (int b = 0; b < B; ++b) {
