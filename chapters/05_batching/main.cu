@@ -1,0 +1,226 @@
+// Chapter 05: chunked prefill and continuous batching.
+//
+// A serving engine runs many requests at once, one step at a time. How it builds each step
+// decides who waits: request-level batching (static) holds new requests until a whole batch
+// ends; iteration-level batching (continuous) lets them join at every step but prefills their
+// prompts whole, pausing every running stream; chunked prefill (stall-free) keeps every decode
+// in every step and cuts prompts into pieces that fill a token budget. This program replays
+// one workload under the three policies, with the roofline cost model as the executor (large
+// models and long traces in milliseconds, deterministically), and reports TTFT, TPOT, ITL and
+// throughput with the definitions of vLLM's serving benchmark, computed from the timeline.
+//
+// The steps every chapter shares (options, JSON, exit codes) are in pd/bench.hpp; the
+// scheduler, the executors, the workloads and the metrics are in pd/serving/.
+#include "pd/bench.hpp"
+#include "pd/roofline.hpp"
+#include "pd/serving/cost_model.hpp"
+#include "pd/serving/metrics.hpp"
+#include "pd/serving/scheduler.hpp"
+#include "pd/serving/workload.hpp"
+
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace sv = pd::serving;
+using pd::fmt;
+
+struct Options {
+    std::string policy = "all", executor = "cost", scenario = "poisson", trace;
+    std::string preset = "llama-3-70b", gpu = "H100-SXM";
+    int tp = 8;
+    int requests = 200;
+    double rate = 4, burstiness = 1;
+    double prompt_len = 1000, output_len = 200;
+    std::string prompt_dist = "fixed", output_dist = "fixed";
+    int token_budget = 512, max_seqs = 64;
+    long long kv_capacity = 0;  // 0: what the GPUs' memory holds beside the weights
+    double slo_ttft_ms = 0, slo_tpot_ms = 0;
+    bool find_capacity = false;
+    std::string timeline;
+};
+
+sv::LengthDist dist_of(const std::string& name) {
+    if (name == "uniform") return sv::LengthDist::uniform;
+    if (name == "lognormal") return sv::LengthDist::lognormal;
+    return sv::LengthDist::fixed;
+}
+
+/// The workload of the options: a trace file, the long-prompt scenario, or seeded arrivals at @p rate.
+std::vector<sv::Request> make_workload(const Options& o, double rate, std::uint64_t seed) {
+    if (!o.trace.empty()) return sv::read_trace(o.trace);
+    if (o.scenario == "long-prompt") return sv::long_prompt_scenario();
+    sv::WorkloadSpec w{.requests = o.requests, .rate = rate, .burstiness = o.burstiness, .seed = seed};
+    // uniform: +-50% of the mean; lognormal: sigma 1 of the log (a long tail, as chat outputs have)
+    const auto spec = [](const std::string& dist, double mean) {
+        const sv::LengthDist d = dist_of(dist);
+        return sv::LengthSpec{.dist = d, .mean = mean, .spread = d == sv::LengthDist::lognormal ? 1.0 : mean / 2};
+    };
+    w.prompt = spec(o.prompt_dist, o.prompt_len);
+    w.output = spec(o.output_dist, o.output_len);
+    return sv::poisson_workload(w);
+}
+
+/// One policy on one workload: the engine's timeline (invariants checked after every step).
+sv::Timeline serve(const std::vector<sv::Request>& requests, sv::Policy p, const Options& o, long long kv_capacity,
+                   const sv::CostModelConfig& cost) {
+    sv::Scheduler scheduler({.policy = p, .token_budget = o.token_budget, .max_seqs = o.max_seqs, .kv_capacity = kv_capacity});
+    sv::CostModel executor(cost);
+    return sv::run_engine(requests, scheduler, executor, true);
+}
+
+// [ch05_capacity]
+/// Serving capacity (Sarathi-Serve's definition): the highest request rate whose p99 ITL stays
+/// within the SLO, by bisection on the rate of the same seeded workload.
+double find_capacity(const Options& o, sv::Policy p, long long kv, const sv::CostModelConfig& cost, std::uint64_t seed) {
+    const double slo = o.slo_tpot_ms * 1e-3;
+    const auto ok = [&](double rate) {
+        return sv::compute_metrics(serve(make_workload(o, rate, seed), p, o, kv, cost)).itl_s.p99 <= slo;
+    };
+    double lo = 0, hi = 0.25;
+    while (ok(hi) && hi < 4096) {
+        lo = hi;
+        hi *= 2;
+    }
+    for (int i = 0; i < 12; ++i) {
+        const double mid = (lo + hi) / 2;
+        (ok(mid) ? lo : hi) = mid;
+    }
+    return lo;
+}
+// [ch05_capacity]
+
+int run(int argc, char** argv) {
+    Options o;
+    pd::Bench bench{"05_batching", "chunked prefill and continuous batching",
+                    "Chapter 05: chunked prefill and continuous batching. Replays a workload under the static, "
+                    "continuous and chunked policies with the roofline cost model as the executor, and reports TTFT, "
+                    "TPOT, ITL, end-to-end latency and throughput as vLLM's serving benchmark defines them.",
+                    {}};
+    std::vector<std::string> gpus;
+    for (const pd::roofline::GpuSpec& g : pd::roofline::gpu_presets()) gpus.push_back(g.name);
+    bench.option("--policy", o.policy, "static, continuous, chunked, or all (side by side on the same workload)",
+                 CLI::IsMember({"static", "continuous", "chunked", "all"}));
+    bench.option("--executor", o.executor, "cost: the roofline cost model of chapter 00 predicts each step",
+                 CLI::IsMember({"cost"}));
+    bench.option("--preset", o.preset, "Model shape", CLI::IsMember(pd::model_names()));
+    bench.option("--gpu", o.gpu, "GPU preset of the cost model", CLI::IsMember(gpus));
+    bench.option("--tp", o.tp, "Tensor-parallel GPUs", CLI::Range(1, 64));
+    bench.option("--scenario", o.scenario,
+                 "poisson (seeded arrivals at --rate), or long-prompt (16 streams, then one 50,000-token prompt)",
+                 CLI::IsMember({"poisson", "long-prompt"}));
+    bench.app.add_option("--trace", o.trace, "CSV trace: arrival seconds, prompt tokens, output tokens (instead of --scenario)");
+    bench.option("--requests", o.requests, "Requests of the poisson workload", CLI::Range(1, 1000000));
+    bench.option("--rate", o.rate, "Requests per second", CLI::Range(1e-6, 1e6));
+    bench.option("--burstiness", o.burstiness, "Gamma shape of the gaps (1 = Poisson, < 1 burstier)", CLI::Range(1e-3, 1e3));
+    bench.option("--prompt-len", o.prompt_len, "Mean prompt tokens", CLI::Range(1.0, 1e7));
+    bench.option("--output-len", o.output_len, "Mean output tokens", CLI::Range(1.0, 1e6));
+    bench.option("--prompt-dist", o.prompt_dist, "fixed, uniform (+-50%) or lognormal (sigma 1)", CLI::IsMember({"fixed", "uniform", "lognormal"}));
+    bench.option("--output-dist", o.output_dist, "fixed, uniform (+-50%) or lognormal (sigma 1)", CLI::IsMember({"fixed", "uniform", "lognormal"}));
+    bench.option("--token-budget", o.token_budget, "Tokens per step (chunked; continuous's prefill steps)", CLI::Range(1, 1 << 24));
+    bench.option("--max-seqs", o.max_seqs, "Requests running at once (cache slots)", CLI::Range(1, 1 << 16));
+    bench.option("--kv-capacity", o.kv_capacity, "Cache positions (0: the GPUs' memory beside the weights)",
+                 CLI::Range(0LL, 1LL << 40));
+    bench.option("--slo-ttft-ms", o.slo_ttft_ms, "TTFT bound of the goodput (0: none)", CLI::Range(0.0, 1e9));
+    bench.option("--slo-tpot-ms", o.slo_tpot_ms, "TPOT bound of the goodput and ITL bound of --find-capacity (0: none)",
+                 CLI::Range(0.0, 1e9));
+    bench.app.add_flag("--find-capacity", o.find_capacity, "Bisect the highest rate whose p99 ITL meets --slo-tpot-ms");
+    bench.app.add_option("--timeline", o.timeline, "Write every step and every token time as JSON to this file");
+    if (auto code = bench.parse(argc, argv)) return *code;
+    if (o.find_capacity && (o.slo_tpot_ms <= 0 || o.scenario != "poisson" || !o.trace.empty()))
+        throw std::invalid_argument("--find-capacity needs --slo-tpot-ms > 0 and the poisson scenario (no --trace)");
+
+    // ---- the setup: model, machine, cache ----
+    bench.title();
+    std::ostream& out = bench.out();
+    const pd::ModelConfig model = *pd::find_model(o.preset);
+    const sv::CostModelConfig cost = sv::cost_model_config(model, *pd::roofline::find_gpu(o.gpu), o.tp);
+    const double kv_per_token = model.kv_bytes_per_token(cost.kv_bytes_per_element);
+    const double weights = model.parameter_count() * cost.weight_bytes_per_param;
+    long long kv = o.kv_capacity;
+    if (kv == 0) {
+        const double free_bytes = 0.9 * cost.machine.memory_bytes - weights;  // 10% kept for activations
+        if (free_bytes < kv_per_token)
+            throw std::invalid_argument(o.preset + " (" + pd::format_bytes(weights) + " of weights) leaves no room for a "
+                                        "cache on " + cost.machine.name + ": raise --tp or set --kv-capacity");
+        kv = static_cast<long long>(free_bytes / kv_per_token);
+    }
+    const std::vector<sv::Request> requests = make_workload(o, o.rate, bench.options.seed);
+    sv::CostModel describe_only(cost);
+    out << "executor: " << describe_only.describe() << "\n"
+        << "cache: " << kv << " positions (" << pd::format_bytes(kv * kv_per_token) << ", "
+        << pd::format_bytes(kv_per_token) << " per token); --max-seqs " << o.max_seqs << ", --token-budget "
+        << o.token_budget << "\n"
+        << "workload: " << requests.size() << " requests ("
+        << (!o.trace.empty() ? "trace " + o.trace
+            : o.scenario == "long-prompt" ? std::string("long-prompt scenario")
+                                          : "poisson, " + fmt("%.4g", o.rate) + " per second") << ")\n\n";
+
+    // ---- every policy on the same workload ----
+    std::vector<sv::Policy> policies;
+    for (sv::Policy p : {sv::Policy::static_batch, sv::Policy::continuous, sv::Policy::chunked})
+        if (o.policy == "all" || o.policy == sv::to_string(p)) policies.push_back(p);
+    const sv::Slo slo{o.slo_ttft_ms * 1e-3, o.slo_tpot_ms * 1e-3};
+    std::vector<pd::Row> rows;
+    nlohmann::json timelines = nlohmann::json::array(), metrics = nlohmann::json::array();
+    for (sv::Policy p : policies) {
+        const sv::Timeline t = serve(requests, p, o, kv, cost);
+        const sv::Metrics m = sv::compute_metrics(t, slo);
+        double longest = 0;  // the longest step: what a stream may wait between two tokens
+        int preempted = 0;
+        for (const auto& s : t.steps) longest = std::max(longest, s.end_s - s.start_s);
+        for (const auto& r : t.requests) preempted += r.preemptions;
+        pd::Row row;
+        row.result.kernel = sv::to_string(p);
+        row.result.passed = true;  // run_engine checked the invariants after every step
+        row.point = {{"steps", t.steps.size()},        {"preemptions", preempted},
+                     {"ttft_p50_ms", m.ttft_s.p50 * 1e3}, {"ttft_p99_ms", m.ttft_s.p99 * 1e3},
+                     {"tpot_mean_ms", m.tpot_s.mean * 1e3}, {"itl_p50_ms", m.itl_s.p50 * 1e3},
+                     {"itl_p99_ms", m.itl_s.p99 * 1e3},   {"itl_max_ms", m.itl_s.max * 1e3},
+                     {"e2e_p50_s", m.e2e_s.p50},          {"output_tokens_per_s", m.output_tokens_per_s},
+                     {"requests_per_s", m.requests_per_s}, {"longest_step_ms", longest * 1e3}};
+        if (o.find_capacity) row.point["capacity_rps"] = find_capacity(o, p, kv, cost, bench.options.seed);
+        rows.push_back(row);
+        nlohmann::json mj = sv::to_json(m);
+        mj["policy"] = sv::to_string(p);
+        metrics.push_back(mj);
+        if (!o.timeline.empty()) timelines.push_back(sv::to_json(t));
+    }
+    using C = pd::Column;
+    std::vector<C> cols = {"kernel", C::point("steps", "steps"), C::point("preempt", "preemptions"),
+                           C::point("TTFT p50 ms", "ttft_p50_ms"), C::point("TTFT p99 ms", "ttft_p99_ms"),
+                           C::point("TPOT ms", "tpot_mean_ms"), C::point("ITL p50 ms", "itl_p50_ms"),
+                           C::point("ITL p99 ms", "itl_p99_ms"), C::point("ITL max ms", "itl_max_ms"),
+                           C::point("E2E p50 s", "e2e_p50_s"), C::point("tok/s", "output_tokens_per_s")};
+    if (o.find_capacity) cols.push_back(C::point("capacity req/s", "capacity_rps"));
+    out << pd::render(rows, cols)
+        << "'kernel' is the policy. TTFT: first token - arrival; TPOT: (E2E - TTFT) / (output - 1), mean over "
+           "requests; ITL: every gap between a request's tokens, pooled; E2E: last token - arrival (vLLM's "
+           "definitions). Times come from the cost model's steps, not from this machine's clock.\n";
+    if (o.find_capacity)
+        out << "capacity: the highest rate whose p99 ITL is within --slo-tpot-ms " << o.slo_tpot_ms << " (bisection)\n";
+    if (!o.timeline.empty()) {
+        std::ofstream f(o.timeline);
+        if (!f) throw std::invalid_argument("--timeline " + o.timeline + ": cannot write the file");
+        f << nlohmann::json{{"timelines", timelines}}.dump(1) << "\n";
+        out << "timeline of every policy written to " << o.timeline << "\n";
+    }
+
+    nlohmann::json report = bench.report({{"preset", o.preset}, {"gpu", o.gpu}, {"tp", o.tp}, {"executor", o.executor},
+                                          {"scenario", o.trace.empty() ? o.scenario : "trace"},
+                                          {"requests", requests.size()}, {"rate", o.rate},
+                                          {"token_budget", o.token_budget}, {"max_seqs", o.max_seqs},
+                                          {"kv_capacity", kv}},
+                                         rows, nlohmann::json{{"executor", describe_only.describe()}});
+    report["metrics"] = metrics;
+    return bench.finish(report);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return pd::guarded_main(run, argc, argv);
+}

@@ -1,0 +1,74 @@
+/// @file types.hpp
+/// @brief Chapter 05's serving vocabulary, shared by the scheduler, the executors, the
+/// workloads and the metrics (host C++, no backend): a request, one step's batch, the
+/// executor interface, and the timeline a run leaves behind.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace pd::serving {
+
+/// One request of a workload: it arrives, has a prompt, and wants a number of output tokens.
+struct Request {
+    int id = 0;               ///< index in the workload, 0, 1, 2, ... in arrival order
+    double arrival_s = 0;     ///< arrival time, seconds from the start of the run
+    int prompt_tokens = 1;    ///< prompt length (>= 1)
+    int output_tokens = 1;    ///< tokens to generate (>= 1); the first comes out of the prefill
+};
+
+/// What one request does in one step: `tokens` new tokens of its prompt (a prefill chunk, or
+/// a whole prompt), or one decode token, attending to `context` cached positions before them.
+struct BatchItem {
+    int request = 0;   ///< Request::id
+    int tokens = 1;    ///< query tokens this step (1 for a decode)
+    int context = 0;   ///< positions already in the request's cache before this step
+    bool prefill = false;  ///< true for prompt tokens (a chunk, or a recomputation after preemption)
+    /// True when this item finishes the prompt, so the step emits the request's next token
+    /// (every decode item emits one; a prefill chunk only when it is the last).
+    bool emits = true;
+};
+
+/// One iteration of the engine: the tokens of several requests processed together.
+struct Step {
+    std::vector<BatchItem> items;  ///< at most one item per request
+    /// Tokens in the step (the sum of the items' tokens): what the token budget bounds.
+    int tokens() const {
+        int t = 0;
+        for (const BatchItem& i : items) t += i.tokens;
+        return t;
+    }
+    /// True when there is nothing to run.
+    bool empty() const { return items.empty(); }
+};
+
+/// Runs steps: the model on a device (or the simulator), or a cost model that predicts times.
+class Executor {
+public:
+    virtual ~Executor() = default;
+    /// Runs (or predicts) @p step and returns its duration in seconds.
+    virtual double run(const Step& step) = 0;
+    /// A one-line description for reports ("cost model: llama-3-70b, 8 x H100-SXM, ...").
+    virtual std::string describe() const = 0;
+};
+
+/// What a run leaves behind: every step with its times, and every request's token times.
+struct Timeline {
+    /// One executed step.
+    struct StepRecord {
+        double start_s = 0;  ///< when it started
+        double end_s = 0;    ///< when it ended (its tokens are emitted at end_s)
+        Step step;           ///< what it ran
+    };
+    /// One request's life.
+    struct RequestRecord {
+        Request request;                 ///< as it arrived
+        std::vector<double> token_s;     ///< the time of each output token (token_s[0]: the first)
+        int preemptions = 0;             ///< times it was preempted and later recomputed
+    };
+    std::string policy;                  ///< the scheduler's policy
+    std::vector<StepRecord> steps;       ///< in order
+    std::vector<RequestRecord> requests; ///< by Request::id
+};
+
+}  // namespace pd::serving

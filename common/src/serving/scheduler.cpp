@@ -1,0 +1,344 @@
+#include "pd/serving/scheduler.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace pd::serving {
+
+std::string to_string(Policy p) {
+    switch (p) {
+        case Policy::static_batch: return "static";
+        case Policy::continuous: return "continuous";
+        case Policy::chunked: return "chunked";
+    }
+    return "?";
+}
+
+Policy policy_from(const std::string& name) {
+    for (Policy p : {Policy::static_batch, Policy::continuous, Policy::chunked})
+        if (to_string(p) == name) return p;
+    throw std::invalid_argument("--policy " + name + ": not one of static, continuous, chunked");
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config) : config_(config) {
+    if (config_.token_budget < 1)
+        throw std::invalid_argument("--token-budget must be >= 1, got " + std::to_string(config_.token_budget));
+    if (config_.max_seqs < 1) throw std::invalid_argument("--max-seqs must be >= 1, got " + std::to_string(config_.max_seqs));
+    if (config_.kv_capacity < 1)
+        throw std::invalid_argument("the KV capacity must be >= 1 position, got " + std::to_string(config_.kv_capacity));
+    // chunked never skips a running decode, so one step must hold a decode of every slot
+    if (config_.policy == Policy::chunked && config_.token_budget < config_.max_seqs)
+        throw std::invalid_argument("--token-budget (" + std::to_string(config_.token_budget) +
+                                    ") must be >= --max-seqs (" + std::to_string(config_.max_seqs) +
+                                    ") under chunked: every running request decodes in every step");
+    for (int s = config_.max_seqs - 1; s >= 0; --s) free_slots_.push_back(s);  // slot 0 handed out first
+}
+
+void Scheduler::arrive(const Request& r) {
+    if (r.prompt_tokens < 1 || r.output_tokens < 1)
+        throw std::invalid_argument("request " + std::to_string(r.id) + ": prompt and output must be >= 1 token");
+    if (static_cast<long long>(r.prompt_tokens) + r.output_tokens > config_.kv_capacity)
+        throw std::invalid_argument("request " + std::to_string(r.id) + ": prompt + output = " +
+                                    std::to_string(r.prompt_tokens + r.output_tokens) +
+                                    " positions never fit in the cache's " + std::to_string(config_.kv_capacity));
+    waiting_.push_back(Sequence{.request = r});
+}
+
+long long Scheduler::kv_used() const {
+    long long used = 0;
+    for (const Sequence& s : running_) used += s.computed;
+    return used;
+}
+
+// ---- admission, preemption -----------------------------------------------------------------
+
+bool Scheduler::admit_front() {
+    if (waiting_.empty() || free_slots_.empty()) return false;
+    Sequence s = waiting_.front();
+    waiting_.pop_front();
+    s.slot = free_slots_.back();
+    free_slots_.pop_back();
+    s.computed = 0;
+    s.prefill_len = s.request.prompt_tokens + s.generated;  // after a preemption: recompute what it generated
+    running_.push_back(s);
+    return true;
+}
+
+void Scheduler::preempt_newest() {
+    auto newest = std::max_element(running_.begin(), running_.end(),
+                                   [](const Sequence& a, const Sequence& b) { return a.request.id < b.request.id; });
+    Sequence s = *newest;
+    running_.erase(newest);
+    free_slots_.push_back(s.slot);
+    s.slot = -1;
+    s.computed = 0;
+    s.prefill_len = 0;
+    ++s.preemptions;
+    ++preemptions_;
+    // back to the waiting queue, in arrival order: ahead of every request that arrived after it
+    auto at = std::find_if(waiting_.begin(), waiting_.end(),
+                           [&](const Sequence& w) { return w.request.id > s.request.id; });
+    waiting_.insert(at, s);
+}
+
+void Scheduler::make_room_for_decodes() {
+    const auto decoding = [this] {
+        return static_cast<long long>(
+            std::count_if(running_.begin(), running_.end(), [](const Sequence& s) { return !s.prefilling(); }));
+    };
+    while (!running_.empty() && kv_used() + decoding() > config_.kv_capacity) preempt_newest();
+}
+
+// ---- the policies --------------------------------------------------------------------------
+
+Step Scheduler::next_step() {
+    switch (config_.policy) {
+        case Policy::static_batch: return static_step();
+        case Policy::continuous: return continuous_step();
+        case Policy::chunked: return chunked_step();
+    }
+    return {};
+}
+
+/// The decode items of every running request that has finished its prefill.
+static std::vector<BatchItem> decodes_of(const std::vector<Sequence>& running) {
+    std::vector<BatchItem> items;
+    for (const Sequence& s : running)
+        if (!s.prefilling()) items.push_back({s.request.id, 1, s.computed, false, true});
+    return items;
+}
+
+// [static_step]
+Step Scheduler::static_step() {
+    Step step;
+    if (running_.empty()) {  // a new batch: every waiting request that fits, whole
+        long long kv = 0;
+        while (!waiting_.empty() && !free_slots_.empty()) {
+            const Sequence& w = waiting_.front();
+            const long long need = w.request.prompt_tokens + w.generated + 1;
+            if (kv + need > config_.kv_capacity && kv > 0) break;
+            kv += need;
+            admit_front();
+        }
+    }
+    if (std::any_of(running_.begin(), running_.end(), [](const Sequence& s) { return s.prefilling(); })) {
+        for (const Sequence& s : running_)  // the batch's first step: every prompt, whole
+            if (s.prefilling()) step.items.push_back({s.request.id, s.prefill_len, 0, true, true});
+        return step;
+    }
+    make_room_for_decodes();
+    step.items = decodes_of(running_);
+    return step;
+}
+// [static_step]
+
+// [continuous_step]
+Step Scheduler::continuous_step() {
+    Step step;
+    // Waiting prompts first, whole, first come first served, up to the budget (at least one);
+    // the running decodes pause for this step.
+    long long kv = kv_used();
+    int tokens = 0;
+    while (!waiting_.empty() && !free_slots_.empty()) {
+        const Sequence& w = waiting_.front();
+        const int need = w.request.prompt_tokens + w.generated;
+        if (tokens > 0 && tokens + need > config_.token_budget) break;
+        if (kv + need > config_.kv_capacity) break;  // no preemption to admit: it waits
+        kv += need;
+        tokens += need;
+        admit_front();
+        const Sequence& s = running_.back();
+        step.items.push_back({s.request.id, s.prefill_len, 0, true, true});
+    }
+    if (!step.empty()) return step;
+    // Otherwise one decode token for every running request.
+    make_room_for_decodes();
+    step.items = decodes_of(running_);
+    return step;
+}
+// [continuous_step]
+
+// [chunked_step]
+Step Scheduler::chunked_step() {
+    // 1. Every running decode, one token each: never skipped (the budget is >= max_seqs).
+    make_room_for_decodes();
+    Step step;
+    step.items = decodes_of(running_);
+    int budget = config_.token_budget - step.tokens();
+    long long kv_free = config_.kv_capacity - kv_used() - step.tokens();
+    // 2. The prefills in progress, in admission order, each cut to what is left.
+    for (const Sequence& s : running_) {
+        if (!s.prefilling() || budget <= 0 || kv_free <= 0) continue;
+        const int chunk = static_cast<int>(std::min<long long>({s.prefill_len - s.computed, budget, kv_free}));
+        step.items.push_back({s.request.id, chunk, s.computed, true, s.computed + chunk == s.prefill_len});
+        budget -= chunk;
+        kv_free -= chunk;
+    }
+    // 3. New requests, first come first served, while budget, slots and cache remain.
+    while (budget > 0 && kv_free > 0 && !waiting_.empty() && !free_slots_.empty()) {
+        admit_front();
+        const Sequence& s = running_.back();
+        const int chunk = static_cast<int>(std::min<long long>({s.prefill_len, budget, kv_free}));
+        step.items.push_back({s.request.id, chunk, 0, true, chunk == s.prefill_len});
+        budget -= chunk;
+        kv_free -= chunk;
+    }
+    // Partial prefills can fill the cache with no decode left to run: drop the newest and
+    // try again (one request alone always fits: arrive() checked it).
+    if (step.empty() && !running_.empty()) {
+        preempt_newest();
+        return chunked_step();
+    }
+    return step;
+}
+// [chunked_step]
+
+// ---- after a step --------------------------------------------------------------------------
+
+Sequence* Scheduler::find(int id) {
+    for (Sequence& s : running_)
+        if (s.request.id == id) return &s;
+    return nullptr;
+}
+
+std::vector<int> Scheduler::complete(const Step& step) {
+    std::vector<int> emitted;
+    for (const BatchItem& item : step.items) {
+        Sequence* s = find(item.request);
+        if (!s) throw std::logic_error("complete: request " + std::to_string(item.request) + " is not running");
+        if (item.context != s->computed)
+            throw std::logic_error("complete: request " + std::to_string(item.request) + " ran at context " +
+                                   std::to_string(item.context) + " but holds " + std::to_string(s->computed));
+        s->computed += item.tokens;
+        if (item.emits) {
+            ++s->generated;
+            emitted.push_back(item.request);
+        }
+    }
+    // finished requests leave and free their slots
+    for (auto it = running_.begin(); it != running_.end();) {
+        if (it->generated == it->request.output_tokens) {
+            free_slots_.push_back(it->slot);
+            it = running_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    return emitted;
+}
+
+void Scheduler::check_invariants() const {
+    const auto fail = [](const std::string& what) { throw std::logic_error("scheduler invariant: " + what); };
+    if (static_cast<int>(running_.size()) > config_.max_seqs) fail("more requests run than there are slots");
+    std::vector<int> used(static_cast<std::size_t>(config_.max_seqs), 0);
+    for (int s : free_slots_) {
+        if (s < 0 || s >= config_.max_seqs) fail("free slot " + std::to_string(s) + " out of range");
+        ++used[static_cast<std::size_t>(s)];
+    }
+    for (const Sequence& s : running_) {
+        if (s.slot < 0 || s.slot >= config_.max_seqs) fail("request " + std::to_string(s.request.id) + " has no slot");
+        ++used[static_cast<std::size_t>(s.slot)];
+        if (s.generated > s.request.output_tokens) fail("request " + std::to_string(s.request.id) + " has too many tokens");
+        if (s.computed > s.request.prompt_tokens + s.request.output_tokens)
+            fail("request " + std::to_string(s.request.id) + " holds more positions than prompt + output");
+    }
+    for (std::size_t i = 0; i < used.size(); ++i)
+        if (used[i] != 1) fail("slot " + std::to_string(i) + (used[i] ? " is shared or both free and used" : " leaked"));
+    if (kv_used() > config_.kv_capacity) fail("the cache holds more than its capacity");
+    for (std::size_t i = 0; i < waiting_.size(); ++i) {
+        if (waiting_[i].slot != -1 || waiting_[i].computed != 0) fail("a waiting request holds cache");
+        if (i > 0 && waiting_[i - 1].request.id > waiting_[i].request.id) fail("the waiting queue is out of arrival order");
+    }
+    for (const Sequence& r : running_)
+        if (!waiting_.empty() && r.request.id > waiting_.front().request.id)
+            fail("request " + std::to_string(r.request.id) + " runs while the earlier request " +
+                 std::to_string(waiting_.front().request.id) + " waits (first come, first served)");
+}
+
+// ---- the engine ------------------------------------------------------------------------------
+
+// [run_engine]
+Timeline run_engine(const std::vector<Request>& requests, Scheduler& scheduler, Executor& executor, bool check) {
+    Timeline t;
+    t.policy = to_string(scheduler.config().policy);
+    for (const Request& r : requests) {
+        if (r.id != static_cast<int>(t.requests.size()))
+            throw std::invalid_argument("run_engine: request ids must be 0, 1, 2, ... in arrival order");
+        if (!t.requests.empty() && r.arrival_s < t.requests.back().request.arrival_s)
+            throw std::invalid_argument("run_engine: requests must be sorted by arrival");
+        t.requests.push_back({.request = r});
+    }
+    double clock = 0;
+    std::size_t next = 0;  // the next request to arrive
+    while (next < requests.size() || scheduler.has_work()) {
+        while (next < requests.size() && requests[next].arrival_s <= clock) scheduler.arrive(requests[next++]);
+        const Step step = scheduler.next_step();
+        if (step.empty()) {
+            if (next == requests.size())
+                throw std::logic_error("run_engine: requests wait but no step can run (" + t.policy + ")");
+            clock = std::max(clock, requests[next].arrival_s);  // idle until the next arrival
+            continue;
+        }
+        const double start = clock;
+        clock += executor.run(step);
+        t.steps.push_back({start, clock, step});
+        for (int id : scheduler.complete(step)) t.requests[static_cast<std::size_t>(id)].token_s.push_back(clock);
+        if (check) scheduler.check_invariants();
+    }
+    // a prefill from position 0 after the first is a recomputation: the request was preempted
+    for (const Timeline::StepRecord& s : t.steps)
+        for (const BatchItem& i : s.step.items)
+            if (i.prefill && i.context == 0) ++t.requests[static_cast<std::size_t>(i.request)].preemptions;
+    for (Timeline::RequestRecord& r : t.requests) r.preemptions = std::max(0, r.preemptions - 1);
+    return t;
+}
+// [run_engine]
+
+// ---- the timeline as JSON -------------------------------------------------------------------
+
+nlohmann::json to_json(const Timeline& t) {
+    nlohmann::json steps = nlohmann::json::array(), requests = nlohmann::json::array();
+    for (const Timeline::StepRecord& s : t.steps) {
+        nlohmann::json items = nlohmann::json::array();
+        for (const BatchItem& i : s.step.items)
+            items.push_back({{"request", i.request}, {"tokens", i.tokens}, {"context", i.context},
+                             {"prefill", i.prefill}, {"emits", i.emits}});
+        steps.push_back({{"start_s", s.start_s}, {"end_s", s.end_s}, {"items", items}});
+    }
+    for (const Timeline::RequestRecord& r : t.requests)
+        requests.push_back({{"id", r.request.id},
+                            {"arrival_s", r.request.arrival_s},
+                            {"prompt_tokens", r.request.prompt_tokens},
+                            {"output_tokens", r.request.output_tokens},
+                            {"preemptions", r.preemptions},
+                            {"token_s", r.token_s}});
+    return {{"policy", t.policy}, {"steps", steps}, {"requests", requests}};
+}
+
+Timeline timeline_from_json(const nlohmann::json& j) {
+    try {
+        Timeline t;
+        t.policy = j.at("policy").get<std::string>();
+        for (const auto& s : j.at("steps")) {
+            Timeline::StepRecord r{s.at("start_s").get<double>(), s.at("end_s").get<double>(), {}};
+            for (const auto& i : s.at("items"))
+                r.step.items.push_back({i.at("request").get<int>(), i.at("tokens").get<int>(), i.at("context").get<int>(),
+                                        i.at("prefill").get<bool>(), i.at("emits").get<bool>()});
+            t.steps.push_back(r);
+        }
+        for (const auto& r : j.at("requests")) {
+            Timeline::RequestRecord rec;
+            rec.request = {r.at("id").get<int>(), r.at("arrival_s").get<double>(), r.at("prompt_tokens").get<int>(),
+                           r.at("output_tokens").get<int>()};
+            rec.preemptions = r.at("preemptions").get<int>();
+            rec.token_s = r.at("token_s").get<std::vector<double>>();
+            t.requests.push_back(rec);
+        }
+        return t;
+    } catch (const nlohmann::json::exception& e) {
+        throw std::invalid_argument(std::string("timeline JSON: ") + e.what());
+    }
+}
+
+}  // namespace pd::serving

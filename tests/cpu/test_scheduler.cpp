@@ -1,0 +1,178 @@
+// Chapter 05's scheduler: the exact steps of hand-made queues under each policy, preemption
+// and recomputation when the cache runs out, and the invariants after every step of seeded
+// random workloads (the budget holds, no slot leaked or shared, the cache within capacity,
+// first come first served, no running decode skipped under chunked, every request finishes
+// with its full output).
+#include "pd/rng.hpp"
+#include "pd/serving/scheduler.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace sv = pd::serving;
+using Catch::Matchers::Contains;
+
+namespace {
+
+/// A step costs a fixed time plus a time per token: enough to order events.
+class FixedCost : public sv::Executor {
+public:
+    explicit FixedCost(double per_step = 1.0, double per_token = 0.0) : step_(per_step), token_(per_token) {}
+    double run(const sv::Step& s) override { return step_ + token_ * s.tokens(); }
+    std::string describe() const override { return "fixed cost"; }
+
+private:
+    double step_, token_;
+};
+
+/// "(id tokens@context P|D[!])" for each item: the step as text, to compare with a hand-written one.
+std::string show(const sv::Step& s) {
+    std::ostringstream os;
+    for (const sv::BatchItem& i : s.items)
+        os << "(" << i.request << " " << i.tokens << "@" << i.context << " " << (i.prefill ? "P" : "D")
+           << (i.emits ? "!" : "") << ")";
+    return os.str();
+}
+
+/// Runs the scheduler by hand over @p requests (all arrived at t = 0) and returns each step as text.
+std::vector<std::string> steps_of(sv::Scheduler& s, const std::vector<sv::Request>& requests) {
+    for (const sv::Request& r : requests) s.arrive(r);
+    std::vector<std::string> out;
+    while (s.has_work()) {
+        const sv::Step step = s.next_step();
+        REQUIRE_FALSE(step.empty());
+        out.push_back(show(step));
+        s.complete(step);
+        s.check_invariants();
+        REQUIRE(out.size() < 1000);
+    }
+    return out;
+}
+
+const std::vector<sv::Request> kTwo = {{0, 0.0, 5, 3}, {1, 0.0, 10, 2}};
+
+}  // namespace
+
+TEST_CASE("scheduler: chunked steps of a hand-made queue", "[scheduler]") {
+    // budget 8: step 1 prefills r0 whole (5, its first token out) and the first 3 of r1's 10;
+    // step 2 decodes r0 at context 5 and finishes r1's prompt (7 at context 3, first token
+    // out); step 3 decodes both, and both are done (r0 has 3 tokens, r1 2).
+    sv::Scheduler s({.policy = sv::Policy::chunked, .token_budget = 8, .max_seqs = 4});
+    CHECK(steps_of(s, kTwo) ==
+          std::vector<std::string>{"(0 5@0 P!)(1 3@0 P)", "(0 1@5 D!)(1 7@3 P!)", "(0 1@6 D!)(1 1@10 D!)"});
+}
+
+TEST_CASE("scheduler: continuous steps of a hand-made queue", "[scheduler]") {
+    // budget 8: r0's prompt (5) fits, r1's (10) does not join it; next step r1 alone (a prompt
+    // longer than the budget still runs, whole) while r0's decode pauses; then both decode.
+    sv::Scheduler s({.policy = sv::Policy::continuous, .token_budget = 8, .max_seqs = 4});
+    CHECK(steps_of(s, kTwo) ==
+          std::vector<std::string>{"(0 5@0 P!)", "(1 10@0 P!)", "(0 1@5 D!)(1 1@10 D!)", "(0 1@6 D!)"});
+}
+
+TEST_CASE("scheduler: static batching waits for the whole batch", "[scheduler]") {
+    // r0 and r1 form a batch at t = 0; r2 arrives at 0.5 s and waits until the batch's last
+    // request is done (3 steps of 1 s), then runs alone.
+    sv::Scheduler s({.policy = sv::Policy::static_batch, .token_budget = 8, .max_seqs = 4});
+    FixedCost exec(1.0);
+    const sv::Timeline t = sv::run_engine({{0, 0.0, 5, 3}, {1, 0.0, 10, 2}, {2, 0.5, 2, 1}}, s, exec, true);
+    REQUIRE(t.steps.size() == 4);
+    CHECK(show(t.steps[0].step) == "(0 5@0 P!)(1 10@0 P!)");
+    CHECK(show(t.steps[1].step) == "(0 1@5 D!)(1 1@10 D!)");
+    CHECK(show(t.steps[2].step) == "(0 1@6 D!)");
+    CHECK(show(t.steps[3].step) == "(2 2@0 P!)");
+    CHECK(t.requests[2].token_s == std::vector<double>{4.0});  // arrived at 0.5, served in the 4th step
+}
+
+TEST_CASE("scheduler: when the cache is full the newest request is preempted and recomputed", "[scheduler]") {
+    // two requests of 4 + 6 positions in a cache of 12: both fit at first (8), but as they
+    // decode they need 2 x 9 = 18 > 12, so r1 (the newest) is dropped, waits, and is prefilled
+    // again with its prompt and the tokens it had made, after r0 finishes.
+    for (sv::Policy p : {sv::Policy::chunked, sv::Policy::continuous, sv::Policy::static_batch}) {
+        INFO(sv::to_string(p));
+        sv::Scheduler s({.policy = p, .token_budget = 16, .max_seqs = 2, .kv_capacity = 12});
+        FixedCost exec(1.0);
+        const sv::Timeline t = sv::run_engine({{0, 0.0, 4, 6}, {1, 0.0, 4, 6}}, s, exec, true);
+        CHECK(s.preemptions() >= 1);
+        CHECK(t.requests[0].preemptions == 0);
+        CHECK(t.requests[1].preemptions >= 1);
+        CHECK(t.requests[0].token_s.size() == 6);
+        CHECK(t.requests[1].token_s.size() == 6);
+        bool recomputed = false;  // a prefill of r1 from position 0 longer than its prompt
+        for (const auto& st : t.steps)
+            for (const sv::BatchItem& i : st.step.items)
+                recomputed |= i.request == 1 && i.prefill && i.context == 0 && i.tokens > 4;
+        CHECK(recomputed);
+    }
+}
+
+TEST_CASE("scheduler: invariants after every step of random workloads", "[scheduler]") {
+    for (sv::Policy p : {sv::Policy::static_batch, sv::Policy::continuous, sv::Policy::chunked}) {
+        for (long long capacity : {100000LL, 600LL}) {  // roomy, and tight enough to preempt
+            INFO(sv::to_string(p) << " capacity " << capacity);
+            pd::Rng rng(77);
+            std::vector<sv::Request> requests;
+            double t = 0;
+            for (int i = 0; i < 60; ++i) {
+                t += rng.uniform(0.f, 0.6f);
+                requests.push_back({i, t, rng.integer(1, 300), rng.integer(1, 40)});
+            }
+            const sv::SchedulerConfig cfg{.policy = p, .token_budget = 64, .max_seqs = 8, .kv_capacity = capacity};
+            sv::Scheduler s(cfg);
+            FixedCost exec(0.05, 0.001);
+            std::size_t next = 0;
+            double clock = 0;
+            int steps = 0;
+            while (next < requests.size() || s.has_work()) {
+                while (next < requests.size() && requests[next].arrival_s <= clock) s.arrive(requests[next++]);
+                std::set<int> decoding;  // running requests past their prefill: chunked must not skip them
+                for (const sv::Sequence& q : s.running())
+                    if (!q.prefilling()) decoding.insert(q.request.id);
+                const sv::Step step = s.next_step();
+                if (step.empty()) {
+                    REQUIRE(next < requests.size());
+                    clock = requests[next].arrival_s;
+                    continue;
+                }
+                // the budget holds (continuous: a single prompt longer than the budget runs alone)
+                if (p == sv::Policy::chunked) CHECK(step.tokens() <= cfg.token_budget);
+                if (p == sv::Policy::continuous && step.items.size() > 1) CHECK(step.tokens() <= cfg.token_budget);
+                std::set<int> in_step;
+                for (const sv::BatchItem& i : step.items) CHECK(in_step.insert(i.request).second);  // once per step
+                if (p == sv::Policy::chunked)
+                    for (const sv::Sequence& q : s.running())
+                        if (decoding.count(q.request.id)) CHECK(in_step.count(q.request.id) == 1);
+                clock += exec.run(step);
+                s.complete(step);
+                s.check_invariants();
+                REQUIRE(++steps < 100000);
+            }
+            if (capacity == 600) CHECK(s.preemptions() > 0);
+            // and through run_engine: every request finishes with its full output, in time order
+            sv::Scheduler again(cfg);
+            const sv::Timeline tl = sv::run_engine(requests, again, exec, true);
+            for (const auto& r : tl.requests) {
+                CHECK(static_cast<int>(r.token_s.size()) == r.request.output_tokens);
+                CHECK(r.token_s.front() > r.request.arrival_s);
+                CHECK(std::is_sorted(r.token_s.begin(), r.token_s.end()));
+            }
+        }
+    }
+}
+
+TEST_CASE("scheduler: bad limits and impossible requests are rejected, naming them", "[scheduler]") {
+    REQUIRE_THROWS_WITH(sv::Scheduler({.token_budget = 0}), Contains("--token-budget"));
+    REQUIRE_THROWS_WITH(sv::Scheduler({.max_seqs = 0}), Contains("--max-seqs"));
+    REQUIRE_THROWS_WITH(sv::Scheduler({.policy = sv::Policy::chunked, .token_budget = 8, .max_seqs = 16}),
+                        Contains("--token-budget (8)") && Contains("--max-seqs (16)"));
+    sv::Scheduler s({.kv_capacity = 100});
+    REQUIRE_THROWS_WITH(s.arrive({3, 0.0, 90, 20}), Contains("request 3") && Contains("never fit"));
+    REQUIRE_THROWS_WITH(sv::policy_from("fifo"), Contains("--policy fifo"));
+    FixedCost exec;
+    sv::Scheduler t({});
+    REQUIRE_THROWS_WITH(sv::run_engine({{1, 0.0, 5, 1}}, t, exec), Contains("ids must be 0, 1, 2"));
+}
