@@ -190,14 +190,14 @@ int run(int argc, char** argv) {
         if (!o.timeline.empty()) timelines.push_back(sv::to_json(t));
     }
     using C = pd::Column;
-    std::vector<C> cols = {"kernel", C::point("steps", "steps"), C::point("preempt", "preemptions"),
+    std::vector<C> cols = {C("policy", [](const pd::Row& r) { return r.result.kernel; }), C::point("steps", "steps"), C::point("preempt", "preemptions"),
                            C::point("TTFT p50 ms", "ttft_p50_ms"), C::point("TTFT p99 ms", "ttft_p99_ms"),
                            C::point("TPOT ms", "tpot_mean_ms"), C::point("ITL p50 ms", "itl_p50_ms"),
                            C::point("ITL p99 ms", "itl_p99_ms"), C::point("ITL max ms", "itl_max_ms"),
                            C::point("E2E p50 s", "e2e_p50_s"), C::point("tok/s", "output_tokens_per_s")};
     if (o.find_capacity) cols.push_back(C::point("capacity req/s", "capacity_rps"));
     out << pd::render(rows, cols)
-        << "'kernel' is the policy. TTFT: first token - arrival; TPOT: (E2E - TTFT) / (output - 1), mean over "
+        << "TTFT: first token - arrival; TPOT: (E2E - TTFT) / (output - 1), mean over "
            "requests; ITL: every gap between a request's tokens, pooled; E2E: last token - arrival (vLLM's "
            "definitions). Times come from the cost model's steps, not from this machine's clock.\n";
     if (o.find_capacity)
