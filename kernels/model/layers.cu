@@ -1,6 +1,7 @@
 /// @file layers.cu
 /// @brief Chapter 04's small kernels (layers.hpp): embedding gather, RMSNorm, RoPE, SwiGLU, the
-/// residual add, fp32 -> bf16, the token-major <-> head-major permutes and the greedy argmax.
+/// residual add, fp32 -> bf16, the token-major <-> head-major permutes, the bookkeeping of
+/// chapter 05's mixed batches and the greedy argmax.
 /// Each is one short kernel; together they move far fewer bytes than the projections between
 /// them. The KV append is lab 04 (solutions/04_kv_cache/kv_append.cu).
 #include "model/layers.hpp"
@@ -14,6 +15,9 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+
+#include <thrust/execution_policy.h>
+#include <thrust/scan.h>
 
 #if !defined(PD_BACKEND_SIM)
 #include <cub/block/block_reduce.cuh>
@@ -266,6 +270,89 @@ void tokens_to_heads(const float* x, float* out, int B, int S, int H, int d, cud
 
 void heads_to_tokens(const float* x, float* out, int B, int S, int H, int d, cudaStream_t stream) {
     launch_permute("heads_to_tokens", x, out, B, S, H, d, false, stream);
+}
+
+// ---- mixed batches (chapter 05) ---------------------------------------------------------------
+
+namespace {
+
+/// Block s: sequence s's context after the step, and the position and slot of each of its rows.
+__global__ void pack_batch_kernel(const int* __restrict__ q_len, const int* __restrict__ context,
+                                  const int* __restrict__ slot, const int* __restrict__ q_start,
+                                  int* __restrict__ kv_len, int* __restrict__ positions, int* __restrict__ token_slot) {
+    const int s = blockIdx.x, first = q_start[s], n = q_len[s];
+    if (threadIdx.x == 0) kv_len[s] = context[s] + n;
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+        positions[first + i] = context[s] + i;
+        token_slot[first + i] = slot[s];
+    }
+}
+
+/// Block t, thread c of head h: element c of head h of row t into the cache at (slot, pos).
+template <typename C>
+__global__ void kv_append_rows_kernel(const float* __restrict__ k_new, const float* __restrict__ v_new,
+                                      C* __restrict__ k_cache, C* __restrict__ v_cache,
+                                      const int* __restrict__ token_slot, const int* __restrict__ positions,
+                                      int slots, int kv_heads, int max_seq, int d) {
+    const int t = blockIdx.x, slot = token_slot[t], pos = positions[t];
+    if (slot < 0 || slot >= slots || pos < 0 || pos >= max_seq) return;
+    const std::size_t src = std::size_t(t) * kv_heads * d;
+    for (int i = threadIdx.x; i < kv_heads * d; i += blockDim.x) {
+        const int h = i / d, c = i % d;
+        const std::size_t dst = ((std::size_t(slot) * kv_heads + h) * max_seq + pos) * d + c;
+        store(k_cache + dst, k_new[src + i]);
+        store(v_cache + dst, v_new[src + i]);
+    }
+}
+
+template <typename C>
+void launch_kv_append_rows(const float* k_new, const float* v_new, C* k_cache, C* v_cache, const int* token_slot,
+                           const int* positions, int T, const CacheShape& s, cudaStream_t stream) {
+    check_cache_shape(s);
+    require_positive("kv_append_rows", "T", T);
+    kv_append_rows_kernel<C><<<unsigned(T), 128, 0, stream>>>(k_new, v_new, k_cache, v_cache, token_slot, positions,
+                                                             s.batch, s.kv_heads, s.max_seq, s.head_dim);
+    PD_CHECK_LAUNCH();
+}
+
+/// Block s: copies the last row of sequence s.
+__global__ void gather_last_rows_kernel(const float* __restrict__ x, const int* __restrict__ q_start,
+                                        const int* __restrict__ q_len, float* __restrict__ out, int D) {
+    const int s = blockIdx.x;
+    const float* row = x + (std::size_t(q_start[s]) + q_len[s] - 1) * D;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) out[std::size_t(s) * D + i] = row[i];
+}
+
+}  // namespace
+
+void pack_batch(const int* q_len, const int* context, const int* slot, int* q_start, int* kv_len, int* positions,
+                int* token_slot, int S) {
+    require_positive("pack_batch", "S", S);
+    if (S > 65535) throw std::invalid_argument("pack_batch: S = " + std::to_string(S) + " exceeds 65535");
+    // [pack_batch_scan]
+    thrust::exclusive_scan(thrust::device, q_len, q_len + S, q_start);  // q_start[s] = q_len[0] + ... + q_len[s - 1]
+    pack_batch_kernel<<<unsigned(S), 128>>>(q_len, context, slot, q_start, kv_len, positions, token_slot);
+    // [pack_batch_scan]
+    PD_CHECK_LAUNCH();
+}
+
+void kv_append_rows(const float* k_new, const float* v_new, float* k_cache, float* v_cache, const int* token_slot,
+                    const int* positions, int T, const CacheShape& s, cudaStream_t stream) {
+    launch_kv_append_rows(k_new, v_new, k_cache, v_cache, token_slot, positions, T, s, stream);
+}
+
+void kv_append_rows(const float* k_new, const float* v_new, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+                    const int* token_slot, const int* positions, int T, const CacheShape& s, cudaStream_t stream) {
+    launch_kv_append_rows(k_new, v_new, k_cache, v_cache, token_slot, positions, T, s, stream);
+}
+
+void gather_last_rows(const float* x, const int* q_start, const int* q_len, float* out, int S, int D,
+                      cudaStream_t stream) {
+    require_positive("gather_last_rows", "S", S);
+    require_positive("gather_last_rows", "D", D);
+    if (S > 65535) throw std::invalid_argument("gather_last_rows: S = " + std::to_string(S) + " exceeds 65535");
+    gather_last_rows_kernel<<<unsigned(S), 128, 0, stream>>>(x, q_start, q_len, out, D);
+    PD_CHECK_LAUNCH();
 }
 
 // ---- greedy argmax --------------------------------------------------------------------------

@@ -101,6 +101,47 @@ void kv_append(const float* k_new, const float* v_new, float* k_cache, float* v_
 void kv_append(const float* k_new, const float* v_new, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
                const int* start, int n, const CacheShape& s, cudaStream_t stream = nullptr);
 
+// ---- mixed batches (chapter 05) ---------------------------------------------------------------
+
+/// The bookkeeping of a mixed batch: S sequences bring q_len[s] new tokens each, packed one
+/// after another into T = sum(q_len) rows. Computes each sequence's first row q_start[s] =
+/// q_len[0] + ... + q_len[s - 1] (an exclusive scan, Thrust's), its context after the step
+/// kv_len[s] = context[s] + q_len[s], and for every packed row its position context[s] + i
+/// and its cache slot. Runs on the default stream (Thrust's scan).
+/// @param q_len [S] (device) new tokens of each sequence, >= 1
+/// @param context [S] (device) positions already in each sequence's cache
+/// @param slot [S] (device) the cache slot of each sequence
+/// @param q_start [S] (device, out)  @param kv_len [S] (device, out)
+/// @param positions [T] (device, out)  @param token_slot [T] (device, out)
+/// @param S sequences, >= 1
+void pack_batch(const int* q_len, const int* context, const int* slot, int* q_start, int* kv_len, int* positions,
+                int* token_slot, int S);
+
+/// KV append of a mixed batch: row t of k_new and v_new goes to position positions[t] of cache
+/// slot token_slot[t], cache[slot][h][pos][:] = new[t][h][:], converting to the cache's type. A
+/// row whose slot or position is outside the cache is not written (the launcher cannot see them).
+/// @param k_new [T, Hkv, d] fp32 (after RoPE)  @param v_new [T, Hkv, d] fp32
+/// @param k_cache [slots, Hkv, S_max, d]  @param v_cache [slots, Hkv, S_max, d]
+/// @param token_slot [T] (device)  @param positions [T] (device)
+/// @param T rows  @param s the cache's sizes (batch = slots)  @param stream the stream to launch on
+void kv_append_rows(const float* k_new, const float* v_new, float* k_cache, float* v_cache, const int* token_slot,
+                    const int* positions, int T, const CacheShape& s, cudaStream_t stream = nullptr);
+/// As above, into a bf16 cache (round to nearest even).
+/// @param k_new [T, Hkv, d] fp32  @param v_new [T, Hkv, d] fp32
+/// @param k_cache [slots, Hkv, S_max, d] bf16  @param v_cache [slots, Hkv, S_max, d] bf16
+/// @param token_slot [T] (device)  @param positions [T] (device)
+/// @param T rows  @param s the cache's sizes (batch = slots)  @param stream the stream to launch on
+void kv_append_rows(const float* k_new, const float* v_new, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+                    const int* token_slot, const int* positions, int T, const CacheShape& s,
+                    cudaStream_t stream = nullptr);
+
+/// out[s][:] = x[q_start[s] + q_len[s] - 1][:]: the last row of each sequence of a mixed batch
+/// (the one whose logits the step needs).
+/// @param x [T, D]  @param q_start [S] (device)  @param q_len [S] (device)  @param out [S, D]
+/// @param S sequences  @param D row length  @param stream the stream to launch on
+void gather_last_rows(const float* x, const int* q_start, const int* q_len, float* out, int S, int D,
+                      cudaStream_t stream = nullptr);
+
 /// Greedy sampling: out[b] = the index of the largest of logits[b][:], the lowest index on a
 /// tie; one block per row. On the cuda backend the block reduction is CUB's BlockReduce with
 /// cub::ArgMax; on the simulator a shared-memory tree with the same tie rule.

@@ -9,10 +9,12 @@
 #include "gemv/gemv.hpp"
 #include "model/decode_attention.hpp"
 #include "model/layers.hpp"
+#include "model/varlen_attention.hpp"
 
 #include "pd/common.hpp"
 #include "pd/cuda_check.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -147,6 +149,8 @@ Model::Model(const ModelConfig& config, const ModelOptions& options) : config_(c
     const int B = options_.batch;
     start_ = DeviceBuffer<int>(S(B));
     kv_len_ = DeviceBuffer<int>(S(B));
+    step_meta_ = DeviceBuffer<int>(3 * S(B));
+    q_start_ = DeviceBuffer<int>(S(B));
     logits_ = DeviceBuffer<float>(S(B) * V);
     x_last_ = DeviceBuffer<float>(S(B) * D);
     const DecodeShape ds{B, config_.heads, config_.kv_heads, config_.head_dim, max_seq_, max_seq_};
@@ -298,6 +302,7 @@ void Model::ensure_activations(int tokens, int P) {
         act_tokens_ = tokens;
         tokens_ = DeviceBuffer<int>(T);
         positions_ = DeviceBuffer<int>(T);
+        token_slot_ = DeviceBuffer<int>(T);
         for (DeviceBuffer<float>* b : {&x_, &h_, &y_}) *b = DeviceBuffer<float>(T * D);
         for (DeviceBuffer<float>* b : {&q_, &o_, &qh_, &oh_}) *b = DeviceBuffer<float>(T * q);
         for (DeviceBuffer<float>* b : {&k_, &v_, &kh_, &vh_}) *b = DeviceBuffer<float>(T * kv);
@@ -390,7 +395,7 @@ void Model::forward_prefill(int P) {
     for (int b = 0; b < B; ++b)
         PD_CHECK_CUDA(cudaMemcpyAsync(x_last_.data() + std::size_t(b) * D, x_.data() + (std::size_t(b) * P + P - 1) * D,
                                       std::size_t(D) * sizeof(float), cudaMemcpyDeviceToDevice));
-    final_logits(x_last_.data());
+    final_logits(x_last_.data(), B);
 }
 // [prefill_forward]
 
@@ -482,14 +487,14 @@ void Model::forward_decode() {
         project_decode(a, ptr<W>(w_down_, Ld * F), y_.data(), B, D, F);
         add(x_.data(), y_.data(), std::size_t(B) * D);
     }
-    final_logits(x_.data());
+    final_logits(x_.data(), B);
 }
 // [decode_forward]
 
-/// logits [B, V] = RMSNorm(x_last) * final_norm  lm_head^T (the embedding when tied), by GEMV.
-void Model::final_logits(const float* x_last) {
+/// logits [rows, V] = RMSNorm(x_last) * final_norm  lm_head^T (the embedding when tied), by GEMV.
+void Model::final_logits(const float* x_last, int rows) {
     const ModelConfig& c = config_;
-    const int B = options_.batch, D = c.d_model;
+    const int B = rows, D = c.d_model;
     const DeviceMatrix& head = c.tied_embeddings ? embed_ : lm_head_;
     if (options_.weights == DType::fp32) {
         rmsnorm(x_last, final_norm_.data(), h_.data(), B, D, float(c.norm_eps));
@@ -499,6 +504,113 @@ void Model::final_logits(const float* x_last) {
         project_decode(h16_.data(), head.b16.data(), logits_.data(), B, c.vocab, D);
     }
 }
+
+// ---- a mixed step (chapter 05) ----------------------------------------------------------------
+
+void Model::step(std::span<const int> tokens, std::span<const StepSequence> sequences) {
+    const int S = int(sequences.size()), B = options_.batch;
+    if (S < 1 || S > B)
+        throw std::invalid_argument("step: " + std::to_string(S) + " sequences, must be in 1 .. batch = " +
+                                    std::to_string(B));
+    std::vector<int> meta(3 * std::size_t(B), 0);  // q_len [B], context [B], slot [B]
+    std::vector<bool> taken(std::size_t(B), false);
+    long long T = 0;
+    int max_q_len = 0;
+    for (int s = 0; s < S; ++s) {
+        const StepSequence& q = sequences[std::size_t(s)];
+        const std::string who = "step: sequence " + std::to_string(s) + ": ";
+        if (q.slot < 0 || q.slot >= B)
+            throw std::invalid_argument(who + "slot = " + std::to_string(q.slot) + " must be in 0 .. " + std::to_string(B - 1));
+        if (taken[std::size_t(q.slot)]) throw std::invalid_argument(who + "slot " + std::to_string(q.slot) + " is used twice");
+        taken[std::size_t(q.slot)] = true;
+        if (q.tokens < 1 || q.context < 0 || q.context + q.tokens > max_seq_)
+            throw std::invalid_argument(who + "context " + std::to_string(q.context) + " + tokens " +
+                                        std::to_string(q.tokens) + " must fit in max_seq = " + std::to_string(max_seq_) +
+                                        " with tokens >= 1 and context >= 0");
+        meta[std::size_t(s)] = q.tokens;
+        meta[std::size_t(B + s)] = q.context;
+        meta[std::size_t(2 * B + s)] = q.slot;
+        T += q.tokens;
+        max_q_len = std::max(max_q_len, q.tokens);
+    }
+    if (T != static_cast<long long>(tokens.size()))
+        throw std::invalid_argument("step: " + std::to_string(tokens.size()) + " tokens, the sequences bring " +
+                                    std::to_string(T));
+    check_tokens(tokens);
+    ensure_activations(int(T), 1);
+    PD_CHECK_CUDA(cudaMemcpy(tokens_.data(), tokens.data(), tokens.size_bytes(), cudaMemcpyHostToDevice));
+    PD_CHECK_CUDA(cudaMemcpy(step_meta_.data(), meta.data(), meta.size() * sizeof(int), cudaMemcpyHostToDevice));
+    // the offsets of the packed rows (a scan of q_len), each sequence's context after the step,
+    // and each row's position and slot
+    const int* q_len = step_meta_.data();
+    pack_batch(q_len, step_meta_.data() + B, step_meta_.data() + 2 * B, q_start_.data(), kv_len_.data(),
+               positions_.data(), token_slot_.data(), S);
+    if (options_.weights == DType::fp32) forward_step<float>(int(T), S, max_q_len);
+    else forward_step<bf16>(int(T), S, max_q_len);
+}
+
+// [step_forward]
+template <typename W>
+void Model::forward_step(int T, int S, int max_q_len) {
+    const ModelConfig& c = config_;
+    const int B = options_.batch, D = c.d_model, F = c.ffn_dim, d = c.head_dim;
+    const int Hq = c.heads, Hkv = c.kv_heads, q_dim = Hq * d, kv_dim = Hkv * d;
+    const CacheShape cache{B, Hkv, max_seq_, d};
+    const VarlenShape att{.sequences = S, .tokens = T, .heads = Hq, .kv_heads = Hkv, .head_dim = d,
+                          .slots = B, .max_seq = max_seq_, .max_q_len = max_q_len};
+    const int* q_len = step_meta_.data();
+    const int* slot = step_meta_.data() + 2 * B;
+    constexpr bool lowp = std::is_same_v<W, bf16>;
+    W* h = nullptr;
+    if constexpr (lowp) h = h16_.data(); else h = h_.data();
+
+    if constexpr (lowp) embedding(tokens_.data(), embed_.b16.data(), x_.data(), T, D, c.vocab);
+    else embedding(tokens_.data(), embed_.f32.data(), x_.data(), T, D, c.vocab);
+    for (int l = 0; l < c.layers; ++l) {
+        const std::size_t Ld = std::size_t(l) * D;
+        // attention: the projections once over all T rows (every weight read once for the
+        // whole batch), RoPE at each row's position, K and V into each sequence's slot, then
+        // each sequence's queries against its slot
+        rmsnorm(x_.data(), attn_norm_.data() + Ld, h, T, D, float(c.norm_eps));
+        project_prefill(h, ptr<W>(wq_, Ld * q_dim), q_.data(), T, q_dim, D);
+        project_prefill(h, ptr<W>(wk_, Ld * kv_dim), k_.data(), T, kv_dim, D);
+        project_prefill(h, ptr<W>(wv_, Ld * kv_dim), v_.data(), T, kv_dim, D);
+        rope(q_.data(), positions_.data(), T, Hq, d, c.rope_theta);
+        rope(k_.data(), positions_.data(), T, Hkv, d, c.rope_theta);
+        const std::size_t layer_cache = std::size_t(l) * cache.elements();
+        if (options_.kv == DType::fp32) {
+            float* kc = k_cache32_.data() + layer_cache;
+            float* vc = v_cache32_.data() + layer_cache;
+            kv_append_rows(k_.data(), v_.data(), kc, vc, token_slot_.data(), positions_.data(), T, cache);
+            varlen_attention(q_.data(), kc, vc, q_start_.data(), q_len, kv_len_.data(), slot, o_.data(), att);
+        } else {
+            bf16* kc = k_cache16_.data() + layer_cache;
+            bf16* vc = v_cache16_.data() + layer_cache;
+            kv_append_rows(k_.data(), v_.data(), kc, vc, token_slot_.data(), positions_.data(), T, cache);
+            varlen_attention(q_.data(), kc, vc, q_start_.data(), q_len, kv_len_.data(), slot, o_.data(), att);
+        }
+        if constexpr (lowp) {
+            to_bf16(o_.data(), o16_.data(), std::size_t(T) * q_dim);
+            project_prefill(o16_.data(), ptr<W>(wo_, Ld * q_dim), y_.data(), T, D, q_dim);
+        } else {
+            project_prefill(o_.data(), ptr<W>(wo_, Ld * q_dim), y_.data(), T, D, q_dim);
+        }
+        add(x_.data(), y_.data(), std::size_t(T) * D);
+        // feed-forward, once over all T rows
+        rmsnorm(x_.data(), ffn_norm_.data() + Ld, h, T, D, float(c.norm_eps));
+        project_prefill(h, ptr<W>(w_gate_, Ld * F), gate_.data(), T, F, D);
+        project_prefill(h, ptr<W>(w_up_, Ld * F), up_.data(), T, F, D);
+        W* a = nullptr;
+        if constexpr (lowp) a = act16_.data(); else a = act_.data();
+        swiglu(gate_.data(), up_.data(), a, std::size_t(T) * F);
+        project_prefill(a, ptr<W>(w_down_, Ld * F), y_.data(), T, D, F);
+        add(x_.data(), y_.data(), std::size_t(T) * D);
+    }
+    // the logits of each sequence's last row
+    gather_last_rows(x_.data(), q_start_.data(), q_len, x_last_.data(), S, D);
+    final_logits(x_last_.data(), S);
+}
+// [step_forward]
 
 void Model::rewind(int length) {
     if (length < 1 || length > length_)

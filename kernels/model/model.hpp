@@ -45,6 +45,14 @@ struct ModelOptions {
     int sm_count = 1;               ///< the device's SMs, for v4's splits
 };
 
+/// One sequence of a mixed step (chapter 05): which cache slot it owns, how much of it is
+/// filled, and how many new tokens it brings.
+struct StepSequence {
+    int slot = 0;     ///< its cache slot, 0 ... batch - 1 (one sequence per slot in a step)
+    int context = 0;  ///< positions already in the slot's cache: its new tokens go to context, context + 1, ...
+    int tokens = 1;   ///< its new tokens: a prefill chunk, a whole prompt, or one decode token
+};
+
 /// A matrix of the model: fp32 or bf16 values on the device.
 struct DeviceMatrix {
     DeviceBuffer<float> f32;          ///< the values when the model's weights are fp32
@@ -84,6 +92,18 @@ public:
     /// again (a sweep times one step at a fixed context this way).
     /// @throws std::invalid_argument unless 1 <= length <= length()
     void rewind(int length);
+    /// A mixed step (chapter 05): the new tokens of several sequences, prefill chunks and
+    /// decode tokens together, packed into one [T, D] activation. The projections and the FFN
+    /// run once over all T rows (chapter 02's GEMM); each sequence's K and V go to its own cache
+    /// slot, and its queries attend to that slot with varlen attention (bottom-right causal).
+    /// Row s of logits() then holds the next-token logits of sequence s (after its last token).
+    /// Slots are independent: this does not touch length(), and a slot's positions past
+    /// context + tokens keep whatever they held.
+    /// @param tokens T ids in [0, V), sequence after sequence
+    /// @param sequences S <= batch sequences with distinct slots, tokens summing to T, and
+    /// context + tokens <= max_seq
+    /// @throws std::invalid_argument naming the sequence and the field out of range
+    void step(std::span<const int> tokens, std::span<const StepSequence> sequences);
     /// Greedy sampling: the argmax of each row of logits() into @p out_device [B].
     void argmax(int* out_device) const;
 
@@ -129,7 +149,8 @@ private:
     void check_tokens(std::span<const int> tokens) const;
     template <typename W> void forward_prefill(int P);
     template <typename W> void forward_decode();
-    void final_logits(const float* x_last);
+    template <typename W> void forward_step(int T, int S, int max_q_len);
+    void final_logits(const float* x_last, int rows);
 
     ModelConfig config_;
     ModelOptions options_;
@@ -142,6 +163,7 @@ private:
     // activations, sized for the largest prefill (B * max_seq tokens) once used
     int act_tokens_ = 0;
     DeviceBuffer<int> tokens_, positions_, start_, kv_len_;
+    DeviceBuffer<int> step_meta_, q_start_, token_slot_;  // a mixed step: q_len, context, slot [3, B]; offsets; row slots
     std::vector<int> start_host_, kv_len_host_;  // a decode step's positions and contexts, uploaded
     DeviceBuffer<float> x_, h_, q_, k_, v_, o_, y_, gate_, up_, act_, qh_, kh_, vh_, oh_, scores_, x_last_, logits_;
     DeviceBuffer<__nv_bfloat16> h16_, o16_, act16_;

@@ -27,6 +27,7 @@ struct BatchItem {
     /// True when this item finishes the prompt, so the step emits the request's next token
     /// (every decode item emits one; a prefill chunk only when it is the last).
     bool emits = true;
+    int slot = -1;     ///< the request's cache slot (set by the scheduler; the real executor's cache row)
 };
 
 /// One iteration of the engine: the tokens of several requests processed together.

@@ -1,0 +1,73 @@
+/// @file executor.cu
+/// @brief Chapter 05's real executor (executor.hpp): a step of the scheduler becomes one mixed
+/// forward pass of the model, followed by greedy sampling of the sequences that emit.
+#include "model/executor.hpp"
+
+#include "pd/cuda_check.hpp"
+#include "pd/device.hpp"
+#include "pd/rng.hpp"
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+namespace pd::kernels::model {
+
+std::vector<int> synthetic_prompt(int n, int vocab, std::uint64_t seed, int id) {
+    Rng rng(derive_seed(seed, 0x05000000u + std::uint64_t(id)));
+    std::vector<int> p(std::size_t(n > 0 ? n : 0));
+    for (int& t : p) t = static_cast<int>(rng.integer(0, vocab - 1));
+    return p;
+}
+
+ModelExecutor::ModelExecutor(Model& model, const std::vector<serving::Request>& requests, std::uint64_t seed)
+    : model_(model), next_(std::size_t(model.options().batch)) {
+    for (const serving::Request& r : requests) {
+        if (r.id != int(prompts_.size()))
+            throw std::invalid_argument("model executor: request ids must be 0, 1, 2, ... in order");
+        if (r.prompt_tokens + r.output_tokens > model.max_seq())
+            throw std::invalid_argument("request " + std::to_string(r.id) + ": prompt " + std::to_string(r.prompt_tokens) +
+                                        " + output " + std::to_string(r.output_tokens) + " tokens exceed the cache slot of " +
+                                        std::to_string(model.max_seq()) + " positions (--prompt-len, --output-len)");
+        prompts_.push_back(synthetic_prompt(r.prompt_tokens, model.config().vocab, seed, r.id));
+        generated_.emplace_back();
+    }
+}
+
+// [model_executor_run]
+double ModelExecutor::run(const serving::Step& step) {
+    const auto start = std::chrono::steady_clock::now();
+    // pack the items' tokens: each request's prompt then its output, from its context on
+    std::vector<int> tokens;
+    std::vector<StepSequence> sequences;
+    for (const serving::BatchItem& item : step.items) {
+        const std::vector<int>& p = prompts_.at(std::size_t(item.request));
+        const std::vector<int>& g = generated_.at(std::size_t(item.request));
+        for (int i = item.context; i < item.context + item.tokens; ++i) {
+            if (i >= int(p.size() + g.size()))
+                throw std::logic_error("model executor: request " + std::to_string(item.request) + " has no token at " +
+                                       std::to_string(i) + " yet");
+            tokens.push_back(i < int(p.size()) ? p[std::size_t(i)] : g[std::size_t(i) - p.size()]);
+        }
+        sequences.push_back({.slot = item.slot, .context = item.context, .tokens = item.tokens});
+    }
+    if (sequences.empty()) return 0;
+    model_.step(tokens, sequences);
+    // greedy sampling: row s of the logits belongs to item s
+    model_.argmax(next_.data());
+    std::vector<int> next(sequences.size());
+    PD_CHECK_CUDA(cudaMemcpy(next.data(), next_.data(), next.size() * sizeof(int), cudaMemcpyDeviceToHost));
+    for (std::size_t s = 0; s < step.items.size(); ++s)
+        if (step.items[s].emits) generated_[std::size_t(step.items[s].request)].push_back(next[s]);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+// [model_executor_run]
+
+std::string ModelExecutor::describe() const {
+    const ModelOptions& o = model_.options();
+    return "model: " + model_.config().name + ", " + to_string(o.weights) + " weights, " + to_string(o.kv) + " cache, " +
+           std::to_string(o.batch) + " slots of " + std::to_string(model_.max_seq()) + " positions, " + query_device(0).name +
+           " (wall-clock step times)";
+}
+
+}  // namespace pd::kernels::model
