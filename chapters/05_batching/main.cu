@@ -5,12 +5,16 @@
 // ends; iteration-level batching (continuous) lets them join at every step but prefills their
 // prompts whole, pausing every running stream; chunked prefill (stall-free) keeps every decode
 // in every step and cuts prompts into pieces that fill a token budget. This program replays
-// one workload under the three policies, with the roofline cost model as the executor (large
-// models and long traces in milliseconds, deterministically), and reports TTFT, TPOT, ITL and
-// throughput with the definitions of vLLM's serving benchmark, computed from the timeline.
+// one workload under the three policies with one of two executors: chapter 04's model, each
+// step one mixed forward pass on the GPU (or the simulator), timed; or the roofline cost model
+// (large models and long traces in milliseconds, deterministically). It reports TTFT, TPOT,
+// ITL and throughput with the definitions of vLLM's serving benchmark, computed from the
+// timeline.
 //
 // The steps every chapter shares (options, JSON, exit codes) are in pd/bench.hpp; the
 // scheduler, the executors, the workloads and the metrics are in pd/serving/.
+#include "model/executor.hpp"
+#include "model/model.hpp"
 #include "pd/bench.hpp"
 #include "pd/roofline.hpp"
 #include "pd/serving/cost_model.hpp"
@@ -28,6 +32,7 @@
 namespace {
 
 namespace sv = pd::serving;
+namespace md = pd::kernels::model;
 using pd::fmt;
 
 struct Options {
@@ -43,7 +48,26 @@ struct Options {
     double slo_ttft_ms = 0, slo_tpot_ms = 0;
     bool find_capacity = false;
     std::string timeline;
+    std::string kv_dtype = "fp32";       // the model executor's cache
+    pd::DType dtype = pd::DType::fp32;   // the model executor's weights
 };
+
+// [ch05_model_defaults]
+/// The model executor runs a real model: on the simulator every thread of every kernel runs on
+/// the CPU, so its workload defaults are sized for seconds on the tiny model (a budget of 64
+/// tokens: 16 decodes beside chunks of 48). Options given on the command line keep their values.
+void model_defaults(Options& o, const CLI::App& app) {
+    const auto unset = [&](const char* name) { return app.get_option(name)->count() == 0; };
+    if (unset("--preset")) o.preset = "tiny";
+    if (unset("--requests")) o.requests = 24;
+    if (unset("--rate")) o.rate = 40;
+    if (unset("--prompt-len")) o.prompt_len = 16;
+    if (unset("--output-len")) o.output_len = 12;
+    if (unset("--output-dist")) o.output_dist = "uniform";
+    if (unset("--max-seqs")) o.max_seqs = 17;  // the long-prompt scenario's 16 streams and its long prompt
+    if (unset("--token-budget")) o.token_budget = 64;
+}
+// [ch05_model_defaults]
 
 sv::LengthDist dist_of(const std::string& name) {
     if (name == "uniform") return sv::LengthDist::uniform;
@@ -54,6 +78,12 @@ sv::LengthDist dist_of(const std::string& name) {
 /// The workload of the options: a trace file, the long-prompt scenario, or seeded arrivals at @p rate.
 std::vector<sv::Request> make_workload(const Options& o, double rate, std::uint64_t seed) {
     if (!o.trace.empty()) return sv::read_trace(o.trace);
+    if (o.scenario == "long-prompt" && o.executor == "model") {
+        // the scenario at the simulator's scale: 16 streams of 4-token prompts generating 24
+        // tokens each, then a 192-token prompt arriving while they decode
+        const int slot = pd::find_model(o.preset)->max_seq, long_output = 4;
+        return sv::long_prompt_scenario(16, std::min(192, slot - long_output), 1e-6, 4, std::min(24, slot / 4), long_output);
+    }
     if (o.scenario == "long-prompt") return sv::long_prompt_scenario();
     sv::WorkloadSpec w{.requests = o.requests, .rate = rate, .burstiness = o.burstiness, .seed = seed};
     // uniform: +-50% of the mean; lognormal: sigma 1 of the log (a long tail, as chat outputs have)
@@ -66,10 +96,21 @@ std::vector<sv::Request> make_workload(const Options& o, double rate, std::uint6
     return sv::poisson_workload(w);
 }
 
-/// One policy on one workload: the engine's timeline (invariants checked after every step).
+/// The model executor's model: one cache slot per running request, seeded synthetic weights.
+md::ModelOptions model_options(const Options& o, const pd::DeviceInfo& device) {
+    return {.weights = o.dtype, .kv = o.kv_dtype == "bf16" ? pd::DType::bf16 : pd::DType::fp32, .batch = o.max_seqs,
+            .sm_count = device.sm_count};
+}
+
+/// One policy on one workload: the engine's timeline (invariants checked after every step),
+/// with the cost model, or with the model (a fresh cache, the same weights for every policy).
 sv::Timeline serve(const std::vector<sv::Request>& requests, sv::Policy p, const Options& o, long long kv_capacity,
-                   const sv::CostModelConfig& cost) {
+                   const sv::CostModelConfig& cost, md::Model* model = nullptr, std::uint64_t seed = 0) {
     sv::Scheduler scheduler({.policy = p, .token_budget = o.token_budget, .max_seqs = o.max_seqs, .kv_capacity = kv_capacity});
+    if (model) {
+        md::ModelExecutor executor(*model, requests, seed);
+        return sv::run_engine(requests, scheduler, executor, true);
+    }
     sv::CostModel executor(cost);
     return sv::run_engine(requests, scheduler, executor, true);
 }
@@ -105,15 +146,20 @@ int run(int argc, char** argv) {
     Options o;
     pd::Bench bench{"05_batching", "chunked prefill and continuous batching",
                     "Chapter 05: chunked prefill and continuous batching. Replays a workload under the static, "
-                    "continuous and chunked policies with the roofline cost model as the executor, and reports TTFT, "
-                    "TPOT, ITL, end-to-end latency and throughput as vLLM's serving benchmark defines them.",
+                    "continuous and chunked policies, on chapter 04's model (--executor model) or with the roofline "
+                    "cost model, and reports TTFT, TPOT, ITL, end-to-end latency and throughput as vLLM's serving "
+                    "benchmark defines them.",
                     {}};
     std::vector<std::string> gpus;
     for (const pd::roofline::GpuSpec& g : pd::roofline::gpu_presets()) gpus.push_back(g.name);
     bench.option("--policy", o.policy, "static, continuous, chunked, or all (side by side on the same workload)",
                  CLI::IsMember({"static", "continuous", "chunked", "all"}));
-    bench.option("--executor", o.executor, "cost: the roofline cost model of chapter 00 predicts each step",
-                 CLI::IsMember({"cost"}));
+    bench.option("--executor", o.executor,
+                 "model: chapter 04's model runs each step (GPU or simulator, timed); cost: the roofline cost model "
+                 "predicts each step",
+                 CLI::IsMember({"model", "cost"}));
+    bench.add_dtype_option();
+    bench.option("--kv-dtype", o.kv_dtype, "Type of the model executor's KV cache", CLI::IsMember({"fp32", "bf16"}));
     bench.option("--preset", o.preset, "Model shape", CLI::IsMember(pd::model_names()));
     bench.option("--gpu", o.gpu, "GPU preset of the cost model", CLI::IsMember(gpus));
     bench.option("--tp", o.tp, "Tensor-parallel GPUs", CLI::Range(1, 64));
@@ -140,26 +186,56 @@ int run(int argc, char** argv) {
     if (auto code = bench.parse(argc, argv)) return *code;
     if (o.find_capacity && (o.slo_tpot_ms <= 0 || o.scenario != "poisson" || !o.trace.empty()))
         throw std::invalid_argument("--find-capacity needs --slo-tpot-ms > 0 and the poisson scenario (no --trace)");
+    const bool on_model = o.executor == "model";
+    if (on_model) {
+        model_defaults(o, bench.app);
+        if (o.find_capacity) throw std::invalid_argument("--find-capacity runs with --executor cost (hundreds of replays)");
+        if (o.max_seqs > 64) throw std::invalid_argument("--max-seqs = " + std::to_string(o.max_seqs) +
+                                                         " exceeds the model executor's 64 cache slots");
+        if (bench.dtypes().size() != 1) o.dtype = pd::DType::fp32;  // --dtype all: the model runs in one type
+        else o.dtype = bench.dtypes().front();
+    }
 
     // ---- the setup: model, machine, cache ----
     bench.title();
     std::ostream& out = bench.out();
     const pd::ModelConfig model = *pd::find_model(o.preset);
     const sv::CostModelConfig cost = sv::cost_model_config(model, *pd::roofline::find_gpu(o.gpu), o.tp);
-    const double kv_per_token = model.kv_bytes_per_token(cost.kv_bytes_per_element);
-    const double weights = model.parameter_count() * cost.weight_bytes_per_param;
+    std::optional<md::Model> real;  // the model executor's model
+    std::string executor;
     long long kv = o.kv_capacity;
-    if (kv == 0) {
-        const double free_bytes = 0.9 * cost.machine.memory_bytes - weights;  // 10% kept for activations
-        if (free_bytes < kv_per_token)
-            throw std::invalid_argument(o.preset + " (" + pd::format_bytes(weights) + " of weights) leaves no room for a "
-                                        "cache on " + cost.machine.name + ": raise --tp or set --kv-capacity");
-        kv = static_cast<long long>(free_bytes / kv_per_token);
+    double kv_per_token = 0;
+    if (on_model) {
+        // [ch05_model_setup]
+        real.emplace(model, model_options(o, bench.device()));
+        real->init_synthetic(bench.options.seed);
+        const md::StepSequence warm{.slot = 0, .context = 0, .tokens = 1};  // first-call setup, outside the timings
+        real->step(std::vector<int>{0}, std::span(&warm, 1));
+        // each running request owns a slot of max_seq positions, reserved whether used or not
+        const long long slots = static_cast<long long>(o.max_seqs) * real->max_seq();
+        if (kv > slots)
+            throw std::invalid_argument("--kv-capacity " + std::to_string(kv) + " exceeds the model's " +
+                                        std::to_string(o.max_seqs) + " slots x " + std::to_string(real->max_seq()) +
+                                        " positions");
+        if (kv == 0) kv = slots;
+        kv_per_token = real->kv_bytes_per_token();
+        executor = md::ModelExecutor(*real, {}, 0).describe();
+        // [ch05_model_setup]
+    } else {
+        kv_per_token = model.kv_bytes_per_token(cost.kv_bytes_per_element);
+        const double weights = model.parameter_count() * cost.weight_bytes_per_param;
+        if (kv == 0) {
+            const double free_bytes = 0.9 * cost.machine.memory_bytes - weights;  // 10% kept for activations
+            if (free_bytes < kv_per_token)
+                throw std::invalid_argument(o.preset + " (" + pd::format_bytes(weights) + " of weights) leaves no room for a "
+                                            "cache on " + cost.machine.name + ": raise --tp or set --kv-capacity");
+            kv = static_cast<long long>(free_bytes / kv_per_token);
+        }
+        executor = sv::CostModel(cost).describe();
     }
     const std::vector<sv::Request> requests = make_workload(o, o.rate, bench.options.seed);
-    sv::CostModel describe_only(cost);
-    out << "executor: " << describe_only.describe() << "\n"
-        << "cache: " << kv << " positions (" << pd::format_bytes(kv * kv_per_token) << ", "
+    out << "executor: " << executor << "\n"
+        << "cache: " << kv << " positions (" << pd::format_bytes(double(kv) * kv_per_token) << ", "
         << pd::format_bytes(kv_per_token) << " per token); --max-seqs " << o.max_seqs << ", --token-budget "
         << o.token_budget << "\n"
         << "workload: " << requests.size() << " requests ("
@@ -175,7 +251,7 @@ int run(int argc, char** argv) {
     std::vector<pd::Row> rows;
     nlohmann::json timelines = nlohmann::json::array(), metrics = nlohmann::json::array();
     for (sv::Policy p : policies) {
-        const sv::Timeline t = serve(requests, p, o, kv, cost);
+        const sv::Timeline t = serve(requests, p, o, kv, cost, real ? &*real : nullptr, bench.options.seed);
         const sv::Metrics m = sv::compute_metrics(t, slo);
         double longest = 0;  // the longest step: what a stream may wait between two tokens
         int preempted = 0;
@@ -207,14 +283,16 @@ int run(int argc, char** argv) {
     out << pd::render(rows, cols)
         << "TTFT: first token - arrival; TPOT: (E2E - TTFT) / (output - 1), mean over "
            "requests; ITL: every gap between a request's tokens, pooled; E2E: last token - arrival (vLLM's "
-           "definitions). Times come from the cost model's steps, not from this machine's clock.\n";
+           "definitions). "
+        << (on_model ? std::string("Times are the model's steps, timed on ") + (pd::Bench::sim() ? "the simulator (CPU figures)" : "the GPU") + ".\n"
+                     : std::string("Times come from the cost model's steps, not from this machine's clock.\n"));
     if (o.find_capacity)
         out << "capacity: the highest rate whose p99 ITL is within --slo-tpot-ms " << o.slo_tpot_ms
             << " ms with a median TTFT below 2 s (bisection)\n";
     if (!o.timeline.empty()) {
         std::ofstream f(o.timeline);
         if (!f) throw std::invalid_argument("--timeline " + o.timeline + ": cannot write the file");
-        f << nlohmann::json{{"timelines", timelines}}.dump(1) << "\n";
+        f << nlohmann::json{{"executor", executor}, {"token_budget", o.token_budget}, {"timelines", timelines}}.dump(1) << "\n";
         out << "timeline of every policy written to " << o.timeline << "\n";
     }
 
@@ -223,7 +301,8 @@ int run(int argc, char** argv) {
                                           {"requests", requests.size()}, {"rate", o.rate},
                                           {"token_budget", o.token_budget}, {"max_seqs", o.max_seqs},
                                           {"kv_capacity", kv}},
-                                         rows, nlohmann::json{{"executor", describe_only.describe()}});
+                                         rows, on_model ? bench.device_json() : nlohmann::json{{"executor", executor}});
+    report["executor"] = executor;
     report["metrics"] = metrics;
     return bench.finish(report);
 }

@@ -40,7 +40,7 @@ const std::vector<ModelConfig>& model_presets() {
     // llama2.c's stories15M.bin (dim 288, hidden_dim 768, 6 layers, 6 heads, vocab 32000, seq_len 256).
     static const std::vector<ModelConfig> presets = {
         {.name = "tiny", .vocab = 512, .d_model = 128, .layers = 2, .heads = 4, .kv_heads = 2, .head_dim = 32,
-         .ffn_dim = 344, .max_seq = 64, .rope_theta = 10000, .norm_eps = 1e-5, .tied_embeddings = false,
+         .ffn_dim = 344, .max_seq = 512, .rope_theta = 10000, .norm_eps = 1e-5, .tied_embeddings = false,
          .source = "the course's simulator model: GQA (2 query heads per KV head), seconds on a CPU"},
         {.name = "stories15M", .vocab = 32000, .d_model = 288, .layers = 6, .heads = 6, .kv_heads = 6, .head_dim = 48,
          .ffn_dim = 768, .max_seq = 256, .rope_theta = 10000, .norm_eps = 1e-5, .tied_embeddings = true,

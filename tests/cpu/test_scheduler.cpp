@@ -9,7 +9,6 @@
 #include <catch2/catch.hpp>
 
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -29,15 +28,6 @@ private:
     double step_, token_;
 };
 
-/// "(id tokens@context P|D[!])" for each item: the step as text, to compare with a hand-written one.
-std::string show(const sv::Step& s) {
-    std::ostringstream os;
-    for (const sv::BatchItem& i : s.items)
-        os << "(" << i.request << " " << i.tokens << "@" << i.context << " " << (i.prefill ? "P" : "D")
-           << (i.emits ? "!" : "") << ")";
-    return os.str();
-}
-
 /// Runs the scheduler by hand over @p requests (all arrived at t = 0) and returns each step as text.
 std::vector<std::string> steps_of(sv::Scheduler& s, const std::vector<sv::Request>& requests) {
     for (const sv::Request& r : requests) s.arrive(r);
@@ -45,7 +35,7 @@ std::vector<std::string> steps_of(sv::Scheduler& s, const std::vector<sv::Reques
     while (s.has_work()) {
         const sv::Step step = s.next_step();
         REQUIRE_FALSE(step.empty());
-        out.push_back(show(step));
+        out.push_back(sv::to_string(step));
         s.complete(step);
         s.check_invariants();
         REQUIRE(out.size() < 1000);
@@ -81,10 +71,10 @@ TEST_CASE("scheduler: static batching waits for the whole batch", "[scheduler]")
     FixedCost exec(1.0);
     const sv::Timeline t = sv::run_engine({{0, 0.0, 5, 3}, {1, 0.0, 10, 2}, {2, 0.5, 2, 1}}, s, exec, true);
     REQUIRE(t.steps.size() == 4);
-    CHECK(show(t.steps[0].step) == "(0 5@0 P!)(1 10@0 P!)");
-    CHECK(show(t.steps[1].step) == "(0 1@5 D!)(1 1@10 D!)");
-    CHECK(show(t.steps[2].step) == "(0 1@6 D!)");
-    CHECK(show(t.steps[3].step) == "(2 2@0 P!)");
+    CHECK(sv::to_string(t.steps[0].step) == "(0 5@0 P!)(1 10@0 P!)");
+    CHECK(sv::to_string(t.steps[1].step) == "(0 1@5 D!)(1 1@10 D!)");
+    CHECK(sv::to_string(t.steps[2].step) == "(0 1@6 D!)");
+    CHECK(sv::to_string(t.steps[3].step) == "(2 2@0 P!)");
     CHECK(t.requests[2].token_s == std::vector<double>{4.0});  // arrived at 0.5, served in the 4th step
 }
 

@@ -99,13 +99,14 @@ TEST_CASE("mixed step: a prompt prefilled in chunks equals the one-shot prefill"
 TEST_CASE("mixed step: each sequence of a mixed batch gets the logits it gets alone", "[serving][model]") {
     const pd::ModelConfig c = tiny();
     const int V = c.vocab;
-    for (pd::DType kv : {pd::DType::fp32, pd::DType::bf16}) {
-        INFO("cache " << to_string(kv));
+    using D = pd::DType;
+    for (const auto& [weights, kv] : {std::pair{D::fp32, D::fp32}, std::pair{D::fp32, D::bf16}, std::pair{D::bf16, D::bf16}}) {
+        INFO("weights " << to_string(weights) << ", cache " << to_string(kv));
         // A and B hold 9 and 5 positions; then one step: B decodes, C brings a prefill chunk
         // of 11, A decodes; slots deliberately out of order
         const std::vector<int> a = random_tokens(10, V, 81), b = random_tokens(6, V, 82), cc = random_tokens(11, V, 83);
         const md::StepSequence a_pre{.slot = 3, .context = 0, .tokens = 9}, b_pre{.slot = 0, .context = 0, .tokens = 5};
-        md::Model mixed(c, {.kv = kv, .batch = 4, .max_seq = 24});
+        md::Model mixed(c, {.weights = weights, .kv = kv, .batch = 4, .max_seq = 24});
         mixed.init_synthetic(8);
         mixed.step(std::span(a).first(9), std::span(&a_pre, 1));
         mixed.step(std::span(b).first(5), std::span(&b_pre, 1));
@@ -121,7 +122,7 @@ TEST_CASE("mixed step: each sequence of a mixed batch gets the logits it gets al
 
         // each alone, in a model of one slot
         const auto alone = [&](const std::vector<int>& tokens, int context, int n) {
-            md::Model m(c, {.kv = kv, .batch = 1, .max_seq = 24});
+            md::Model m(c, {.weights = weights, .kv = kv, .batch = 1, .max_seq = 24});
             m.init_synthetic(8);
             if (context > 0) {
                 const md::StepSequence pre{.slot = 0, .context = 0, .tokens = context};

@@ -1,6 +1,8 @@
 #include "pd/serving/scheduler.hpp"
 
 #include <algorithm>
+#include <map>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 
@@ -19,6 +21,14 @@ Policy policy_from(const std::string& name) {
     for (Policy p : {Policy::static_batch, Policy::continuous, Policy::chunked})
         if (to_string(p) == name) return p;
     throw std::invalid_argument("--policy " + name + ": not one of static, continuous, chunked");
+}
+
+std::string to_string(const Step& step) {
+    std::ostringstream os;
+    for (const BatchItem& i : step.items)
+        os << "(" << i.request << " " << i.tokens << "@" << i.context << " " << (i.prefill ? "P" : "D")
+           << (i.emits ? "!" : "") << ")";
+    return os.str();
 }
 
 Scheduler::Scheduler(const SchedulerConfig& config) : config_(config) {
@@ -93,12 +103,14 @@ void Scheduler::make_room_for_decodes() {
 // ---- the policies --------------------------------------------------------------------------
 
 Step Scheduler::next_step() {
+    Step step;
     switch (config_.policy) {
-        case Policy::static_batch: return static_step();
-        case Policy::continuous: return continuous_step();
-        case Policy::chunked: return chunked_step();
+        case Policy::static_batch: step = static_step(); break;
+        case Policy::continuous: step = continuous_step(); break;
+        case Policy::chunked: step = chunked_step(); break;
     }
-    return {};
+    for (BatchItem& item : step.items) item.slot = find(item.request)->slot;  // where its cache lives
+    return step;
 }
 
 /// The decode items of every running request that has finished its prefill.
@@ -159,38 +171,55 @@ Step Scheduler::continuous_step() {
 }
 // [continuous_step]
 
+/// Throws std::logic_error naming what is wrong if @p plan is not a batch the scheduler can run:
+/// an admission count past the waiting head, an item of a request that is neither running nor
+/// admitted, a request twice, an item of no token or at the wrong context, or a step past the
+/// budget or the free cache. (The lab's step builder is written by students.)
+static void check_plan(const ChunkedPlan& plan, const std::vector<RunningRequest>& running,
+                       const std::vector<WaitingRequest>& waiting, const StepRoom& room) {
+    const auto fail = [](const std::string& what) { throw std::logic_error("build_chunked_step (lab 05): " + what); };
+    if (plan.admitted < 0 || plan.admitted > static_cast<int>(waiting.size()))
+        fail("admitted = " + std::to_string(plan.admitted) + ", but only " + std::to_string(waiting.size()) +
+             " waiting requests can be (queue length, free slots)");
+    std::map<int, int> context;  // request -> positions in its cache, for every request the step may name
+    for (const RunningRequest& r : running) context[r.id] = r.computed;
+    for (int i = 0; i < plan.admitted; ++i) context[waiting[static_cast<std::size_t>(i)].id] = 0;
+    for (const BatchItem& item : plan.step.items) {
+        const std::string who = "request " + std::to_string(item.request);
+        const auto it = context.find(item.request);
+        if (it == context.end()) fail(who + " is in the step but neither running nor admitted (or is in it twice)");
+        if (item.tokens < 1) fail(who + " has " + std::to_string(item.tokens) + " tokens");
+        if (item.context != it->second)
+            fail(who + " is at context " + std::to_string(item.context) + " but holds " + std::to_string(it->second));
+        context.erase(it);
+    }
+    if (plan.step.tokens() > room.token_budget || plan.step.tokens() > room.kv_free)
+        fail("the step has " + std::to_string(plan.step.tokens()) + " tokens, past the budget (" +
+             std::to_string(room.token_budget) + ") or the free cache (" + std::to_string(room.kv_free) + ")");
+}
+
 // [chunked_step]
 Step Scheduler::chunked_step() {
-    // 1. Every running decode, one token each: never skipped (the budget is >= max_seqs).
+    // Every running decode must fit in the cache: preempt the newest until they do.
     make_room_for_decodes();
-    Step step;
-    step.items = decodes_of(running_);
-    int budget = config_.token_budget - step.tokens();
-    long long kv_free = config_.kv_capacity - kv_used() - step.tokens();
-    // 2. The prefills in progress, in admission order, each cut to what is left.
-    for (const Sequence& s : running_) {
-        if (!s.prefilling() || budget <= 0 || kv_free <= 0) continue;
-        const int chunk = static_cast<int>(std::min<long long>({s.prefill_len - s.computed, budget, kv_free}));
-        step.items.push_back({s.request.id, chunk, s.computed, true, s.computed + chunk == s.prefill_len});
-        budget -= chunk;
-        kv_free -= chunk;
-    }
-    // 3. New requests, first come first served, while budget, slots and cache remain.
-    while (budget > 0 && kv_free > 0 && !waiting_.empty() && !free_slots_.empty()) {
-        admit_front();
-        const Sequence& s = running_.back();
-        const int chunk = static_cast<int>(std::min<long long>({s.prefill_len, budget, kv_free}));
-        step.items.push_back({s.request.id, chunk, 0, true, chunk == s.prefill_len});
-        budget -= chunk;
-        kv_free -= chunk;
-    }
+    // The batch is the lab's decision (build_chunked_step, <lab tree>/05_batching), made on
+    // copies of the queues; only the waiting queue's head can be admitted, one per free slot.
+    std::vector<RunningRequest> running;
+    for (const Sequence& s : running_) running.push_back({s.request.id, s.computed, s.prefill_len});
+    std::vector<WaitingRequest> waiting;
+    for (std::size_t i = 0; i < waiting_.size() && i < free_slots_.size(); ++i)
+        waiting.push_back({waiting_[i].request.id, waiting_[i].request.prompt_tokens + waiting_[i].generated});
+    const StepRoom room{config_.token_budget, static_cast<int>(free_slots_.size()), config_.kv_capacity - kv_used()};
+    const ChunkedPlan plan = build_chunked_step(running, waiting, room);
+    check_plan(plan, running, waiting, room);
+    for (int i = 0; i < plan.admitted; ++i) admit_front();
     // Partial prefills can fill the cache with no decode left to run: drop the newest and
     // try again (one request alone always fits: arrive() checked it).
-    if (step.empty() && !running_.empty()) {
+    if (plan.step.empty() && !running_.empty()) {
         preempt_newest();
         return chunked_step();
     }
-    return step;
+    return plan.step;
 }
 // [chunked_step]
 
@@ -303,7 +332,7 @@ nlohmann::json to_json(const Timeline& t) {
         nlohmann::json items = nlohmann::json::array();
         for (const BatchItem& i : s.step.items)
             items.push_back({{"request", i.request}, {"tokens", i.tokens}, {"context", i.context},
-                             {"prefill", i.prefill}, {"emits", i.emits}});
+                             {"prefill", i.prefill}, {"emits", i.emits}, {"slot", i.slot}});
         steps.push_back({{"start_s", s.start_s}, {"end_s", s.end_s}, {"items", items}});
     }
     for (const Timeline::RequestRecord& r : t.requests)
@@ -324,7 +353,7 @@ Timeline timeline_from_json(const nlohmann::json& j) {
             Timeline::StepRecord r{s.at("start_s").get<double>(), s.at("end_s").get<double>(), {}};
             for (const auto& i : s.at("items"))
                 r.step.items.push_back({i.at("request").get<int>(), i.at("tokens").get<int>(), i.at("context").get<int>(),
-                                        i.at("prefill").get<bool>(), i.at("emits").get<bool>()});
+                                        i.at("prefill").get<bool>(), i.at("emits").get<bool>(), i.value("slot", -1)});
             t.steps.push_back(r);
         }
         for (const auto& r : j.at("requests")) {

@@ -19,9 +19,11 @@
 ///    decodes.
 ///  - chunked: stall-free batching (Sarathi-Serve). Every step first takes one decode token
 ///    of each running request, then continues the prefills in progress, then admits waiting
-///    requests, each prompt cut to what is left of the token budget.
+///    requests, each prompt cut to what is left of the token budget. The batch is decided by
+///    build_chunked_step() (lab 05, chunked_step.hpp); the scheduler preempts and admits.
 #pragma once
 
+#include "pd/serving/chunked_step.hpp"
 #include "pd/serving/types.hpp"
 
 #include <nlohmann/json.hpp>
@@ -38,6 +40,9 @@ enum class Policy { static_batch, continuous, chunked };
 std::string to_string(Policy p);
 /// The policy named @p name; std::invalid_argument naming `--policy` otherwise.
 Policy policy_from(const std::string& name);
+/// @p step as text, one `(request tokens@context P|D)` per item, `P` for a prefill and `D`
+/// for a decode, with `!` after it when the item emits a token: "(0 1@5 D!)(1 7@3 P)".
+std::string to_string(const Step& step);
 
 /// The scheduler's limits.
 struct SchedulerConfig {
@@ -117,7 +122,7 @@ private:
 Timeline run_engine(const std::vector<Request>& requests, Scheduler& scheduler, Executor& executor, bool check = false);
 
 /// The timeline as JSON: policy; steps [{start_s, end_s, items [{request, tokens, context,
-/// prefill, emits}]}]; requests [{id, arrival_s, prompt_tokens, output_tokens, preemptions,
+/// prefill, emits, slot}]}]; requests [{id, arrival_s, prompt_tokens, output_tokens, preemptions,
 /// token_s [...]}] (what `--timeline` writes, one object per policy).
 nlohmann::json to_json(const Timeline& t);
 /// The timeline that to_json() wrote. @throws std::invalid_argument naming a missing or bad field
