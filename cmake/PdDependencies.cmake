@@ -41,3 +41,17 @@ if(EXISTS "${CUDAToolkit_INCLUDE_DIRS}/cccl")
 endif()
 
 find_package(Doxygen COMPONENTS dot)
+
+# matplotlib for scripts/plot (the plot tests and the docs' figures). It comes from the
+# distribution (scripts/install-deps installs python3-matplotlib), so it belongs to the
+# distribution's python, which need not be the first python3 on the PATH. PD_PLOT_PYTHON is
+# the first interpreter that imports it, or empty.
+find_package(Python3 COMPONENTS Interpreter)
+set(PD_PLOT_PYTHON "")
+foreach(python IN ITEMS ${Python3_EXECUTABLE} /usr/bin/python3)
+  execute_process(COMMAND ${python} -c "import matplotlib" RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+  if(rc EQUAL 0)
+    set(PD_PLOT_PYTHON ${python})
+    break()
+  endif()
+endforeach()

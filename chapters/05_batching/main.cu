@@ -234,6 +234,10 @@ int run(int argc, char** argv) {
         executor = sv::CostModel(cost).describe();
     }
     const std::vector<sv::Request> requests = make_workload(o, o.rate, bench.options.seed);
+    // a slot holds the longest sequence: the model's max_seq (the cost model also stretches it to
+    // the longest request, as the 50,000-token prompt of the long-prompt scenario)
+    long long slot_len = on_model ? real->max_seq() : model.max_seq;
+    for (const sv::Request& r : requests) if (!on_model) slot_len = std::max<long long>(slot_len, r.prompt_tokens + r.output_tokens);
     out << "executor: " << executor << "\n"
         << "cache: " << kv << " positions (" << pd::format_bytes(double(kv) * kv_per_token) << ", "
         << pd::format_bytes(kv_per_token) << " per token); --max-seqs " << o.max_seqs << ", --token-budget "
@@ -257,6 +261,21 @@ int run(int argc, char** argv) {
         int preempted = 0;
         for (const auto& s : t.steps) longest = std::max(longest, s.end_s - s.start_s);
         for (const auto& r : t.requests) preempted += r.preemptions;
+        // [ch05_reserved]
+        // The cache as slots: each running request reserves a slot of the model's longest
+        // sequence, whatever it uses. Over the run (weighted by step time): positions used
+        // against positions reserved; the rest is what a paged cache (chapter 06) gives back.
+        double used_time = 0, reserved_time = 0;
+        long long used_peak = 0, running_peak = 0;
+        for (const auto& s : t.steps) {
+            const double dt = s.end_s - s.start_s;
+            used_time += dt * double(s.kv_used);
+            reserved_time += dt * double(s.running) * slot_len;
+            used_peak = std::max(used_peak, s.kv_used);
+            running_peak = std::max<long long>(running_peak, s.running);
+        }
+        const double unused = reserved_time > 0 ? 1 - used_time / reserved_time : 0;
+        // [ch05_reserved]
         pd::Row row;
         row.result.kernel = sv::to_string(p);
         row.result.passed = true;  // run_engine checked the invariants after every step
@@ -265,7 +284,9 @@ int run(int argc, char** argv) {
                      {"tpot_mean_ms", m.tpot_s.mean * 1e3}, {"itl_p50_ms", m.itl_s.p50 * 1e3},
                      {"itl_p99_ms", m.itl_s.p99 * 1e3},   {"itl_max_ms", m.itl_s.max * 1e3},
                      {"e2e_p50_s", m.e2e_s.p50},          {"output_tokens_per_s", m.output_tokens_per_s},
-                     {"requests_per_s", m.requests_per_s}, {"longest_step_ms", longest * 1e3}};
+                     {"requests_per_s", m.requests_per_s}, {"longest_step_ms", longest * 1e3},
+                     {"running_peak", running_peak},      {"kv_used_peak", used_peak},
+                     {"kv_reserved_peak", running_peak * slot_len}, {"kv_unused_share", unused}};
         if (o.find_capacity) row.point["capacity_rps"] = find_capacity(o, p, kv, cost, bench.options.seed);
         rows.push_back(row);
         nlohmann::json mj = sv::to_json(m);
@@ -289,6 +310,16 @@ int run(int argc, char** argv) {
     if (o.find_capacity)
         out << "capacity: the highest rate whose p99 ITL is within --slo-tpot-ms " << o.slo_tpot_ms
             << " ms with a median TTFT below 2 s (bisection)\n";
+    out << "\nthe cache as slots of " << slot_len << " positions (" << pd::format_bytes(slot_len * kv_per_token)
+        << ") per running request:\n"
+        << pd::render(rows, {C("policy", [](const pd::Row& r) { return r.result.kernel; }),
+                             C::point("running max", "running_peak"), C::point("used max", "kv_used_peak"),
+                             C::point("reserved max", "kv_reserved_peak"),
+                             C("unused", [](const pd::Row& r) {
+                                 return fmt("%.1f%%", 100 * r.point.at("kv_unused_share").get<double>());
+                             })})
+        << "used: positions holding K and V; reserved: running requests x slot; unused: 1 - used / reserved "
+           "over the run, weighted by step time (what chapter 06's paged cache gives back).\n";
     if (!o.timeline.empty()) {
         std::ofstream f(o.timeline);
         if (!f) throw std::invalid_argument("--timeline " + o.timeline + ": cannot write the file");

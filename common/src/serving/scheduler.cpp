@@ -311,7 +311,9 @@ Timeline run_engine(const std::vector<Request>& requests, Scheduler& scheduler, 
         }
         const double start = clock;
         clock += executor.run(step);
-        t.steps.push_back({start, clock, step});
+        // the cache while the step runs: the running requests' positions, this step's included
+        t.steps.push_back({start, clock, step, scheduler.kv_used() + step.tokens(),
+                           static_cast<int>(scheduler.running().size())});
         for (int id : scheduler.complete(step)) t.requests[static_cast<std::size_t>(id)].token_s.push_back(clock);
         if (check) scheduler.check_invariants();
     }
@@ -333,7 +335,8 @@ nlohmann::json to_json(const Timeline& t) {
         for (const BatchItem& i : s.step.items)
             items.push_back({{"request", i.request}, {"tokens", i.tokens}, {"context", i.context},
                              {"prefill", i.prefill}, {"emits", i.emits}, {"slot", i.slot}});
-        steps.push_back({{"start_s", s.start_s}, {"end_s", s.end_s}, {"items", items}});
+        steps.push_back({{"start_s", s.start_s}, {"end_s", s.end_s}, {"kv_used", s.kv_used}, {"running", s.running},
+                         {"items", items}});
     }
     for (const Timeline::RequestRecord& r : t.requests)
         requests.push_back({{"id", r.request.id},
@@ -350,7 +353,8 @@ Timeline timeline_from_json(const nlohmann::json& j) {
         Timeline t;
         t.policy = j.at("policy").get<std::string>();
         for (const auto& s : j.at("steps")) {
-            Timeline::StepRecord r{s.at("start_s").get<double>(), s.at("end_s").get<double>(), {}};
+            Timeline::StepRecord r{s.at("start_s").get<double>(), s.at("end_s").get<double>(), {},
+                                   s.value("kv_used", 0LL), s.value("running", 0)};
             for (const auto& i : s.at("items"))
                 r.step.items.push_back({i.at("request").get<int>(), i.at("tokens").get<int>(), i.at("context").get<int>(),
                                         i.at("prefill").get<bool>(), i.at("emits").get<bool>(), i.value("slot", -1)});

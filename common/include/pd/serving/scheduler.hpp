@@ -121,7 +121,7 @@ private:
 /// @p check is true, the scheduler's invariants are checked after every step.
 Timeline run_engine(const std::vector<Request>& requests, Scheduler& scheduler, Executor& executor, bool check = false);
 
-/// The timeline as JSON: policy; steps [{start_s, end_s, items [{request, tokens, context,
+/// The timeline as JSON: policy; steps [{start_s, end_s, kv_used, running, items [{request, tokens, context,
 /// prefill, emits, slot}]}]; requests [{id, arrival_s, prompt_tokens, output_tokens, preemptions,
 /// token_s [...]}] (what `--timeline` writes, one object per policy).
 nlohmann::json to_json(const Timeline& t);

@@ -60,6 +60,8 @@ struct Timeline {
         double start_s = 0;  ///< when it started
         double end_s = 0;    ///< when it ended (its tokens are emitted at end_s)
         Step step;           ///< what it ran
+        long long kv_used = 0;  ///< cache positions held while it ran: the running requests', its new tokens included
+        int running = 0;     ///< requests holding a cache slot while it ran (some may pause in it)
     };
     /// One request's life.
     struct RequestRecord {
