@@ -21,6 +21,7 @@
 #include "pd/serving/metrics.hpp"
 #include "pd/serving/scheduler.hpp"
 #include "pd/serving/workload.hpp"
+#include "pd/serving/workload_options.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -36,13 +37,10 @@ namespace md = pd::kernels::model;
 using pd::fmt;
 
 struct Options {
-    std::string policy = "all", executor = "cost", scenario = "poisson", trace;
+    std::string policy = "all", executor = "cost";
     std::string preset = "llama-3-70b", gpu = "H100-SXM";
     int tp = 8;
-    int requests = 200;
-    double rate = 4, burstiness = 1;
-    double prompt_len = 1000, output_len = 200;
-    std::string prompt_dist = "fixed", output_dist = "fixed";
+    sv::WorkloadOptions w;  // --scenario, --trace, --requests, --rate, the lengths
     int token_budget = 512, max_seqs = 64;
     long long kv_capacity = 0;  // 0: what the GPUs' memory holds beside the weights
     double slo_ttft_ms = 0, slo_tpot_ms = 0;
@@ -59,41 +57,25 @@ struct Options {
 void model_defaults(Options& o, const CLI::App& app) {
     const auto unset = [&](const char* name) { return app.get_option(name)->count() == 0; };
     if (unset("--preset")) o.preset = "tiny";
-    if (unset("--requests")) o.requests = 24;
-    if (unset("--rate")) o.rate = 40;
-    if (unset("--prompt-len")) o.prompt_len = 16;
-    if (unset("--output-len")) o.output_len = 12;
-    if (unset("--output-dist")) o.output_dist = "uniform";
+    if (unset("--requests")) o.w.requests = 24;
+    if (unset("--rate")) o.w.rate = 40;
+    if (unset("--prompt-len")) o.w.prompt_len = 16;
+    if (unset("--output-len")) o.w.output_len = 12;
+    if (unset("--output-dist")) o.w.output_dist = "uniform";
     if (unset("--max-seqs")) o.max_seqs = 17;  // the long-prompt scenario's 16 streams and its long prompt
     if (unset("--token-budget")) o.token_budget = 64;
 }
 // [ch05_model_defaults]
 
-sv::LengthDist dist_of(const std::string& name) {
-    if (name == "uniform") return sv::LengthDist::uniform;
-    if (name == "lognormal") return sv::LengthDist::lognormal;
-    return sv::LengthDist::fixed;
-}
-
 /// The workload of the options: a trace file, the long-prompt scenario, or seeded arrivals at @p rate.
 std::vector<sv::Request> make_workload(const Options& o, double rate, std::uint64_t seed) {
-    if (!o.trace.empty()) return sv::read_trace(o.trace);
-    if (o.scenario == "long-prompt" && o.executor == "model") {
+    if (o.w.trace.empty() && o.w.scenario == "long-prompt" && o.executor == "model") {
         // the scenario at the simulator's scale: 16 streams of 4-token prompts generating 24
         // tokens each, then a 192-token prompt arriving while they decode
         const int slot = pd::find_model(o.preset)->max_seq, long_output = 4;
         return sv::long_prompt_scenario(16, std::min(192, slot - long_output), 1e-6, 4, std::min(24, slot / 4), long_output);
     }
-    if (o.scenario == "long-prompt") return sv::long_prompt_scenario();
-    sv::WorkloadSpec w{.requests = o.requests, .rate = rate, .burstiness = o.burstiness, .seed = seed};
-    // uniform: +-50% of the mean; lognormal: sigma 1 of the log (a long tail, as chat outputs have)
-    const auto spec = [](const std::string& dist, double mean) {
-        const sv::LengthDist d = dist_of(dist);
-        return sv::LengthSpec{.dist = d, .mean = mean, .spread = d == sv::LengthDist::lognormal ? 1.0 : mean / 2};
-    };
-    w.prompt = spec(o.prompt_dist, o.prompt_len);
-    w.output = spec(o.output_dist, o.output_len);
-    return sv::poisson_workload(w);
+    return sv::make_workload(o.w, rate, seed, pd::find_model(o.preset)->vocab);
 }
 
 /// The model executor's model: one cache slot per running request, seeded synthetic weights.
@@ -125,7 +107,7 @@ double find_capacity(const Options& o, sv::Policy p, long long kv, const sv::Cos
     const double slo = o.slo_tpot_ms * 1e-3;
     const auto ok = [&](double rate) {
         Options steady = o;  // at least two minutes of arrivals, so that an overloaded queue has time to grow
-        steady.requests = std::max(o.requests, static_cast<int>(std::ceil(rate * 120)));
+        steady.w.requests = std::max(o.w.requests, static_cast<int>(std::ceil(rate * 120)));
         const sv::Metrics m = sv::compute_metrics(serve(make_workload(steady, rate, seed), p, o, kv, cost));
         return m.itl_s.p99 <= slo && m.ttft_s.p50 <= 2.0;
     };
@@ -163,17 +145,9 @@ int run(int argc, char** argv) {
     bench.option("--preset", o.preset, "Model shape", CLI::IsMember(pd::model_names()));
     bench.option("--gpu", o.gpu, "GPU preset of the cost model", CLI::IsMember(gpus));
     bench.option("--tp", o.tp, "Tensor-parallel GPUs", CLI::Range(1, 64));
-    bench.option("--scenario", o.scenario,
-                 "poisson (seeded arrivals at --rate), or long-prompt (16 streams, then one 50,000-token prompt)",
-                 CLI::IsMember({"poisson", "long-prompt"}));
-    bench.app.add_option("--trace", o.trace, "CSV trace: arrival seconds, prompt tokens, output tokens (instead of --scenario)");
-    bench.option("--requests", o.requests, "Requests of the poisson workload", CLI::Range(1, 1000000));
-    bench.option("--rate", o.rate, "Requests per second", CLI::Range(1e-6, 1e6));
-    bench.option("--burstiness", o.burstiness, "Gamma shape of the gaps (1 = Poisson, < 1 burstier)", CLI::Range(1e-3, 1e3));
-    bench.option("--prompt-len", o.prompt_len, "Mean prompt tokens", CLI::Range(1.0, 1e7));
-    bench.option("--output-len", o.output_len, "Mean output tokens", CLI::Range(1.0, 1e6));
-    bench.option("--prompt-dist", o.prompt_dist, "fixed, uniform (+-50%) or lognormal (sigma 1)", CLI::IsMember({"fixed", "uniform", "lognormal"}));
-    bench.option("--output-dist", o.output_dist, "fixed, uniform (+-50%) or lognormal (sigma 1)", CLI::IsMember({"fixed", "uniform", "lognormal"}));
+    sv::add_workload_options(bench.app, o.w,
+                             {{"poisson", "seeded arrivals at --rate"},
+                              {"long-prompt", "16 streams, then one 50,000-token prompt"}});
     bench.option("--token-budget", o.token_budget, "Tokens per step (chunked; continuous's prefill steps)", CLI::Range(1, 1 << 24));
     bench.option("--max-seqs", o.max_seqs, "Requests running at once (cache slots)", CLI::Range(1, 1 << 16));
     bench.option("--kv-capacity", o.kv_capacity, "Cache positions (0: the GPUs' memory beside the weights)",
@@ -184,7 +158,7 @@ int run(int argc, char** argv) {
     bench.app.add_flag("--find-capacity", o.find_capacity, "Bisect the highest rate whose p99 ITL meets --slo-tpot-ms with a median TTFT below 2 s");
     bench.app.add_option("--timeline", o.timeline, "Write every step and every token time as JSON to this file");
     if (auto code = bench.parse(argc, argv)) return *code;
-    if (o.find_capacity && (o.slo_tpot_ms <= 0 || o.scenario != "poisson" || !o.trace.empty()))
+    if (o.find_capacity && (o.slo_tpot_ms <= 0 || o.w.scenario != "poisson" || !o.w.trace.empty()))
         throw std::invalid_argument("--find-capacity needs --slo-tpot-ms > 0 and the poisson scenario (no --trace)");
     const bool on_model = o.executor == "model";
     if (on_model) {
@@ -233,7 +207,7 @@ int run(int argc, char** argv) {
         }
         executor = sv::CostModel(cost).describe();
     }
-    const std::vector<sv::Request> requests = make_workload(o, o.rate, bench.options.seed);
+    const std::vector<sv::Request> requests = make_workload(o, o.w.rate, bench.options.seed);
     // a slot holds the longest sequence: the model's max_seq (the cost model also stretches it to
     // the longest request, as the 50,000-token prompt of the long-prompt scenario)
     long long slot_len = on_model ? real->max_seq() : model.max_seq;
@@ -243,9 +217,7 @@ int run(int argc, char** argv) {
         << pd::format_bytes(kv_per_token) << " per token); --max-seqs " << o.max_seqs << ", --token-budget "
         << o.token_budget << "\n"
         << "workload: " << requests.size() << " requests ("
-        << (!o.trace.empty() ? "trace " + o.trace
-            : o.scenario == "long-prompt" ? std::string("long-prompt scenario")
-                                          : "poisson, " + fmt("%.4g", o.rate) + " per second") << ")\n\n";
+        << sv::describe(o.w) << ")\n\n";
 
     // ---- every policy on the same workload ----
     std::vector<sv::Policy> policies;
@@ -261,21 +233,8 @@ int run(int argc, char** argv) {
         int preempted = 0;
         for (const auto& s : t.steps) longest = std::max(longest, s.end_s - s.start_s);
         for (const auto& r : t.requests) preempted += r.preemptions;
-        // [ch05_reserved]
-        // The cache as slots: each running request reserves a slot of the model's longest
-        // sequence, whatever it uses. Over the run (weighted by step time): positions used
-        // against positions reserved; the rest is what a paged cache (chapter 06) gives back.
-        double used_time = 0, reserved_time = 0;
-        long long used_peak = 0, running_peak = 0;
-        for (const auto& s : t.steps) {
-            const double dt = s.end_s - s.start_s;
-            used_time += dt * double(s.kv_used);
-            reserved_time += dt * double(s.running) * slot_len;
-            used_peak = std::max(used_peak, s.kv_used);
-            running_peak = std::max<long long>(running_peak, s.running);
-        }
-        const double unused = reserved_time > 0 ? 1 - used_time / reserved_time : 0;
-        // [ch05_reserved]
+        // the cache as slots: each running request reserves a slot of the longest sequence
+        const sv::CacheStats cache = sv::cache_stats(t, 0, slot_len);
         pd::Row row;
         row.result.kernel = sv::to_string(p);
         row.result.passed = true;  // run_engine checked the invariants after every step
@@ -285,8 +244,8 @@ int run(int argc, char** argv) {
                      {"itl_p99_ms", m.itl_s.p99 * 1e3},   {"itl_max_ms", m.itl_s.max * 1e3},
                      {"e2e_p50_s", m.e2e_s.p50},          {"output_tokens_per_s", m.output_tokens_per_s},
                      {"requests_per_s", m.requests_per_s}, {"longest_step_ms", longest * 1e3},
-                     {"running_peak", running_peak},      {"kv_used_peak", used_peak},
-                     {"kv_reserved_peak", running_peak * slot_len}, {"kv_unused_share", unused}};
+                     {"running_peak", cache.running_max}, {"kv_used_peak", cache.used_max},
+                     {"kv_reserved_peak", cache.reserved_max}, {"kv_unused_share", cache.waste}};
         if (o.find_capacity) row.point["capacity_rps"] = find_capacity(o, p, kv, cost, bench.options.seed);
         rows.push_back(row);
         nlohmann::json mj = sv::to_json(m);
@@ -328,8 +287,8 @@ int run(int argc, char** argv) {
     }
 
     nlohmann::json report = bench.report({{"preset", o.preset}, {"gpu", o.gpu}, {"tp", o.tp}, {"executor", o.executor},
-                                          {"scenario", o.trace.empty() ? o.scenario : "trace"},
-                                          {"requests", requests.size()}, {"rate", o.rate},
+                                          {"scenario", o.w.trace.empty() ? o.w.scenario : "trace"},
+                                          {"requests", requests.size()}, {"rate", o.w.rate},
                                           {"token_budget", o.token_budget}, {"max_seqs", o.max_seqs},
                                           {"kv_capacity", kv}},
                                          rows, on_model ? bench.device_json() : nlohmann::json{{"executor", executor}});

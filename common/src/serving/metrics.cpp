@@ -157,4 +157,35 @@ std::string describe(const Metrics& m) {
     return out;
 }
 
+// [cache_stats]
+CacheStats cache_stats(const Timeline& t, int block_size, long long slot_positions) {
+    CacheStats c;
+    double used_time = 0, reserved_time = 0;
+    for (const Timeline::StepRecord& s : t.steps) {
+        const long long reserved = block_size > 0 ? s.kv_blocks * block_size : s.running * slot_positions;
+        const double dt = s.end_s - s.start_s;
+        used_time += dt * static_cast<double>(s.kv_used);
+        reserved_time += dt * static_cast<double>(reserved);
+        c.running_max = std::max<long long>(c.running_max, s.running);
+        c.used_max = std::max(c.used_max, s.kv_used);
+        c.reserved_max = std::max(c.reserved_max, reserved);
+        for (const BatchItem& i : s.step.items) c.prefill_tokens += i.prefill ? i.tokens : 0;
+    }
+    c.waste = reserved_time > 0 ? 1 - used_time / reserved_time : 0;
+    for (const Timeline::RequestRecord& r : t.requests) {
+        c.prompt_tokens += r.request.prompt_tokens;
+        c.prefix_hits += r.prefix_hit;
+    }
+    return c;
+}
+// [cache_stats]
+
+nlohmann::json to_json(const CacheStats& c) {
+    return {{"running_max", c.running_max},     {"used_max", c.used_max},
+            {"reserved_max", c.reserved_max},   {"waste", c.waste},
+            {"prefill_tokens", c.prefill_tokens}, {"prompt_tokens", c.prompt_tokens},
+            {"prefix_hits", c.prefix_hits},
+            {"prefix_hit_rate", c.prompt_tokens > 0 ? double(c.prefix_hits) / double(c.prompt_tokens) : 0.0}};
+}
+
 }  // namespace pd::serving

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -43,21 +44,59 @@ Scheduler::Scheduler(const SchedulerConfig& config) : config_(config) {
                                     ") must be >= --max-seqs (" + std::to_string(config_.max_seqs) +
                                     ") under chunked: every running request decodes in every step");
     for (int s = config_.max_seqs - 1; s >= 0; --s) free_slots_.push_back(s);  // slot 0 handed out first
+    capacity_ = config_.kv_capacity;
+    if (config_.block_size > 0) {
+        // [paged_capacity]
+        // Paged: each running request holds at most one partly filled block, so planning with
+        // block_size - 1 positions fewer per slot guarantees that every plan fits in whole blocks.
+        const long long blocks = config_.kv_capacity / config_.block_size;
+        capacity_ = blocks * config_.block_size - static_cast<long long>(config_.block_size - 1) * config_.max_seqs;
+        // [paged_capacity]
+        if (blocks < 1 || capacity_ < 1)
+            throw std::invalid_argument("the paged cache of " + std::to_string(blocks) + " blocks of " +
+                                        std::to_string(config_.block_size) + " positions cannot hold a partly filled "
+                                        "block for each of --max-seqs " + std::to_string(config_.max_seqs) +
+                                        " requests: raise the KV memory or lower --block-size");
+        paged_.emplace(static_cast<int>(blocks), config_.block_size, config_.prefix_caching);
+    } else if (config_.prefix_caching) {
+        throw std::invalid_argument("--prefix-cache needs the paged cache (a block size)");
+    }
+}
+
+int Scheduler::preemptions_of(int id) const {
+    const auto it = preempted_.find(id);
+    return it == preempted_.end() ? 0 : it->second;
+}
+
+long long Scheduler::prefix_hits_of(int id) const {
+    const auto it = hits_.find(id);
+    return it == hits_.end() ? 0 : it->second;
 }
 
 void Scheduler::arrive(const Request& r) {
     if (r.prompt_tokens < 1 || r.output_tokens < 1)
         throw std::invalid_argument("request " + std::to_string(r.id) + ": prompt and output must be >= 1 token");
-    if (static_cast<long long>(r.prompt_tokens) + r.output_tokens > config_.kv_capacity)
+    if (!r.prompt.empty() && static_cast<int>(r.prompt.size()) != r.prompt_tokens)
+        throw std::invalid_argument("request " + std::to_string(r.id) + ": " + std::to_string(r.prompt.size()) +
+                                    " prompt tokens given for a prompt of " + std::to_string(r.prompt_tokens));
+    if (static_cast<long long>(r.prompt_tokens) + r.output_tokens > capacity_)
         throw std::invalid_argument("request " + std::to_string(r.id) + ": prompt + output = " +
                                     std::to_string(r.prompt_tokens + r.output_tokens) +
-                                    " positions never fit in the cache's " + std::to_string(config_.kv_capacity));
+                                    " positions never fit in the cache's " + std::to_string(capacity_));
     waiting_.push_back(Sequence{.request = r});
 }
 
 long long Scheduler::kv_used() const {
     long long used = 0;
-    for (const Sequence& s : running_) used += s.computed;
+    for (const Sequence& s : running_) used += s.computed - s.prefix_hit;
+    if (paged_) {  // the prefix blocks shared from the cache, each counted once
+        std::set<int> shared;
+        for (const Sequence& s : running_) {
+            const std::vector<int>& t = paged_->table(s.request.id);
+            for (int i = 0; i < s.prefix_hit / config_.block_size; ++i) shared.insert(t[static_cast<std::size_t>(i)]);
+        }
+        used += static_cast<long long>(shared.size()) * config_.block_size;
+    }
     return used;
 }
 
@@ -71,6 +110,12 @@ bool Scheduler::admit_front() {
     free_slots_.pop_back();
     s.computed = 0;
     s.prefill_len = s.request.prompt_tokens + s.generated;  // after a preemption: recompute what it generated
+    s.prefix_hit = 0;
+    if (paged_) {  // the longest cached run of its prompt's blocks is already computed
+        s.prefix_hit = paged_->match_prefix(s.request.id, s.request.prompt);
+        s.computed = s.prefix_hit;
+        hits_[s.request.id] += s.prefix_hit;
+    }
     running_.push_back(s);
     return true;
 }
@@ -84,8 +129,11 @@ void Scheduler::preempt_newest() {
     s.slot = -1;
     s.computed = 0;
     s.prefill_len = 0;
+    s.prefix_hit = 0;
+    if (paged_) paged_->release(s.request.id);
     ++s.preemptions;
     ++preemptions_;
+    ++preempted_[s.request.id];
     // back to the waiting queue, in arrival order: ahead of every request that arrived after it
     auto at = std::find_if(waiting_.begin(), waiting_.end(),
                            [&](const Sequence& w) { return w.request.id > s.request.id; });
@@ -97,7 +145,7 @@ void Scheduler::make_room_for_decodes() {
         return static_cast<long long>(
             std::count_if(running_.begin(), running_.end(), [](const Sequence& s) { return !s.prefilling(); }));
     };
-    while (!running_.empty() && kv_used() + decoding() > config_.kv_capacity) preempt_newest();
+    while (!running_.empty() && kv_used() + decoding() > capacity_) preempt_newest();
 }
 
 // ---- the policies --------------------------------------------------------------------------
@@ -109,6 +157,7 @@ Step Scheduler::next_step() {
         case Policy::continuous: step = continuous_step(); break;
         case Policy::chunked: step = chunked_step(); break;
     }
+    if (paged_ && !fit_to_cache(step)) return next_step();  // it preempted every request of the step: plan again
     for (BatchItem& item : step.items) item.slot = find(item.request)->slot;  // where its cache lives
     return step;
 }
@@ -129,7 +178,7 @@ Step Scheduler::static_step() {
         while (!waiting_.empty() && !free_slots_.empty()) {
             const Sequence& w = waiting_.front();
             const long long need = w.request.prompt_tokens + w.generated + 1;
-            if (kv + need > config_.kv_capacity && kv > 0) break;
+            if (kv + need > capacity_ && kv > 0) break;
             kv += need;
             admit_front();
         }
@@ -156,7 +205,7 @@ Step Scheduler::continuous_step() {
         const Sequence& w = waiting_.front();
         const int need = w.request.prompt_tokens + w.generated;
         if (tokens > 0 && tokens + need > config_.token_budget) break;
-        if (kv + need > config_.kv_capacity) break;  // no preemption to admit: it waits
+        if (kv + need > capacity_) break;  // no preemption to admit: it waits
         kv += need;
         tokens += need;
         admit_front();
@@ -209,7 +258,7 @@ Step Scheduler::chunked_step() {
     std::vector<WaitingRequest> waiting;
     for (std::size_t i = 0; i < waiting_.size() && i < free_slots_.size(); ++i)
         waiting.push_back({waiting_[i].request.id, waiting_[i].request.prompt_tokens + waiting_[i].generated});
-    const StepRoom room{config_.token_budget, static_cast<int>(free_slots_.size()), config_.kv_capacity - kv_used()};
+    const StepRoom room{config_.token_budget, static_cast<int>(free_slots_.size()), capacity_ - kv_used()};
     const ChunkedPlan plan = build_chunked_step(running, waiting, room);
     check_plan(plan, running, waiting, room);
     for (int i = 0; i < plan.admitted; ++i) admit_front();
@@ -231,6 +280,39 @@ Sequence* Scheduler::find(int id) {
     return nullptr;
 }
 
+// [fit_to_cache]
+bool Scheduler::fit_to_cache(Step& step) {
+    // A request admitted with a prefix hit starts its prefill after the hit: its first chunk
+    // moves there (and shrinks if it would run past the prompt).
+    for (BatchItem& item : step.items) {
+        const Sequence* s = find(item.request);
+        if (!item.prefill || item.context >= s->computed) continue;
+        const int end = std::min(s->computed + item.tokens, s->prefill_len);
+        item.context = s->computed;
+        item.tokens = end - s->computed;
+        item.emits = end == s->prefill_len;
+    }
+    // A hit on blocks no running request held takes them from the cache's free memory: if the
+    // step no longer fits, the newest requests give theirs back (they will be recomputed).
+    bool preempted = false;
+    while (!step.empty() && kv_used() + step.tokens() > capacity_) {
+        const int newest = std::max_element(running_.begin(), running_.end(), [](const Sequence& a, const Sequence& b) {
+                               return a.request.id < b.request.id;
+                           })->request.id;
+        preempt_newest();
+        preempted = true;
+        std::erase_if(step.items, [newest](const BatchItem& i) { return i.request == newest; });
+    }
+    if (preempted && step.empty()) return false;
+    // Blocks for every new position (the capacity rule guarantees them).
+    for (const BatchItem& item : step.items)
+        if (!paged_->grow(item.request, static_cast<long long>(item.context) + item.tokens))
+            throw std::logic_error("paged cache: no block for request " + std::to_string(item.request) + " at position " +
+                                   std::to_string(item.context + item.tokens - 1));
+    return true;
+}
+// [fit_to_cache]
+
 std::vector<int> Scheduler::complete(const Step& step) {
     std::vector<int> emitted;
     for (const BatchItem& item : step.items) {
@@ -240,6 +322,7 @@ std::vector<int> Scheduler::complete(const Step& step) {
             throw std::logic_error("complete: request " + std::to_string(item.request) + " ran at context " +
                                    std::to_string(item.context) + " but holds " + std::to_string(s->computed));
         s->computed += item.tokens;
+        if (paged_) paged_->commit(item.request, s->request.prompt, s->computed);
         if (item.emits) {
             ++s->generated;
             emitted.push_back(item.request);
@@ -249,6 +332,7 @@ std::vector<int> Scheduler::complete(const Step& step) {
     for (auto it = running_.begin(); it != running_.end();) {
         if (it->generated == it->request.output_tokens) {
             free_slots_.push_back(it->slot);
+            if (paged_) paged_->release(it->request.id);
             it = running_.erase(it);
         } else {
             ++it;
@@ -274,7 +358,15 @@ void Scheduler::check_invariants() const {
     }
     for (std::size_t i = 0; i < used.size(); ++i)
         if (used[i] != 1) fail("slot " + std::to_string(i) + (used[i] ? " is shared or both free and used" : " leaked"));
-    if (kv_used() > config_.kv_capacity) fail("the cache holds more than its capacity");
+    if (kv_used() > capacity_) fail("the cache holds more than its capacity");
+    if (paged_) {
+        paged_->check_invariants();
+        for (const Sequence& s : running_)
+            if (static_cast<long long>(paged_->table(s.request.id).size()) < paged_->blocks_for(s.computed))
+                fail("request " + std::to_string(s.request.id) + " holds fewer blocks than its positions need");
+        for (const Sequence& w : waiting_)
+            if (!paged_->table(w.request.id).empty()) fail("waiting request " + std::to_string(w.request.id) + " holds blocks");
+    }
     for (std::size_t i = 0; i < waiting_.size(); ++i) {
         if (waiting_[i].slot != -1 || waiting_[i].computed != 0) fail("a waiting request holds cache");
         if (i > 0 && waiting_[i - 1].request.id > waiting_[i].request.id) fail("the waiting queue is out of arrival order");
@@ -313,15 +405,15 @@ Timeline run_engine(const std::vector<Request>& requests, Scheduler& scheduler, 
         clock += executor.run(step);
         // the cache while the step runs: the running requests' positions, this step's included
         t.steps.push_back({start, clock, step, scheduler.kv_used() + step.tokens(),
-                           static_cast<int>(scheduler.running().size())});
+                           static_cast<int>(scheduler.running().size()),
+                           scheduler.paged() ? scheduler.paged()->used() : 0});
         for (int id : scheduler.complete(step)) t.requests[static_cast<std::size_t>(id)].token_s.push_back(clock);
         if (check) scheduler.check_invariants();
     }
-    // a prefill from position 0 after the first is a recomputation: the request was preempted
-    for (const Timeline::StepRecord& s : t.steps)
-        for (const BatchItem& i : s.step.items)
-            if (i.prefill && i.context == 0) ++t.requests[static_cast<std::size_t>(i.request)].preemptions;
-    for (Timeline::RequestRecord& r : t.requests) r.preemptions = std::max(0, r.preemptions - 1);
+    for (Timeline::RequestRecord& r : t.requests) {
+        r.preemptions = scheduler.preemptions_of(r.request.id);
+        r.prefix_hit = scheduler.prefix_hits_of(r.request.id);
+    }
     return t;
 }
 // [run_engine]
@@ -336,7 +428,7 @@ nlohmann::json to_json(const Timeline& t) {
             items.push_back({{"request", i.request}, {"tokens", i.tokens}, {"context", i.context},
                              {"prefill", i.prefill}, {"emits", i.emits}, {"slot", i.slot}});
         steps.push_back({{"start_s", s.start_s}, {"end_s", s.end_s}, {"kv_used", s.kv_used}, {"running", s.running},
-                         {"items", items}});
+                         {"kv_blocks", s.kv_blocks}, {"items", items}});
     }
     for (const Timeline::RequestRecord& r : t.requests)
         requests.push_back({{"id", r.request.id},
@@ -344,6 +436,7 @@ nlohmann::json to_json(const Timeline& t) {
                             {"prompt_tokens", r.request.prompt_tokens},
                             {"output_tokens", r.request.output_tokens},
                             {"preemptions", r.preemptions},
+                            {"prefix_hit", r.prefix_hit},
                             {"token_s", r.token_s}});
     return {{"policy", t.policy}, {"steps", steps}, {"requests", requests}};
 }
@@ -354,7 +447,7 @@ Timeline timeline_from_json(const nlohmann::json& j) {
         t.policy = j.at("policy").get<std::string>();
         for (const auto& s : j.at("steps")) {
             Timeline::StepRecord r{s.at("start_s").get<double>(), s.at("end_s").get<double>(), {},
-                                   s.value("kv_used", 0LL), s.value("running", 0)};
+                                   s.value("kv_used", 0LL), s.value("running", 0), s.value("kv_blocks", 0LL)};
             for (const auto& i : s.at("items"))
                 r.step.items.push_back({i.at("request").get<int>(), i.at("tokens").get<int>(), i.at("context").get<int>(),
                                         i.at("prefill").get<bool>(), i.at("emits").get<bool>(), i.value("slot", -1)});
@@ -365,6 +458,7 @@ Timeline timeline_from_json(const nlohmann::json& j) {
             rec.request = {r.at("id").get<int>(), r.at("arrival_s").get<double>(), r.at("prompt_tokens").get<int>(),
                            r.at("output_tokens").get<int>()};
             rec.preemptions = r.at("preemptions").get<int>();
+            rec.prefix_hit = r.value("prefix_hit", 0LL);
             rec.token_s = r.at("token_s").get<std::vector<double>>();
             t.requests.push_back(rec);
         }

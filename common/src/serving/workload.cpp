@@ -206,4 +206,24 @@ std::vector<Request> long_prompt_scenario(int users, int long_prompt, double lon
     return out;
 }
 
+std::vector<Request> shared_prefix_scenario(const WorkloadSpec& spec, int system_tokens, int question_tokens, int vocab) {
+    if (system_tokens < 1 || question_tokens < 1)
+        throw std::invalid_argument("shared-prefix scenario: the system prompt and the question must be >= 1 token, got " +
+                                    std::to_string(system_tokens) + " and " + std::to_string(question_tokens));
+    if (vocab < 2) throw std::invalid_argument("shared-prefix scenario: vocab must be >= 2, got " + std::to_string(vocab));
+    WorkloadSpec fixed = spec;
+    fixed.prompt = LengthSpec{.dist = LengthDist::fixed, .mean = double(system_tokens + question_tokens)};
+    std::vector<Request> out = poisson_workload(fixed);
+    Rng system(derive_seed(spec.seed, 0x5157));
+    std::vector<int> prefix(static_cast<std::size_t>(system_tokens));
+    for (int& t : prefix) t = system.integer(0, vocab - 1);
+    for (Request& r : out) {
+        Rng own(derive_seed(spec.seed, 0x51570000ull + static_cast<std::uint64_t>(r.id)));
+        r.prompt = prefix;
+        for (int i = 0; i < question_tokens; ++i) r.prompt.push_back(own.integer(0, vocab - 1));
+        r.prompt_tokens = system_tokens + question_tokens;
+    }
+    return out;
+}
+
 }  // namespace pd::serving

@@ -90,4 +90,28 @@ nlohmann::json to_json(const Metrics& m);
 /// @return the text, each line ending with a newline
 std::string describe(const Metrics& m);
 
+/// How a run used its KV cache (chapters 05 and 06), from the timeline's step records.
+struct CacheStats {
+    long long running_max = 0;   ///< the most requests holding cache at once
+    long long used_max = 0;      ///< the most positions holding K and V at once
+    long long reserved_max = 0;  ///< the most positions reserved at once (slots, or whole blocks)
+    /// 1 - used / reserved over the run, each weighted by its step's time: the share of the
+    /// reserved memory that held nothing.
+    double waste = 0;
+    long long prefill_tokens = 0;  ///< prompt positions computed (prefill items, recomputations included)
+    long long prompt_tokens = 0;   ///< the requests' prompt positions
+    long long prefix_hits = 0;     ///< prompt positions found in the prefix cache instead of computed
+};
+
+/// The cache statistics of @p t: reserved is blocks x @p block_size for a paged cache
+/// (block_size > 0), else the running requests x @p slot_positions (a slot per request).
+/// @param t the timeline  @param block_size the paged cache's block size (0: slots)
+/// @param slot_positions positions of one slot (slots)
+CacheStats cache_stats(const Timeline& t, int block_size, long long slot_positions);
+
+/// The statistics as JSON: running_max, used_max, reserved_max, waste, prefill_tokens,
+/// prompt_tokens, prefix_hits, prefix_hit_rate.
+/// @param c the statistics
+nlohmann::json to_json(const CacheStats& c);
+
 }  // namespace pd::serving

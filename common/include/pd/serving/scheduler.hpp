@@ -24,12 +24,15 @@
 #pragma once
 
 #include "pd/serving/chunked_step.hpp"
+#include "pd/serving/paged_cache.hpp"
 #include "pd/serving/types.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <deque>
+#include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace pd::serving {
@@ -50,6 +53,10 @@ struct SchedulerConfig {
     int token_budget = 512;           ///< tokens per step (`--token-budget`); continuous may exceed it for one prompt
     int max_seqs = 64;                ///< cache slots: requests running at once (`--max-seqs`)
     long long kv_capacity = 1 << 20;  ///< positions the cache holds over all running requests
+    /// 0: the capacity counts the positions in use (chapter 05). > 0: a paged cache of
+    /// kv_capacity / block_size blocks (chapter 06), allocated as sequences grow.
+    int block_size = 0;
+    bool prefix_caching = false;      ///< paged only: reuse cached full prompt blocks (`--prefix-cache`)
 };
 
 /// A request inside the scheduler.
@@ -60,6 +67,7 @@ struct Sequence {
     int prefill_len = 0; ///< positions to prefill since its admission: the prompt, plus after a preemption its generated tokens
     int slot = -1;       ///< its cache slot while running, -1 while waiting
     int preemptions = 0; ///< times its cache was dropped
+    int prefix_hit = 0;  ///< positions of its prompt found in the prefix cache at its admission
     /// True while its prefill is not complete (it decodes afterwards).
     bool prefilling() const { return computed < prefill_len; }
 };
@@ -88,8 +96,21 @@ public:
     const std::vector<Sequence>& running() const { return running_; }
     /// The waiting requests, in queue order.
     const std::deque<Sequence>& waiting() const { return waiting_; }
-    /// Positions held in the cache by the running requests.
+    /// Positions held in the cache by the running requests. Paged: the positions they computed
+    /// beyond their prefix hits, plus every prefix block they share, counted once.
     long long kv_used() const;
+    /// The positions the policies may plan with: kv_capacity, or paged, kv_capacity less one
+    /// partly filled block per slot (block_size - 1 positions each), so that every plan fits
+    /// in whole blocks.
+    long long capacity() const { return capacity_; }
+    /// The paged cache (nullptr unless block_size > 0).
+    const PagedCache* paged() const { return paged_ ? &*paged_ : nullptr; }
+    /// Times request @p id was preempted so far.
+    /// @param id a request id
+    int preemptions_of(int id) const;
+    /// Prompt positions of request @p id found in the prefix cache, over its admissions.
+    /// @param id a request id
+    long long prefix_hits_of(int id) const;
     /// Throws std::logic_error naming the broken invariant: every running request has its own
     /// slot and no free slot is used (no slot leaked or shared), the cache holds no more than
     /// its capacity, at most max_seqs run, no request has more output than it asked for, and
@@ -106,6 +127,7 @@ private:
     void preempt_newest();                // drops the newest running request's cache
     void make_room_for_decodes();         // preempts the newest until every decode fits in the cache
     Sequence* find(int id);
+    bool fit_to_cache(Step& step);        // paged: starts admissions after their prefix hits; preempts until the step fits
 
     SchedulerConfig config_;
     std::deque<Sequence> waiting_;
@@ -113,6 +135,10 @@ private:
     std::vector<int> free_slots_;
     bool static_batch_open_ = true;       // static: the batch may still take requests
     int preemptions_ = 0;
+    long long capacity_ = 0;
+    std::optional<PagedCache> paged_;
+    std::unordered_map<int, int> preempted_;        // preemptions per request
+    std::unordered_map<int, long long> hits_;        // prefix-cache positions per request
 };
 
 /// Runs @p requests (sorted by arrival) through @p scheduler and @p executor on a simulated

@@ -15,6 +15,9 @@ struct Request {
     double arrival_s = 0;     ///< arrival time, seconds from the start of the run
     int prompt_tokens = 1;    ///< prompt length (>= 1)
     int output_tokens = 1;    ///< tokens to generate (>= 1); the first comes out of the prefill
+    /// The prompt's token ids, when the workload has them (prefix caching matches them; the
+    /// model executor feeds them). Empty: a prompt of prompt_tokens tokens shared with no one.
+    std::vector<int> prompt;
 };
 
 /// What one request does in one step: `tokens` new tokens of its prompt (a prefill chunk, or
@@ -62,12 +65,14 @@ struct Timeline {
         Step step;           ///< what it ran
         long long kv_used = 0;  ///< cache positions held while it ran: the running requests', its new tokens included
         int running = 0;     ///< requests holding a cache slot while it ran (some may pause in it)
+        long long kv_blocks = 0;  ///< paged: blocks held while it ran (0 otherwise)
     };
     /// One request's life.
     struct RequestRecord {
         Request request;                 ///< as it arrived
         std::vector<double> token_s;     ///< the time of each output token (token_s[0]: the first)
         int preemptions = 0;             ///< times it was preempted and later recomputed
+        long long prefix_hit = 0;        ///< prompt positions found in the prefix cache (not computed)
     };
     std::string policy;                  ///< the scheduler's policy
     std::vector<StepRecord> steps;       ///< in order

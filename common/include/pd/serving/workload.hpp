@@ -95,4 +95,17 @@ std::vector<Request> long_prompt_scenario(int users = 16, int long_prompt = 5000
                                           double long_arrival_s = 1.0, int user_prompt = 100,
                                           int user_output = 400, int long_output = 16);
 
+/// The `--scenario shared-prefix` workload (chapter 06): requests that all begin with the same
+/// system prompt, each followed by its own question, arriving as @p spec says (its prompt
+/// lengths are ignored). The prompts carry their token ids: the system prompt's are the same
+/// in every request, each question's are its own, so a prefix cache can find what they share.
+/// @param spec arrivals and output lengths (its prompt field is not used)
+/// @param system_tokens the shared system prompt's length (>= 1)
+/// @param question_tokens each request's own part (>= 1)
+/// @param vocab token ids are drawn in [0, vocab) (>= 2)
+/// @return spec.requests requests with their prompts, ids 0, 1, 2, ... in arrival order
+/// @throws std::invalid_argument naming the parameter out of range
+std::vector<Request> shared_prefix_scenario(const WorkloadSpec& spec, int system_tokens = 1000,
+                                            int question_tokens = 100, int vocab = 32000);
+
 }  // namespace pd::serving
