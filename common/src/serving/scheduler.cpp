@@ -100,6 +100,33 @@ long long Scheduler::kv_used() const {
     return used;
 }
 
+long long Scheduler::kv_held(const Step& step) const {
+    std::unordered_map<int, int> adds;
+    for (const BatchItem& i : step.items) adds[i.request] += i.tokens;
+    const auto after = [&](const Sequence& s) {
+        const auto it = adds.find(s.request.id);
+        return static_cast<long long>(s.computed) + (it == adds.end() ? 0 : it->second);
+    };
+    long long held = 0;
+    if (!paged_) {
+        for (const Sequence& s : running_) held += after(s);
+        return held;
+    }
+    // each block once, filled as far as the furthest of the requests that hold it
+    std::unordered_map<int, long long> fill;
+    const long long bs = config_.block_size;
+    for (const Sequence& s : running_) {
+        const std::vector<int>& t = paged_->table(s.request.id);
+        const long long n = after(s);
+        for (std::size_t i = 0; i < t.size() && static_cast<long long>(i) * bs < n; ++i) {
+            long long& f = fill[t[i]];
+            f = std::max(f, std::min(bs, n - static_cast<long long>(i) * bs));
+        }
+    }
+    for (const auto& [block, f] : fill) held += f;
+    return held;
+}
+
 // ---- admission, preemption -----------------------------------------------------------------
 
 bool Scheduler::admit_front() {
@@ -404,7 +431,7 @@ Timeline run_engine(const std::vector<Request>& requests, Scheduler& scheduler, 
         const double start = clock;
         clock += executor.run(step);
         // the cache while the step runs: the running requests' positions, this step's included
-        t.steps.push_back({start, clock, step, scheduler.kv_used() + step.tokens(),
+        t.steps.push_back({start, clock, step, scheduler.kv_held(step),
                            static_cast<int>(scheduler.running().size()),
                            scheduler.paged() ? scheduler.paged()->used() : 0});
         for (int id : scheduler.complete(step)) t.requests[static_cast<std::size_t>(id)].token_s.push_back(clock);

@@ -103,6 +103,10 @@ public:
     /// partly filled block per slot (block_size - 1 positions each), so that every plan fits
     /// in whole blocks.
     long long capacity() const { return capacity_; }
+    /// Positions holding K and V once @p step has run (what it is about to run counted in):
+    /// each position once, even in a block several requests share.
+    /// @param step the step about to run (its items belong to running requests)
+    long long kv_held(const Step& step) const;
     /// The paged cache (nullptr unless block_size > 0).
     const PagedCache* paged() const { return paged_ ? &*paged_ : nullptr; }
     /// Times request @p id was preempted so far.

@@ -63,7 +63,7 @@ struct Timeline {
         double start_s = 0;  ///< when it started
         double end_s = 0;    ///< when it ended (its tokens are emitted at end_s)
         Step step;           ///< what it ran
-        long long kv_used = 0;  ///< cache positions held while it ran: the running requests', its new tokens included
+        long long kv_used = 0;  ///< positions holding K and V while it ran (its new tokens included; a shared block's once)
         int running = 0;     ///< requests holding a cache slot while it ran (some may pause in it)
         long long kv_blocks = 0;  ///< paged: blocks held while it ran (0 otherwise)
     };
