@@ -24,8 +24,10 @@ void check_cache_shape(const CacheShape& s) {
 }
 
 /// The cache's element from fp32: the identity for float, round to nearest even for bf16.
+///@{
 __device__ __forceinline__ void store_as(float* dst, float x) { *dst = x; }
 __device__ __forceinline__ void store_as(__nv_bfloat16* dst, float x) { *dst = __float2bfloat16_rn(x); }
+///@}
 
 // [kv_append_kernel]
 /// Block (t, b), thread c of head h: copies element c of head h of new token t of sequence b

@@ -118,7 +118,7 @@ inline void cublas_gemv(cublasHandle_t h, const __nv_bfloat16* w, const __nv_bfl
 
 }  // namespace pd
 
-/// Checks a cuBLAS call; throws naming the call, file:line and the status.
+/// Checks a cuBLAS call; throws naming the call, %file:line and the status.
 #define PD_CHECK_CUBLAS(call) ::pd::check_cublas((call), #call, __FILE__, __LINE__)
 
 #endif

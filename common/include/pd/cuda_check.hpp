@@ -9,7 +9,7 @@
 
 namespace pd {
 
-/// A failed CUDA runtime call: what() holds the call, file:line, error name and text.
+/// A failed CUDA runtime call: what() holds the call, %file:line, error name and text.
 class CudaError : public std::runtime_error {
 public:
     /// An error @p code with its full message @p what (see cuda_error_message).
@@ -21,7 +21,7 @@ private:
     cudaError_t code_;
 };
 
-/// Builds the message of a failed call: "`call` at file:line: cudaErrorX (text)".
+/// Builds the message of a failed call: "`call` at %file:line: cudaErrorX (text)".
 std::string cuda_error_message(cudaError_t code, const char* call, const char* file, int line);
 
 /// Throws CudaError when @p code is not cudaSuccess. Used through PD_CHECK_CUDA.

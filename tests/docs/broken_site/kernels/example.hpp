@@ -1,0 +1,1 @@
+// A file that html/unlinked.html names without a link.

@@ -1,0 +1,400 @@
+#!/usr/bin/env python3
+"""Loads every HTML page of the built docs site in headless Chromium and checks what a reader
+would see.
+
+    check_site.py HTML_DIR REPO [--screenshots DIR] [--chromium PATH] [--only REGEX] [--jobs N]
+
+For every page (HTML_DIR/**/*.html, MathJax's own files left out):
+
+* it loads without a console error, an uncaught exception or a resource that failed to load;
+* MathJax typeset every formula: no TeX error, and no raw delimiter (\\f$, \\f[, \\(, \\[,
+  $$) left in the rendered text outside code blocks;
+* every link to a file of the site, and every image, resolves: the file exists, and so does
+  the anchor a link names (an id or a name in the target page); images have loaded;
+* every file of the repository that the text names under kernels/, common/include/,
+  common/sim/include/ or solutions/ (the sources the site shows) is a link to its page;
+* it is no wider than the 1280-pixel window.
+
+Each chapter page (found by the title of REPO/chapters/*/README.md) must also show its version
+table (a table whose first column is `version`, with rows) where its README has one, and at
+least as many code blocks as the README has \\snippet commands, none of them empty.
+
+With --screenshots DIR, the index and each chapter page are also saved as PNGs, 1280 pixels
+wide, cut into pieces of at most 2400 pixels high (index.png, index-2.png, ...).
+
+Chromium is driven through its DevTools protocol over a pipe (--remote-debugging-pipe: JSON
+messages separated by NUL bytes on file descriptors 3 and 4), so only the standard library
+is needed; --jobs browsers (2) share the pages. Only the pages with formulas wait for MathJax
+to typeset; the others are checked once loaded (MathJax's setup is the same on every page).
+Exit 0 when every check passed, 1 listing every failure, 2 when the site or Chromium cannot
+be used.
+"""
+import argparse
+import base64
+import glob
+import html.parser
+import json
+import os
+import re
+import select
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+
+PAGE_TIMEOUT_S = 30  # one page: load and typeset
+
+
+def fail(message):
+    print(f"check_site: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+class Chromium:
+    """A headless Chromium and one tab, driven over --remote-debugging-pipe."""
+
+    def __init__(self, executable, profile):
+        to_chrome_r, self.to_chrome = os.pipe()
+        self.from_chrome, from_chrome_w = os.pipe()
+
+        def child_fds():  # the protocol's fixed descriptors: 3 reads commands, 4 writes replies
+            a, b = os.dup(to_chrome_r), os.dup(from_chrome_w)
+            os.dup2(a, 3)
+            os.dup2(b, 4)
+
+        args = [executable, "--headless", "--remote-debugging-pipe", "--no-sandbox", "--disable-gpu",
+                "--no-first-run", "--no-default-browser-check", "--disable-extensions",
+                "--allow-file-access-from-files", f"--user-data-dir={profile}", "about:blank"]
+        self.process = subprocess.Popen(args, preexec_fn=child_fds, close_fds=False,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        os.close(to_chrome_r)
+        os.close(from_chrome_w)
+        self.buffer, self.next_id, self.events = b"", 0, []
+        target = self.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        self.session = self.call("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        for domain in ("Page", "Runtime", "Log"):
+            self.call(f"{domain}.enable", session=True)
+        self.call("Emulation.setDeviceMetricsOverride",
+                  {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False}, session=True)
+
+    def _receive(self, deadline):
+        while b"\0" not in self.buffer:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([self.from_chrome], [], [], left)[0]:
+                raise TimeoutError
+            data = os.read(self.from_chrome, 1 << 20)
+            if not data:
+                fail("Chromium closed its DevTools pipe (did it start? run it by hand with --headless)")
+            self.buffer += data
+        message, self.buffer = self.buffer.split(b"\0", 1)
+        return json.loads(message)
+
+    def call(self, method, params=None, session=False, timeout=PAGE_TIMEOUT_S):
+        """Sends a command and returns its result; events that arrive meanwhile are kept."""
+        self.next_id += 1
+        message = {"id": self.next_id, "method": method, "params": params or {}}
+        if session:
+            message["sessionId"] = self.session
+        os.write(self.to_chrome, json.dumps(message).encode() + b"\0")
+        deadline = time.monotonic() + timeout
+        while True:
+            reply = self._receive(deadline)
+            if reply.get("id") == self.next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error'].get('message')}")
+                return reply["result"]
+            if "method" in reply:
+                self.events.append(reply)
+
+    def wait_for(self, event, timeout=PAGE_TIMEOUT_S):
+        deadline = time.monotonic() + timeout
+        while not any(e["method"] == event for e in self.events):
+            self.events.append(self._receive(deadline))
+
+    def evaluate(self, expression, timeout=PAGE_TIMEOUT_S):
+        result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True,
+                                                "awaitPromise": True}, session=True, timeout=timeout)
+        if "exceptionDetails" in result:
+            raise RuntimeError(result["exceptionDetails"].get("exception", {}).get("description", "exception"))
+        return result["result"].get("value")
+
+    def close(self):
+        try:
+            self.call("Browser.close", timeout=10)
+        except (TimeoutError, RuntimeError, OSError):
+            pass
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+# Runs in the page once it has loaded: waits for MathJax to finish, then reports what the checks
+# need. The rendered text leaves out code (pre, code, .fragment), where MathJax does not typeset
+# and a backslash is just code.
+PAGE_PROBE = r"""
+(async (typeset) => {
+  let mathjax = "absent", errors = [], formulas = 0;
+  if (typeset && window.MathJax && MathJax.Hub) {
+    await new Promise(resolve => MathJax.Hub.Queue(resolve));
+    mathjax = "done";
+    const all = MathJax.Hub.getAllJax();
+    formulas = all.length;
+    for (const jax of all)
+      if (jax.texError) errors.push(jax.originalText);
+  }
+  // images added by the page's scripts (the navigation tree's, the search box's) load after it
+  await Promise.all(Array.from(document.images).filter(i => !i.complete).map(i => new Promise(done => {
+    i.addEventListener("load", done);
+    i.addEventListener("error", done);
+    setTimeout(done, 5000);
+  })));
+  const broken = () => Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0);
+  if (broken().length) await new Promise(done => setTimeout(done, 1000));  // one more chance
+  const body = document.body.cloneNode(true);
+  body.querySelectorAll("pre, code, .fragment, script, style, textarea, .MathJax_Preview").forEach(e => e.remove());
+  const title = document.querySelector(".title");
+  const tables = Array.from(document.querySelectorAll(".contents table")).map(t => ({
+    first: (t.querySelector("th") || {textContent: ""}).textContent.trim(),
+    rows: t.querySelectorAll("tr").length}));
+  return {
+    mathjax, tex_errors: errors, formulas,
+    text: body.textContent,
+    title: title ? title.textContent.trim() : document.title,
+    links: Array.from(document.querySelectorAll("a[href]")).map(a => a.href),
+    sources: Array.from(document.querySelectorAll("[src], object[data], link[href]"))
+                  .map(e => e.src || e.data || e.href).filter(Boolean),
+    broken_images: broken().map(i => i.getAttribute("src")),
+    tables,
+    paths: (() => {  // repository paths named in the text (code spans included) but not linked
+      const found = [], walk = document.createTreeWalker(document.querySelector(".contents") || document.body,
+                                                          NodeFilter.SHOW_TEXT);
+      const re = /\b(?:kernels|solutions|common\/include|common\/sim\/include)\/[\w.\/-]+\.(?:cu|cuh|hpp|h|cpp)\b/g;
+      for (let n = walk.nextNode(); n; n = walk.nextNode())
+        if (!n.parentElement.closest("a, pre, .fragment, script, .memproto, .memname"))
+          for (const m of n.textContent.matchAll(re)) found.push(m[0]);
+      return found;
+    })(),
+    fragments: Array.from(document.querySelectorAll(".contents div.fragment")).map(f => f.textContent.trim().length),
+    width: document.documentElement.scrollWidth,
+    height: document.documentElement.scrollHeight,
+  };
+})(TYPESET)
+"""
+
+RAW_TEX = re.compile(r"\\f[$\[\]]|\\\(|\\\)|\\\[|\\\]|\$\$")
+
+
+class Anchors(html.parser.HTMLParser):
+    """The ids and names a page defines, the targets of #fragment links."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = set()
+
+    def handle_starttag(self, tag, attrs):
+        for key, value in attrs:
+            if key in ("id", "name") and value:
+                self.names.add(value)
+
+
+def anchors_of(path, cache={}):
+    if path not in cache:
+        parser = Anchors()
+        with open(path, encoding="utf-8", errors="replace") as f:
+            parser.feed(f.read())
+        cache[path] = parser.names
+    return cache[path]
+
+
+def check_url(url, site, problems, what):
+    """A file: URL inside the site must name an existing file, and an existing anchor in it."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme != "file":
+        return
+    path = urllib.parse.unquote(parts.path)
+    if not os.path.realpath(path).startswith(site):
+        problems.append(f"{what} outside the site: {path}")
+    elif not os.path.isfile(path):
+        problems.append(f"{what} to a missing file: {os.path.relpath(path, site)}")
+    elif parts.fragment and path.endswith(".html") and urllib.parse.unquote(parts.fragment) not in anchors_of(path):
+        problems.append(f"{what} to a missing anchor: {os.path.relpath(path, site)}#{parts.fragment}")
+
+
+def has_math(path):
+    """Whether Doxygen wrote a formula into the page: \\( ... \\) inline, \\[ ... \\] displayed.
+    Only such pages wait for MathJax (a page without formulas is checked without it: the same
+    MathJax setup is exercised, and its errors reported, on the pages with formulas)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    return "\\(" in text or "\\[" in text
+
+
+def console_problems(events):
+    """Console errors, uncaught exceptions and failed loads among the page's events."""
+    found = []
+    for e in events:
+        p = e.get("params", {})
+        if e["method"] == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+            text = " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", []))
+            found.append(f"console.{p['type']}: {text}")
+        elif e["method"] == "Runtime.exceptionThrown":
+            d = p.get("exceptionDetails", {})
+            found.append(f"uncaught exception: {d.get('exception', {}).get('description') or d.get('text')}")
+        elif e["method"] == "Log.entryAdded" and p.get("entry", {}).get("level") == "error":
+            entry = p["entry"]
+            found.append(f"console error ({entry.get('source')}): {entry.get('text')} {entry.get('url', '')}".rstrip())
+    return found
+
+
+def chapter_pages(chapters_dir):
+    """{title of the page: (has a version table, number of \\snippet commands)} for every chapter
+    README: what its rendered page must show."""
+    pages = {}
+    for readme in sorted(glob.glob(os.path.join(chapters_dir, "*", "README.md"))):
+        with open(readme, encoding="utf-8") as f:
+            text = f.read()
+        first = text.splitlines()[0] if text else ""
+        title = re.sub(r"\s*\{#[^}]*\}\s*$", "", first.lstrip("# ")).strip()
+        versions = re.search(r"^\|\s*version\s*\|", text, re.MULTILINE | re.IGNORECASE) is not None
+        pages[title] = (versions, len(re.findall(r"^\\snippet\s", text, re.MULTILINE)))
+    return pages
+
+
+def screenshot(browser, out_dir, name):
+    """The whole page, 1280 pixels wide, in pieces of at most 2400 pixels. With the navigation
+    tree the text scrolls inside #doc-content, so the window is first made as tall as the page."""
+    measure = ("Math.max(document.documentElement.scrollHeight, (() => { const d = document.getElementById("
+               "'doc-content'); return d ? d.getBoundingClientRect().top + d.scrollHeight + 60 : 0; })())")
+    height = 900
+    for _ in range(3):  # the page lays itself out again for the new height
+        tall = int(browser.evaluate(measure))
+        if tall <= height:
+            break
+        height = tall
+        browser.call("Emulation.setDeviceMetricsOverride",
+                     {"width": 1280, "height": height, "deviceScaleFactor": 1, "mobile": False}, session=True)
+        browser.evaluate("new Promise(r => setTimeout(r, 200))")
+    piece, top, index = 2400, 0, 1
+    while top < height:
+        clip = {"x": 0, "y": top, "width": 1280, "height": min(piece, height - top), "scale": 1}
+        data = browser.call("Page.captureScreenshot", {"format": "png", "clip": clip}, session=True,
+                            timeout=60)["data"]
+        with open(os.path.join(out_dir, f"{name}{'' if index == 1 else f'-{index}'}.png"), "wb") as f:
+            f.write(base64.b64decode(data))
+        top, index = top + piece, index + 1
+    browser.call("Emulation.setDeviceMetricsOverride",
+                 {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False}, session=True)
+
+
+def check_page(browser, path, site, repo, chapters, screenshots):
+    """Loads one page and returns (its problems, its title, the formulas MathJax typeset)."""
+    browser.events = []
+    try:
+        browser.call("Page.navigate", {"url": "file://" + urllib.parse.quote(path)}, session=True)
+        browser.wait_for("Page.loadEventFired")
+        info = browser.evaluate(PAGE_PROBE.replace("TYPESET", "true" if has_math(path) else "false"))
+        browser.evaluate("0")  # one more round trip: the page's last console messages arrive before it
+    except (TimeoutError, RuntimeError) as e:
+        return [f"did not load and typeset within {PAGE_TIMEOUT_S} s ({e or 'timeout'})"], None, 0
+    problems = list(dict.fromkeys(console_problems(browser.events)))  # each message once
+    problems += [f"TeX error in: {t}" for t in info["tex_errors"]]
+    raw = sorted(set(RAW_TEX.findall(info["text"])))
+    if raw:
+        at = RAW_TEX.search(info["text"]).start()
+        context = " ".join(info["text"][max(0, at - 60):at + 60].split())
+        problems.append(f"raw TeX left in the text ({', '.join(raw)}), near: ...{context}...")
+    for url in info["links"]:
+        check_url(url, site, problems, "link")
+    for url in info["sources"]:
+        check_url(url, site, problems, "resource")
+    problems += [f"image not loaded: {src}" for src in info["broken_images"]]
+    problems += [f"names {p} without a link to its page" for p in sorted(set(info["paths"]))
+                 if os.path.isfile(os.path.join(repo, p))]
+    if info["width"] > 1280 + 20:
+        problems.append(f"wider than the window: {info['width']} pixels at 1280")
+    title = info["title"]
+    if title in chapters:
+        versions, snippets = chapters[title]
+        if versions and not any(t["first"].lower() == "version" and t["rows"] > 1 for t in info["tables"]):
+            problems.append("no version table (a table whose first column is 'version')")
+        if len(info["fragments"]) < max(snippets, 1):
+            problems.append(f"{len(info['fragments'])} code blocks, but {snippets} \\snippet commands in its README")
+        if any(n == 0 for n in info["fragments"]):
+            problems.append("an empty code block")
+    if screenshots and (title in chapters or os.path.relpath(path, site) == "index.html"):
+        name = title.split(":")[0].lower().replace(" ", "") if title in chapters else "index"  # chapter02, index
+        screenshot(browser, screenshots, name)
+    return problems, title, info["formulas"]
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="check_site", description=__doc__.split("\n\n")[0])
+    parser.add_argument("html_dir", help="the built site (build/docs/html)")
+    parser.add_argument("repo", help="the repository: its chapters/*/README.md, and the files pages name")
+    parser.add_argument("--screenshots", metavar="DIR", help="save the index and the chapter pages as PNGs")
+    parser.add_argument("--chromium", default=shutil.which("chromium") or "chromium")
+    parser.add_argument("--only", metavar="REGEX", help="check only the pages whose file name matches")
+    parser.add_argument("--jobs", type=int, default=2, help="browsers checking pages at once (default 2)")
+    args = parser.parse_args()
+
+    site, repo = os.path.realpath(args.html_dir), os.path.realpath(args.repo)
+    if not os.path.isfile(os.path.join(site, "index.html")):
+        fail(f"{site}/index.html not found: build the site first (cmake --build BUILD --target docs)")
+    if not shutil.which(args.chromium):
+        fail(f"{args.chromium} not found (Debian's chromium package; scripts/install-deps installs it)")
+    chapters = chapter_pages(os.path.join(repo, "chapters"))
+    if not chapters:
+        fail(f"no chapters/*/README.md in {repo}")
+    pages = sorted(p for p in glob.glob(os.path.join(site, "**", "*.html"), recursive=True)
+                   if not os.path.relpath(p, site).startswith("mathjax" + os.sep))
+    if args.only:
+        pages = [p for p in pages if re.search(args.only, os.path.relpath(p, site))]
+    if args.screenshots:  # a folder of its own: the PNGs of an earlier run are removed
+        os.makedirs(args.screenshots, exist_ok=True)
+        for old in glob.glob(os.path.join(args.screenshots, "*.png")):
+            os.remove(old)
+
+    start = time.monotonic()
+    results = {}  # page: (problems, title, formulas)
+
+    def check_pages(share):
+        """One Chromium checks its share of the pages (a thread: the browsers do the work)."""
+        with tempfile.TemporaryDirectory(prefix="check_site-") as profile:
+            browser = Chromium(args.chromium, profile)
+            try:
+                for path in share:
+                    results[path] = check_page(browser, path, site, repo, chapters, args.screenshots)
+            finally:
+                browser.close()
+
+    threads = [threading.Thread(target=check_pages, args=(pages[i::args.jobs],)) for i in range(args.jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if len(results) != len(pages):
+        fail("a browser stopped before checking its pages (see the messages above)")
+    failures = {os.path.relpath(p, site): r[0] for p, r in sorted(results.items()) if r[0]}
+    seen = {r[1] for r in results.values()}
+    formulas = sum(r[2] for r in results.values())
+    missing = [] if args.only else sorted(set(chapters) - seen)
+
+    for name, problems in sorted(failures.items()):
+        print(f"FAIL {name}")
+        for p in problems:
+            print(f"  {p}")
+    for title in missing:
+        print(f"FAIL no page is titled '{title}' (the title of its README)")
+    print(f"check_site: {len(pages)} pages ({len(seen & set(chapters))} chapter pages) loaded in Chromium in "
+          f"{time.monotonic() - start:.0f} s, {formulas} formulas typeset")
+    print(f"{len(pages) - len(failures)} passed, {len(failures)} failed")
+    return 1 if failures or missing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
