@@ -29,6 +29,20 @@ struct OnlineState {
     float acc[kLaneDims] = {};   ///< the sum of exp(s - m) v, this lane's dimensions
 };
 
+/// Folds one key into a query's running state @p st (the online softmax of lab 04's v2): with
+/// its score @p s and this lane's dimensions @p vr of its V row, m_new = max(m, s), l and acc
+/// are rescaled by exp(m - m_new) (0 on the first key, m = -inf) and gain p = exp(s - m_new)
+/// and p v. Every exponent is <= 0, so nothing overflows however large the scores.
+__device__ __forceinline__ void online_update(OnlineState& st, float s, const float (&vr)[kLaneDims]) {
+    const float m_new = fmaxf(st.m, s);
+    const float correction = expf(st.m - m_new);
+    const float p = expf(s - m_new);
+    st.l = st.l * correction + p;
+#pragma unroll
+    for (int r = 0; r < kLaneDims; ++r) st.acc[r] = fmaf(st.acc[r], correction, p * vr[r]);
+    st.m = m_new;
+}
+
 /// This lane's dimensions of a row of @p d elements (lane + 32 r), as fp32; zeros past d.
 template <typename T>
 __device__ __forceinline__ void load_lane_dims(const T* row, int d, float (&out)[kLaneDims]) {
@@ -90,6 +104,14 @@ __device__ __forceinline__ void merge_warps(const OnlineState (&st)[kG], int gro
     }
 }
 // [merge_warps]
+
+/// v4's combine (defined in decode_attention.cu), block (h, b): merges the splits' partial
+/// states of query head h of sequence b into out. Chapter 06's split-KV paged attention writes
+/// its partials in the same layout and launches it too.
+/// @param partials acc [B, Hq, splits, d], then m and l [B, Hq, splits]  @param out [B, Hq, d]
+/// @param heads Hq  @param d head dim  @param splits partial states per query head
+__global__ void decode_combine_kernel(const float* __restrict__ partials, float* __restrict__ out, int heads, int d,
+                                      int splits);
 
 /// Positions of sequence @p b's cache to attend to: kv_len[b], clamped to [0, S_max] so that a
 /// bad length never reads outside the cache.

@@ -20,8 +20,13 @@ std::vector<int> synthetic_prompt(int n, int vocab, std::uint64_t seed, int id) 
     return p;
 }
 
-ModelExecutor::ModelExecutor(Model& model, const std::vector<serving::Request>& requests, std::uint64_t seed)
-    : model_(model), next_(std::size_t(model.options().batch)) {
+ModelExecutor::ModelExecutor(Model& model, const std::vector<serving::Request>& requests, std::uint64_t seed,
+                             const serving::PagedCache* pages)
+    : model_(model), pages_(pages), next_(std::size_t(model.options().batch)) {
+    if ((pages != nullptr) != (model.options().block_size > 0) ||
+        (pages && pages->block_size() != model.options().block_size))
+        throw std::invalid_argument("model executor: the scheduler's cache and the model's must both be slots or both "
+                                    "pages of the same block size");
     for (const serving::Request& r : requests) {
         if (r.id != int(prompts_.size()))
             throw std::invalid_argument("model executor: request ids must be 0, 1, 2, ... in order");
@@ -29,7 +34,12 @@ ModelExecutor::ModelExecutor(Model& model, const std::vector<serving::Request>& 
             throw std::invalid_argument("request " + std::to_string(r.id) + ": prompt " + std::to_string(r.prompt_tokens) +
                                         " + output " + std::to_string(r.output_tokens) + " tokens exceed the cache slot of " +
                                         std::to_string(model.max_seq()) + " positions (--prompt-len, --output-len)");
-        prompts_.push_back(synthetic_prompt(r.prompt_tokens, model.config().vocab, seed, r.id));
+        for (int t : r.prompt)
+            if (t < 0 || t >= model.config().vocab)
+                throw std::invalid_argument("request " + std::to_string(r.id) + ": token " + std::to_string(t) +
+                                            " is outside the model's vocabulary");
+        prompts_.push_back(r.prompt.empty() ? synthetic_prompt(r.prompt_tokens, model.config().vocab, seed, r.id)
+                                            : r.prompt);
         generated_.emplace_back();
     }
 }
@@ -49,7 +59,8 @@ double ModelExecutor::run(const serving::Step& step) {
                                        std::to_string(i) + " yet");
             tokens.push_back(i < int(p.size()) ? p[std::size_t(i)] : g[std::size_t(i) - p.size()]);
         }
-        sequences.push_back({.slot = item.slot, .context = item.context, .tokens = item.tokens});
+        sequences.push_back({.slot = item.slot, .context = item.context, .tokens = item.tokens,
+                             .blocks = pages_ ? std::span<const int>(pages_->table(item.request)) : std::span<const int>()});
     }
     if (sequences.empty()) return 0;
     model_.step(tokens, sequences);
@@ -65,9 +76,12 @@ double ModelExecutor::run(const serving::Step& step) {
 
 std::string ModelExecutor::describe() const {
     const ModelOptions& o = model_.options();
+    const std::string cache = o.block_size > 0 ? std::to_string(o.num_blocks) + " blocks of " + std::to_string(o.block_size) +
+                                                     " positions"
+                                               : std::to_string(o.batch) + " slots of " + std::to_string(model_.max_seq()) +
+                                                     " positions";
     return "model: " + model_.config().name + ", " + to_string(o.weights) + " weights, " + to_string(o.kv) + " cache, " +
-           std::to_string(o.batch) + " slots of " + std::to_string(model_.max_seq()) + " positions, " + query_device(0).name +
-           " (wall-clock step times)";
+           cache + ", " + query_device(0).name + " (wall-clock step times)";
 }
 
 }  // namespace pd::kernels::model

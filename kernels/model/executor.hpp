@@ -4,7 +4,8 @@
 ///
 /// The model's cache has one slot per running request (the scheduler's slot, BatchItem::slot).
 /// Every request gets a seeded synthetic prompt; the executor keeps what each has generated
-/// (greedy), so an item's tokens are always the request's own: its prompt followed by its
+/// (greedy), so an item's tokens are always the request's own: its prompt (the workload's, or a
+/// seeded synthetic one) followed by its
 /// output, from position `context` on (a decode feeds the last token generated; a recomputation
 /// after a preemption re-feeds the prompt and the output so far).
 #pragma once
@@ -12,6 +13,7 @@
 #include "model/model.hpp"
 
 #include "pd/buffer.hpp"
+#include "pd/serving/paged_cache.hpp"
 #include "pd/serving/types.hpp"
 
 #include <cstdint>
@@ -24,9 +26,13 @@ namespace pd::kernels::model {
 class ModelExecutor : public serving::Executor {
 public:
     /// @param model the model (its batch = the scheduler's max_seqs, its max_seq >= every
-    /// request's prompt + output)  @param requests the workload, by id  @param seed the prompts' seed
+    /// request's prompt + output)  @param requests the workload, by id (a request's own prompt
+    /// tokens are used when it has them)  @param seed the synthetic prompts' seed
+    /// @param pages the scheduler's paged cache, whose block tables the steps read (chapter 06;
+    /// nullptr: the model's slots)
     /// @throws std::invalid_argument naming the request whose prompt and output exceed the cache slot
-    ModelExecutor(Model& model, const std::vector<serving::Request>& requests, std::uint64_t seed);
+    ModelExecutor(Model& model, const std::vector<serving::Request>& requests, std::uint64_t seed,
+                  const serving::PagedCache* pages = nullptr);
 
     /// Runs @p step as one mixed forward pass and greedy sampling; returns its wall-clock
     /// duration in seconds (host bookkeeping, uploads, kernels and the download of the sampled
@@ -45,6 +51,7 @@ public:
 
 private:
     Model& model_;
+    const serving::PagedCache* pages_;
     std::vector<std::vector<int>> prompts_, generated_;
     DeviceBuffer<int> next_;  // the sampled token of each sequence of a step
 };

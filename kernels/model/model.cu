@@ -9,6 +9,7 @@
 #include "gemv/gemv.hpp"
 #include "model/decode_attention.hpp"
 #include "model/layers.hpp"
+#include "model/paged_attention.hpp"
 #include "model/varlen_attention.hpp"
 
 #include "pd/common.hpp"
@@ -138,7 +139,15 @@ Model::Model(const ModelConfig& config, const ModelOptions& options) : config_(c
     ffn_norm_ = DeviceBuffer<float>(L * D);
     final_norm_ = DeviceBuffer<float>(D);
 
-    const S cache = L * S(options_.batch) * config_.kv_heads * S(max_seq_) * config_.head_dim;
+    S cache = L * S(options_.batch) * config_.kv_heads * S(max_seq_) * config_.head_dim;
+    if (options_.block_size > 0) {  // paged: [L][num_blocks][Hkv][block_size][d]
+        max_blocks_ = int(ceil_div(max_seq_, options_.block_size));
+        if (options_.num_blocks <= 0) options_.num_blocks = options_.batch * max_blocks_;
+        cache = L * S(options_.num_blocks) * config_.kv_heads * S(options_.block_size) * config_.head_dim;
+        block_table_ = DeviceBuffer<int>(S(options_.batch) * S(max_blocks_));
+    } else if (options_.block_size < 0) {
+        throw std::invalid_argument("--block-size = " + std::to_string(options_.block_size) + " must be >= 0");
+    }
     if (options_.kv == DType::fp32) {
         k_cache32_ = DeviceBuffer<float>(cache);
         v_cache32_ = DeviceBuffer<float>(cache);
@@ -214,6 +223,7 @@ ModelWeights Model::download_weights() const {
 }
 
 std::vector<float> Model::download_cache(bool values, int positions) const {
+    if (options_.block_size > 0) throw std::invalid_argument("download_cache: the cache is paged");
     if (positions < 0 || positions > max_seq_)
         throw std::invalid_argument("download_cache: positions = " + std::to_string(positions) + " must be in 0 .. " +
                                     std::to_string(max_seq_));
@@ -319,6 +329,7 @@ void Model::ensure_activations(int tokens, int P) {
 
 void Model::prefill(std::span<const int> tokens, int P) {
     const int B = options_.batch;
+    if (options_.block_size > 0) throw std::invalid_argument("prefill: a paged cache runs step() only");
     if (P < 1 || P > max_seq_)
         throw std::invalid_argument("prompt length " + std::to_string(P) + " must be in 1 .. max_seq = " +
                                     std::to_string(max_seq_));
@@ -412,6 +423,7 @@ void Model::decode(std::span<const int> tokens) {
 }
 
 void Model::decode(const int* tokens_device) {
+    if (options_.block_size > 0) throw std::invalid_argument("decode: a paged cache runs step() only");
     if (length_ < 1) throw std::invalid_argument("decode before prefill: the cache is empty");
     if (length_ >= max_seq_)
         throw std::invalid_argument("decode at position " + std::to_string(length_) + ": the cache holds max_seq = " +
@@ -527,9 +539,23 @@ void Model::step(std::span<const int> tokens, std::span<const StepSequence> sequ
             throw std::invalid_argument(who + "context " + std::to_string(q.context) + " + tokens " +
                                         std::to_string(q.tokens) + " must fit in max_seq = " + std::to_string(max_seq_) +
                                         " with tokens >= 1 and context >= 0");
+        if (options_.block_size > 0) {  // its block table, row s of the step's
+            const long long need = ceil_div<long long>(q.context + q.tokens, options_.block_size);
+            if (static_cast<long long>(q.blocks.size()) < need)
+                throw std::invalid_argument(who + std::to_string(q.blocks.size()) + " blocks for " +
+                                            std::to_string(q.context + q.tokens) + " positions of " +
+                                            std::to_string(options_.block_size));
+            if (s == 0) block_table_host_.assign(std::size_t(B) * std::size_t(max_blocks_), -1);
+            for (std::size_t i = 0; i < std::size_t(need); ++i) {
+                if (q.blocks[i] < 0 || q.blocks[i] >= options_.num_blocks)
+                    throw std::invalid_argument(who + "block " + std::to_string(q.blocks[i]) + " is not one of the cache's " +
+                                                std::to_string(options_.num_blocks));
+                block_table_host_[std::size_t(s) * std::size_t(max_blocks_) + i] = q.blocks[i];
+            }
+        }
         meta[std::size_t(s)] = q.tokens;
         meta[std::size_t(B + s)] = q.context;
-        meta[std::size_t(2 * B + s)] = q.slot;
+        meta[std::size_t(2 * B + s)] = options_.block_size > 0 ? s : q.slot;  // paged: row s of the tables
         T += q.tokens;
         max_q_len = std::max(max_q_len, q.tokens);
     }
@@ -540,6 +566,9 @@ void Model::step(std::span<const int> tokens, std::span<const StepSequence> sequ
     ensure_activations(int(T), 1);
     PD_CHECK_CUDA(cudaMemcpy(tokens_.data(), tokens.data(), tokens.size_bytes(), cudaMemcpyHostToDevice));
     PD_CHECK_CUDA(cudaMemcpy(step_meta_.data(), meta.data(), meta.size() * sizeof(int), cudaMemcpyHostToDevice));
+    if (options_.block_size > 0)
+        PD_CHECK_CUDA(cudaMemcpy(block_table_.data(), block_table_host_.data(), block_table_host_.size() * sizeof(int),
+                                 cudaMemcpyHostToDevice));
     // the offsets of the packed rows (a scan of q_len), each sequence's context after the step,
     // and each row's position and slot
     const int* q_len = step_meta_.data();
@@ -560,6 +589,11 @@ void Model::forward_step(int T, int S, int max_q_len) {
                           .slots = B, .max_seq = max_seq_, .max_q_len = max_q_len};
     const int* q_len = step_meta_.data();
     const int* slot = step_meta_.data() + 2 * B;
+    const bool paged = options_.block_size > 0;
+    const PagedShape pages{.batch = S, .heads = Hq, .kv_heads = Hkv, .head_dim = d, .block_size = options_.block_size,
+                           .num_blocks = options_.num_blocks, .max_blocks = max_blocks_, .max_kv_len = max_seq_};
+    const std::size_t layer_elements = paged ? std::size_t(options_.num_blocks) * Hkv * options_.block_size * d
+                                             : cache.elements();
     constexpr bool lowp = std::is_same_v<W, bf16>;
     W* h = nullptr;
     if constexpr (lowp) h = h16_.data(); else h = h_.data();
@@ -577,18 +611,20 @@ void Model::forward_step(int T, int S, int max_q_len) {
         project_prefill(h, ptr<W>(wv_, Ld * kv_dim), v_.data(), T, kv_dim, D);
         rope(q_.data(), positions_.data(), T, Hq, d, c.rope_theta);
         rope(k_.data(), positions_.data(), T, Hkv, d, c.rope_theta);
-        const std::size_t layer_cache = std::size_t(l) * cache.elements();
-        if (options_.kv == DType::fp32) {
-            float* kc = k_cache32_.data() + layer_cache;
-            float* vc = v_cache32_.data() + layer_cache;
-            kv_append_rows(k_.data(), v_.data(), kc, vc, token_slot_.data(), positions_.data(), T, cache);
-            varlen_attention(q_.data(), kc, vc, q_start_.data(), q_len, kv_len_.data(), slot, o_.data(), att);
-        } else {
-            bf16* kc = k_cache16_.data() + layer_cache;
-            bf16* vc = v_cache16_.data() + layer_cache;
-            kv_append_rows(k_.data(), v_.data(), kc, vc, token_slot_.data(), positions_.data(), T, cache);
-            varlen_attention(q_.data(), kc, vc, q_start_.data(), q_len, kv_len_.data(), slot, o_.data(), att);
-        }
+        const std::size_t layer_cache = std::size_t(l) * layer_elements;
+        const auto attend = [&](auto* kc, auto* vc) {
+            if (paged) {  // chapter 06: through the step's block tables (token_slot_ holds each row's sequence)
+                paged_kv_append_rows(k_.data(), v_.data(), kc, vc, block_table_.data(), token_slot_.data(),
+                                     positions_.data(), T, pages);
+                paged_varlen_attention(q_.data(), kc, vc, q_start_.data(), q_len, kv_len_.data(), block_table_.data(),
+                                       o_.data(), pages, T, max_q_len);
+            } else {
+                kv_append_rows(k_.data(), v_.data(), kc, vc, token_slot_.data(), positions_.data(), T, cache);
+                varlen_attention(q_.data(), kc, vc, q_start_.data(), q_len, kv_len_.data(), slot, o_.data(), att);
+            }
+        };
+        if (options_.kv == DType::fp32) attend(k_cache32_.data() + layer_cache, v_cache32_.data() + layer_cache);
+        else attend(k_cache16_.data() + layer_cache, v_cache16_.data() + layer_cache);
         if constexpr (lowp) {
             to_bf16(o_.data(), o16_.data(), std::size_t(T) * q_dim);
             project_prefill(o16_.data(), ptr<W>(wo_, Ld * q_dim), y_.data(), T, D, q_dim);

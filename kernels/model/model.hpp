@@ -43,6 +43,11 @@ struct ModelOptions {
     int max_seq = 0;                ///< positions of each cache slot (0: the config's max_seq)
     std::string attention = "v4";   ///< the decode attention version (`--attention`)
     int sm_count = 1;               ///< the device's SMs, for v4's splits
+    /// 0: a slot of max_seq positions per sequence. > 0 (chapter 06): a paged cache of
+    /// num_blocks blocks of block_size positions, read through the block tables each step
+    /// brings (only step() runs on it).
+    int block_size = 0;
+    int num_blocks = 0;             ///< paged: blocks of the cache (0: batch x ceil(max_seq / block_size))
 };
 
 /// One sequence of a mixed step (chapter 05): which cache slot it owns, how much of it is
@@ -51,6 +56,9 @@ struct StepSequence {
     int slot = 0;     ///< its cache slot, 0 ... batch - 1 (one sequence per slot in a step)
     int context = 0;  ///< positions already in the slot's cache: its new tokens go to context, context + 1, ...
     int tokens = 1;   ///< its new tokens: a prefill chunk, a whole prompt, or one decode token
+    /// Paged cache: the sequence's block table, covering context + tokens positions (slot is
+    /// then only its row in this step; ignored with slots).
+    std::span<const int> blocks = {};
 };
 
 /// A matrix of the model: fp32 or bf16 values on the device.
@@ -98,7 +106,8 @@ public:
     /// slot, and its queries attend to that slot with varlen attention (bottom-right causal).
     /// Row s of logits() then holds the next-token logits of sequence s (after its last token).
     /// Slots are independent: this does not touch length(), and a slot's positions past
-    /// context + tokens keep whatever they held.
+    /// context + tokens keep whatever they held. On a paged cache each sequence brings its block
+    /// table, and its positions live where the table says.
     /// @param tokens T ids in [0, V), sequence after sequence
     /// @param sequences S <= batch sequences with distinct slots, tokens summing to T, and
     /// context + tokens <= max_seq
@@ -127,8 +136,11 @@ public:
     double weight_bytes() const;
     /// Bytes of the cache per token: 2 L Hkv d (bytes of the cache's type).
     double kv_bytes_per_token() const;
-    /// Bytes of the whole cache: B S_max tokens.
-    double kv_cache_bytes() const { return kv_bytes_per_token() * options_.batch * max_seq_; }
+    /// Bytes of the whole cache: B S_max tokens (paged: num_blocks x block_size).
+    double kv_cache_bytes() const {
+        return kv_bytes_per_token() * (options_.block_size > 0 ? double(options_.num_blocks) * options_.block_size
+                                                               : double(options_.batch) * max_seq_);
+    }
     /// Bytes one decode step must move at context @p context (tokens in the cache after the
     /// step): the weights once (the LM head included, the embedding rows of B tokens only) and the
     /// KV of @p context positions of every sequence.
@@ -164,6 +176,9 @@ private:
     int act_tokens_ = 0;
     DeviceBuffer<int> tokens_, positions_, start_, kv_len_;
     DeviceBuffer<int> step_meta_, q_start_, token_slot_;  // a mixed step: q_len, context, slot [3, B]; offsets; row slots
+    int max_blocks_ = 0;                                 // paged: columns of a block table
+    DeviceBuffer<int> block_table_;                      // paged: [B, max_blocks] for the step
+    std::vector<int> block_table_host_;
     std::vector<int> start_host_, kv_len_host_;  // a decode step's positions and contexts, uploaded
     DeviceBuffer<float> x_, h_, q_, k_, v_, o_, y_, gate_, up_, act_, qh_, kh_, vh_, oh_, scores_, x_last_, logits_;
     DeviceBuffer<__nv_bfloat16> h16_, o16_, act16_;

@@ -11,6 +11,7 @@
 #include "../../kernels/gemm/gemm.hpp"
 #include "../../kernels/gemv/gemv.hpp"
 #include "../../kernels/model/decode_attention.hpp"
+#include "../../kernels/model/paged_attention.hpp"
 #include "../../kernels/roofline/roofline.hpp"
 
 #include "pd/registry.hpp"
@@ -247,4 +248,8 @@ TEST_CASE("pages: chapter 03's table lists gemv::versions() and its backends", "
 
 TEST_CASE("pages: chapter 04's table lists model::decode_versions() and its backends", "[pages]") {
     check_page("04_kv_cache", "model::decode_versions()", pd::kernels::model::decode_versions());
+}
+
+TEST_CASE("pages: chapter 06's table lists model::paged_versions() and its backends", "[pages]") {
+    check_page("06_paged_kv", "model::paged_versions()", pd::kernels::model::paged_versions());
 }
