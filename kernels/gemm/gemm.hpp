@@ -65,8 +65,7 @@ inline const std::vector<Version>& versions() {
         {"v5", {fp32}, simt, "v4 + 2D register blocking: 128x128 tile, 8x8 outputs per thread"},
         {"v6", {fp32}, simt, "v5 + 128-bit (float4) loads, the next tile loaded during the math"},
         {"v7", {bf16}, tensor_cores, "tensor cores via WMMA: 128x128 tile, 8 warps of 4x2 16x16 fragments"},
-        {"v8", {bf16}, tensor_cores, "v7 with mma.sync m16n8k16, ldmatrix and a 3-stage cp.async pipeline",
-         Backends::cuda_only},
+        {"v8", {bf16}, tensor_cores, "v7 with mma.sync m16n8k16, ldmatrix and a 3-stage cp.async pipeline"},
     };
     return list;
 }
@@ -116,8 +115,9 @@ void gemm_wmma(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, const S
                cudaStream_t stream = nullptr);
 
 /// v8 = v7 with `mma.sync` (m16n8k16) on fragments loaded by `ldmatrix`, and `cp.async`
-/// multi-stage pipelining of the shared-memory tiles. CUDA only, sm_80 and later: on the
-/// simulator, or on an older GPU, it throws std::invalid_argument.
+/// multi-stage pipelining of the shared-memory tiles (the wrappers of pd/warp_mma.cuh: inline
+/// PTX on a GPU, emulated with the PTX ISA's fragment layouts on the simulator). sm_80 and
+/// later: on an older GPU it throws std::invalid_argument.
 /// @param x [T, K]  @param w [N, K]  @param y [T, N] fp32  @param s the sizes  @param stream the stream
 void gemm_mma_pipelined(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, const Shape& s,
                         cudaStream_t stream = nullptr);
@@ -131,8 +131,8 @@ void gemm_mma_pipelined(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y
 void gemm(const std::string& version, const float* x, const float* w, float* y, const Shape& s,
           cudaStream_t stream = nullptr);
 
-/// Runs bf16 version @p version (v7, v8). Any other name, and v8 on the simulator, throws
-/// std::invalid_argument naming `--kernel` (find_version()).
+/// Runs bf16 version @p version (v7, v8). Any other name throws std::invalid_argument naming
+/// `--kernel` (find_version()).
 /// @param version a name from versions()  @param x [T, K]  @param w [N, K]  @param y [T, N] fp32
 /// @param s the sizes  @param stream the stream to launch on
 void gemm(const std::string& version, const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, const Shape& s,

@@ -5,24 +5,23 @@
 /// tensor cores work on the current one. Same 128 x 128 block tile and 8 warps of 64 x 32 as
 /// v7; the K step stays 32.
 ///
-/// CUDA only (inline PTX), for compute capability 8.0 and later. The shared tiles are not
-/// padded but XOR-swizzled (see swizzle()), so the three stages fit in 48 KiB. The
-/// asynchronous 16-byte copies need K % 8 == 0 and 16-byte aligned X and W; other shapes run
-/// the same kernel with synchronous, guarded scalar loads in place of cp.async.
+/// The instructions are the wrappers of pd/warp_mma.cuh: inline PTX on a GPU of compute
+/// capability 8.0 and later, and on the simulator an emulation with the PTX ISA's fragment
+/// layouts, so this kernel runs and is tested there too. The shared tiles are not padded but
+/// XOR-swizzled (see swizzle()), so the three stages fit in 48 KiB. The asynchronous 16-byte
+/// copies need K % 8 == 0 and 16-byte aligned X and W; other shapes run the same kernel with
+/// synchronous, guarded scalar loads in place of cp.async.
 #include "gemm.hpp"
 #include "tile_common.cuh"
 
 #include "pd/common.hpp"
 #include "pd/cuda_check.hpp"
+#include "pd/warp_mma.cuh"
 
 #include <cstdint>
 #include <cstring>
-#include <stdexcept>
-#include <string>
 
 namespace pd::kernels::gemm {
-
-#if !defined(PD_BACKEND_SIM)
 
 /// Tokens (rows of Y) per block tile of v8.
 constexpr int kMmaBM = 128;
@@ -60,62 +59,6 @@ static_assert(kMmaLoads * kMmaThreads * 16 == kMmaTileBytes, "the threads copy e
 /// @param r the row  @param c the chunk  @return the byte offset in the tile
 __device__ __forceinline__ int swizzle(int r, int c) { return r * (kMmaBK * 2) + ((c ^ ((r >> 1) & 3)) << 4); }
 
-/// The shared-state-space address of @p p, as PTX's shared-memory instructions take it.
-/// @param p a pointer into shared memory  @return its 32-bit shared address
-__device__ __forceinline__ std::uint32_t shared_address(const void* p) {
-    return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
-
-/// Asynchronous 16-byte copy global -> shared (`cp.async.cg`, bypassing L1); when @p valid is
-/// false it writes 16 zero bytes and reads nothing.
-/// @param dst shared address  @param src global source (any valid address when !valid)
-/// @param valid whether to copy or zero-fill
-__device__ __forceinline__ void cp_async_16(std::uint32_t dst, const void* src, bool valid) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-#endif
-}
-
-/// Closes the group of cp.async copies issued by this thread since the last commit.
-__device__ __forceinline__ void cp_async_commit() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-
-/// Waits until at most @p kPending of this thread's committed cp.async groups are unfinished.
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
-#endif
-}
-
-/// `ldmatrix.x4`: four 8 x 8 bf16 matrices from shared memory, lanes 8q .. 8q+7 giving the row
-/// addresses of matrix q; lane l receives elements (l / 4, 2 (l % 4) and + 1) of each, packed.
-/// @param r the four registers out  @param addr this lane's row address (shared)
-__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr));
-#endif
-}
-
-/// d += a b for one m16n8k16 tile: A 16 x 16 row-major, B 16 x 8 column-major (bf16), fp32 d.
-/// @param d the four accumulators of this lane  @param a the A fragment  @param b0 B, k 0..7
-/// @param b1 B, k 8..15
-__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                               std::uint32_t b1) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-
 /// Issues the copies of K tile @p kt of X and W into the stage at @p stage_x / @p stage_w. With
 /// @p kAsync, cp.async with zero fill past the edges (needs K % 8 == 0, aligned X and W); else
 /// guarded scalar loads and 16-byte shared stores, complete when this returns.
@@ -131,9 +74,10 @@ __device__ __forceinline__ void load_stage(const __nv_bfloat16* __restrict__ x, 
         // Chunk e is row e / 4, chunk e % 4 (elements 8 (e % 4) .. + 7): four threads per 64-byte row.
         const int e = threadIdx.x + i * kMmaThreads, r = e / 4, c = e % 4, k = kt * kMmaBK + c * 8;
         if constexpr (kAsync) {
+            // 16 bytes, or nothing read and 16 zero bytes where the tile overhangs the matrix.
             const bool xin = t0 + r < T && k < K, win = n0 + r < N && k < K;
-            cp_async_16(shared_address(stage_x + swizzle(r, c)), xin ? x + std::size_t(t0 + r) * K + k : x, xin);
-            cp_async_16(shared_address(stage_w + swizzle(r, c)), win ? w + std::size_t(n0 + r) * K + k : w, win);
+            cp_async(stage_x + swizzle(r, c), xin ? x + std::size_t(t0 + r) * K + k : x, 16, xin ? 16 : 0);
+            cp_async(stage_w + swizzle(r, c), win ? w + std::size_t(n0 + r) * K + k : w, 16, win ? 16 : 0);
         } else {
             __nv_bfloat16 xe[8], we[8];
 #pragma unroll
@@ -156,7 +100,7 @@ template <bool kAsync>
 __global__ void __launch_bounds__(kMmaThreads)
     gemm_mma_pipelined_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                               float* __restrict__ y, int T, int N, int K) {
-#if __CUDA_ARCH__ >= 800
+#if defined(PD_BACKEND_SIM) || __CUDA_ARCH__ >= 800
     extern __shared__ __align__(128) unsigned char smem[];
     const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
     const int t0 = blockIdx.y * kMmaBM, n0 = blockIdx.x * kMmaBN;
@@ -193,7 +137,7 @@ __global__ void __launch_bounds__(kMmaThreads)
                 // Lanes 0-15 address rows 0-15 at k 0-7, lanes 16-31 the same rows at k 8-15:
                 // the four matrices are the A fragment's a0..a3 in mma's order.
                 const int r = warp_t + i * 16 + lane % 16, c = kk * 2 + lane / 16;
-                ldmatrix_x4(a[i], shared_address(xs + swizzle(r, c)));
+                ldmatrix_x4(a[i], xs + swizzle(r, c));
             }
 #pragma unroll
             for (int j = 0; j < kMmaTilesN; j += 2) {
@@ -201,7 +145,7 @@ __global__ void __launch_bounds__(kMmaThreads)
                 // k 0-7), (n 8-15, k 8-15) are b0, b1 of n8 tile j, then of tile j + 1.
                 const int r = warp_n + j * 8 + lane % 8 + (lane / 16) * 8, c = kk * 2 + (lane / 8) % 2;
                 std::uint32_t q[4];
-                ldmatrix_x4(q, shared_address(ws + swizzle(r, c)));
+                ldmatrix_x4(q, ws + swizzle(r, c));
                 b[j][0] = q[0];
                 b[j][1] = q[1];
                 b[j + 1][0] = q[2];
@@ -210,7 +154,7 @@ __global__ void __launch_bounds__(kMmaThreads)
 #pragma unroll
             for (int i = 0; i < kMmaTilesM; ++i)
 #pragma unroll
-                for (int j = 0; j < kMmaTilesN; ++j) mma_bf16_16816(acc[i][j], a[i], b[j][0], b[j][1]);
+                for (int j = 0; j < kMmaTilesN; ++j) mma_m16n8k16_bf16(acc[i][j], a[i], b[j], acc[i][j]);
         }
     }
     cp_async_wait<0>();  // only empty groups remain; leave none behind at exit
@@ -245,16 +189,5 @@ void gemm_mma_pipelined(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y
         gemm_mma_pipelined_kernel<false><<<grid, kMmaThreads, kMmaSmemBytes, stream>>>(x, w, y, s.tokens, s.n, s.k);
     PD_CHECK_LAUNCH();
 }
-
-#else
-
-void gemm_mma_pipelined(const __nv_bfloat16*, const __nv_bfloat16*, float*, const Shape& s, cudaStream_t) {
-    check_shape(s);
-    throw std::invalid_argument(
-        "gemm_mma_pipelined: v8 is CUDA only (inline PTX: mma.sync, ldmatrix, cp.async), not available on the "
-        "simulator");
-}
-
-#endif
 
 }  // namespace pd::kernels::gemm

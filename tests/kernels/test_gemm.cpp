@@ -3,9 +3,10 @@
 // and seeded random inputs (fp32 rule) over ragged shapes that are not multiples of any tile;
 // poisoned outputs with guard floats past the end, bitwise repeatability, the scalar fallbacks of
 // the vectorized versions (K not a multiple of 4 or 8, unaligned X and W), and the rejection of
-// bad shapes, unknown names, the wrong dtype and the CUDA-only v8 on the simulator with a
-// message naming the parameter. versions() lists every version on both backends; the tests run
-// those that run here (runs_here()).
+// bad shapes, unknown names and the wrong dtype with a message naming the parameter. Every
+// version runs on both backends: v8's mma.sync, ldmatrix and cp.async run on the simulator
+// through the emulation behind pd/warp_mma.cuh (its fragment layouts are pinned by
+// tests/sim/warp_matrix.cu).
 #include "guard_check.hpp"
 #include "gemm/gemm.hpp"
 #include "linear_reference.hpp"
@@ -157,12 +158,12 @@ constexpr gemm::Shape kLarge{257, 260, 131};
 
 /// The shapes version @p v is checked on. WMMA on the simulator runs each 16x16x16 product on
 /// all 32 lanes, so there v7 gets the larger ragged shapes only (each still covering partial
-/// tiles in T, N and K); on a GPU every version gets every shape.
+/// tiles in T, N and K); v8's mma.sync runs once per warp there, and every other version gets
+/// every shape on both backends.
 std::vector<gemm::Shape> shapes_for(const pd::Version& v) {
     std::vector<gemm::Shape> out = kRagged;
 #if defined(PD_BACKEND_SIM)
-    if (input_type(v) == DType::bf16)
-        out = {{3, 17, 64}, {127, 129, 200}, {200, 1, 3}, {1, 200, 17}, {64, 3, 127}};
+    if (v.name == "v7") out = {{3, 17, 64}, {127, 129, 200}, {200, 1, 3}, {1, 200, 17}, {64, 3, 127}};
 #endif
     out.push_back(kLarge);
     return out;
@@ -170,9 +171,8 @@ std::vector<gemm::Shape> shapes_for(const pd::Version& v) {
 
 }  // namespace
 
-TEST_CASE("gemm: versions() lists v1 to v8 in order, v8 CUDA only", "[gemm]") {
-    // The registry is the same on both backends (the page's table and the program read it);
-    // runs_here() tells which versions this backend runs.
+TEST_CASE("gemm: versions() lists v1 to v8 in order, all on both backends", "[gemm]") {
+    // The registry is the same on both backends (the page's table and the program read it).
     const std::vector<pd::Version>& vs = gemm::versions();
     CHECK(pd::names_of(vs) == std::vector<std::string>{"v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"});
     for (const pd::Version& v : vs) {
@@ -181,11 +181,12 @@ TEST_CASE("gemm: versions() lists v1 to v8 in order, v8 CUDA only", "[gemm]") {
         CHECK(v.dtypes == std::vector<DType>{tensor_cores ? DType::bf16 : DType::fp32});
         CHECK(v.takes(tensor_cores ? DType::bf16 : DType::fp32));
         CHECK_FALSE(v.takes(tensor_cores ? DType::fp32 : DType::bf16));
-        CHECK(v.backends == (v.name == "v8" ? pd::Backends::cuda_only : pd::Backends::all));
+        CHECK(v.backends == pd::Backends::all);
         CHECK(!v.change.empty());
     }
 #if defined(PD_BACKEND_SIM)
-    CHECK(pd::names_of(runnable_versions()) == std::vector<std::string>{"v1", "v2", "v3", "v4", "v5", "v6", "v7"});
+    CHECK(pd::names_of(runnable_versions()) ==
+          std::vector<std::string>{"v1", "v2", "v3", "v4", "v5", "v6", "v7", "v8"});
 #endif
     CHECK(std::string(pd::to_string(DType::fp32)) == "fp32");
     CHECK(std::string(pd::to_string(DType::bf16)) == "bf16");
@@ -275,7 +276,7 @@ TEST_CASE("gemm: bad shapes are rejected before any launch, naming the parameter
         {"gemm_wmma", [&](const gemm::Shape& s) { gemm::gemm_wmma(pb, pb, pf, s); }},
         {"gemm_mma_pipelined", [&](const gemm::Shape& s) { gemm::gemm_mma_pipelined(pb, pb, pf, s); }}};
     for (const pd::Version& v : gemm::versions()) {
-        if (!v.runs_here()) continue;  // the dispatch refuses v8 on the simulator by name first
+        if (!v.runs_here()) continue;
         if (input_type(v) == DType::fp32)
             launchers.push_back({"gemm " + v.name, [&, name = v.name](const gemm::Shape& s) {
                                      gemm::gemm(name, pf, pf, pf, s);
@@ -313,44 +314,28 @@ TEST_CASE("gemm: the dispatch rejects unknown names, listing the valid ones", "[
                           Contains("gemm: --kernel " + name + ": unknown version") &&
                               Contains("(fp32 versions: v1, v2, v3, v4, v5, v6)"));
         CHECK_THROWS_AS(gemm::gemm(name, b.data(), b.data(), f.data(), s), std::invalid_argument);
-#if defined(PD_BACKEND_SIM)
-        CHECK_THROWS_WITH(gemm::gemm(name, b.data(), b.data(), f.data(), s), Contains("(bf16 versions: v7)"));
-#else
         CHECK_THROWS_WITH(gemm::gemm(name, b.data(), b.data(), f.data(), s), Contains("(bf16 versions: v7, v8)"));
-#endif
     }
 }
 
-TEST_CASE("gemm: v8 (inline PTX) is CUDA only", "[gemm]") {
-    const gemm::Shape s{33, 40, 48};
-#if defined(PD_BACKEND_SIM)
-    // Listed in versions() but not run here; by name, the launcher and the dispatch say why
-    // instead of launching, the dispatch naming --kernel v8 and the bf16 versions that do run.
-    pd::DeviceBuffer<__nv_bfloat16> b(s.x_elements() + s.w_elements());
-    pd::DeviceBuffer<float> y(s.y_elements());
-    y.fill_bytes(pd::kPoisonByte);
-    CHECK_THROWS_AS(gemm::gemm_mma_pipelined(b.data(), b.data(), y.data(), s), std::invalid_argument);
-    CHECK_THROWS_WITH(gemm::gemm_mma_pipelined(b.data(), b.data(), y.data(), s), Contains("v8 is CUDA only"));
-    CHECK_THROWS_AS(gemm::gemm("v8", b.data(), b.data(), y.data(), s), std::invalid_argument);
-    CHECK_THROWS_WITH(gemm::gemm("v8", b.data(), b.data(), y.data(), s),
-                      Contains("gemm: --kernel v8 runs on CUDA only") && Contains("(bf16 versions here: v7)"));
-    // With fp32 inputs v8 is refused too (CUDA only comes first: it is what the user must fix).
-    pd::DeviceBuffer<float> f(s.x_elements() + s.w_elements());
-    CHECK_THROWS_WITH(gemm::gemm("v8", f.data(), f.data(), y.data(), s), Contains("--kernel v8 runs on CUDA only"));
-    INFO("nothing may be launched: Y keeps its poison");
-    CHECK(guard_intact(y.download(), 0));
-#else
-    // On CUDA v8 is one of the runnable versions (the sweeps test it); here once more by name,
-    // or, on a GPU below sm_80, refused with the reason.
+TEST_CASE("gemm: v8 (mma.sync, ldmatrix, cp.async) by name, on both of its load paths", "[gemm]") {
+    // K % 8 == 0 with aligned X and W takes the cp.async pipeline; K = 44 takes the synchronous
+    // scalar loads. Both run on the simulator (the instructions emulated with the PTX ISA's
+    // fragment layouts) and on a GPU of compute capability 8.0 or later; an older GPU refuses
+    // v8 (and v7) with the reason.
     const pd::Version& v8 = gemm::versions().back();
     REQUIRE(v8.name == "v8");
     if (bf16_tensor_cores()) {
-        check(v8, s, pd::derive_seed(kSeed + 4, 0), Fill::uniform);
+        std::uint64_t n = 0;
+        for (const gemm::Shape& s : {gemm::Shape{33, 40, 48}, gemm::Shape{33, 40, 44}}) {
+            check(v8, s, pd::derive_seed(kSeed + 4, n++), Fill::integers);
+            check(v8, s, pd::derive_seed(kSeed + 4, n++), Fill::uniform);
+        }
     } else {
+        const gemm::Shape s{33, 40, 48};
         pd::DeviceBuffer<__nv_bfloat16> b(s.x_elements() + s.w_elements());
         pd::DeviceBuffer<float> y(s.y_elements());
         CHECK_THROWS_WITH(gemm::gemm("v8", b.data(), b.data(), y.data(), s), Contains("needs bf16 tensor cores"));
         CHECK_THROWS_WITH(gemm::gemm("v7", b.data(), b.data(), y.data(), s), Contains("needs bf16 tensor cores"));
     }
-#endif
 }

@@ -130,6 +130,11 @@ struct Slot : ThreadState {
     unsigned mask = 0;
     std::uint64_t value = 0, result = 0;
     int param = 0, width = 32;
+    // warp-wide PTX instruction (op == WarpOp::Instruction): its name, what executes it, and
+    // this lane's operands (on this thread's stack, alive while it waits)
+    const char* instruction = nullptr;
+    void (*execute)(void* const* lane_args) = nullptr;
+    void* instruction_args = nullptr;
 };
 
 const char* barrier_name(BarrierKind k) {
@@ -163,8 +168,15 @@ const char* warp_op_name(WarpOp op) {
         case WarpOp::ReduceAnd: return "__reduce_and_sync";
         case WarpOp::ReduceOr: return "__reduce_or_sync";
         case WarpOp::ReduceXor: return "__reduce_xor_sync";
+        case WarpOp::Instruction: return "a warp-wide PTX instruction";
     }
     return "?";
+}
+
+/// The name of the collective a waiting thread is at: the instruction's own name for a
+/// warp-wide PTX instruction (ldmatrix, mma.sync), else the intrinsic's.
+const char* op_label(const Slot& s) {
+    return s.op == WarpOp::Instruction && s.instruction ? s.instruction : warp_op_name(s.op);
 }
 
 /// Two calls are the same call site when file, line and column agree.
@@ -188,6 +200,12 @@ std::string coords(const uint3& v) {
 
 struct Launch;
 
+/// A static `__shared__` variable that a thread of the block has reached (shared_variable()).
+struct SharedVariable {
+    const void* address;
+    std::size_t bytes;
+};
+
 struct BlockRun {
     BlockInfo info;
     const Launch* launch = nullptr;
@@ -197,6 +215,8 @@ struct BlockRun {
     bool failed = false;
     std::mt19937_64 rng;
     std::uint64_t passes = 0;
+    std::vector<SharedVariable> shared_variables;  ///< poisoned in this block, in order reached
+    std::size_t static_shared_bytes = 0;           ///< their total
 
     int warp_count() const { return int((slots.size() + kWarpSize - 1) / kWarpSize); }
     int lanes_in_warp(int w) const { return std::min<int>(kWarpSize, int(slots.size()) - w * kWarpSize); }
@@ -257,13 +277,31 @@ void complete_collective(BlockRun& b, int w, unsigned mask) {
     for (int l = 0; l < kWarpSize; ++l) {
         Slot* s = lanes[l];
         if (s == nullptr) continue;
-        if (s->op != op) {
+        // A warp-wide instruction (.aligned) must be the same instruction in every lane: the
+        // same call site and the same form (x1 or x4, bf16 or f16, ...).
+        const bool other_instruction = op == WarpOp::Instruction &&
+                                       (s->execute != lanes[first]->execute || !same_site(s->loc, lanes[first]->loc));
+        if (s->op != op || other_instruction) {
             record_fault(b, cudaErrorLaunchFailure,
                          "lanes of one warp met at different warp collectives: " + thread_label(b, *lanes[first]) +
-                             " at " + warp_op_name(op) + " (" + where(lanes[first]->loc) + "), " + thread_label(b, *s) +
-                             " at " + warp_op_name(s->op) + " (" + where(s->loc) + ")");
+                             " at " + op_label(*lanes[first]) + " (" + where(lanes[first]->loc) + "), " +
+                             thread_label(b, *s) + " at " + op_label(*s) + " (" + where(s->loc) + ")");
             return;
         }
+    }
+    if (op == WarpOp::Instruction) {
+        // Every lane waits (suspended, its operands alive on its stack): the instruction runs
+        // once for the whole warp.
+        void* args[kWarpSize] = {};
+        for (int l = 0; l < kWarpSize; ++l)
+            if (lanes[l]) args[l] = lanes[l]->instruction_args;
+        lanes[first]->execute(args);
+        for (int l = 0; l < kWarpSize; ++l)
+            if (lanes[l]) {
+                lanes[l]->result = 0;
+                lanes[l]->wait = Wait::Runnable;
+            }
+        return;
     }
     unsigned ballot = 0;
     for (int l = 0; l < kWarpSize; ++l)
@@ -335,7 +373,8 @@ void complete_collective(BlockRun& b, int w, unsigned mask) {
             }
             case WarpOp::SyncWarp:
             case WarpOp::ActiveMask:
-            case WarpOp::Wmma: s->result = 0; break;
+            case WarpOp::Wmma:
+            case WarpOp::Instruction: s->result = 0; break;
         }
     }
     for (int l = 0; l < kWarpSize; ++l)
@@ -459,11 +498,11 @@ std::string diagnose_stuck(const BlockRun& b) {
             if (!(s.mask & (1u << k))) continue;
             const Slot& o = b.slots[std::size_t(base + k)];
             if (o.wait == Wait::Warp && o.mask == s.mask) continue;
-            out << "deadlock: " << thread_label(b, s) << " waits at " << warp_op_name(s.op) << " (" << where(s.loc)
+            out << "deadlock: " << thread_label(b, s) << " waits at " << op_label(s) << " (" << where(s.loc)
                 << ") for lane " << k << " of its warp, but that lane ";
             if (o.wait == Wait::Exited) out << "has exited (every lane named in the mask must reach the collective)";
             else if (o.wait == Wait::Barrier) out << "waits at " << barrier_name(o.barrier_kind) << " (" << where(o.loc) << ")";
-            else out << "waits at " << warp_op_name(o.op) << " (" << where(o.loc) << ") with mask " << hex(o.mask);
+            else out << "waits at " << op_label(o) << " (" << where(o.loc) << ") with mask " << hex(o.mask);
             return out.str();
         }
     }
@@ -552,6 +591,9 @@ void run_block(Launch& l, std::size_t linear_block) {
     ASAN_UNPOISON_MEMORY_REGION(dyn.data(), dyn.in_use);
     ASAN_POISON_MEMORY_REGION(dyn.data() + dyn.in_use, kSharedPerBlockOptin - dyn.in_use);
 #endif
+    // Static __shared__ variables are poisoned when a thread of this block first reaches their
+    // declaration (shared_variable()); no cp.async of an earlier block is pending here.
+    begin_block_async_copies(n);
 
     running_block = &b;
     current_block = &b.info;
@@ -688,7 +730,10 @@ std::uint64_t warp_collective(WarpOp op, unsigned mask, std::uint64_t value, int
     const int lanes = b.lanes_in_warp(warp);
     const unsigned existing = lanes == kWarpSize ? 0xffffffffu : ((1u << lanes) - 1);
     // Messages are built only on a fault: this function is on every collective's hot path.
-    auto who = [&] { return thread_label(b, s) + " at " + warp_op_name(op) + " (" + where(loc) + ")"; };
+    auto who = [&] {
+        const char* name = op == WarpOp::Instruction ? s.instruction : warp_op_name(op);
+        return thread_label(b, s) + " at " + name + " (" + where(loc) + ")";
+    };
     if (!(mask & (1u << lane)))
         fault_and_stop(cudaErrorLaunchFailure, who() + ": the mask " + hex(mask) +
                                                    " does not include the calling lane " + std::to_string(lane));
@@ -726,6 +771,41 @@ unsigned active_mask(const std::source_location& loc) {
     s.loc = loc;
     suspend(s);
     return unsigned(s.result);
+}
+
+void warp_instruction(const char* name, void (*execute)(void* const* lane_args), void* args,
+                      const std::source_location& loc) {
+    if (current == nullptr) {
+        std::fprintf(stderr, "pd::sim: %s called outside a kernel at %s:%u (it is a device instruction)\n", name,
+                     loc.file_name(), unsigned(loc.line()));
+        std::abort();
+    }
+    Slot& s = self();
+    s.instruction = name;
+    s.execute = execute;
+    s.instruction_args = args;
+    warp_collective(WarpOp::Instruction, 0xffffffffu, 0, 0, kWarpSize, loc);  // .aligned: the whole warp
+}
+
+void shared_variable(void* address, std::size_t bytes, const char* name, const std::source_location& loc) {
+    if (current == nullptr) return;  // a __shared__ declaration run outside a kernel: nothing to track
+    BlockRun& b = *running_block;
+    for (const SharedVariable& v : b.shared_variables)
+        if (v.address == address) return;  // poisoned already in this block
+    // The first thread of the block to get here: garbage in, as on a GPU, where shared memory
+    // holds whatever the previous block on that SM left (0xFF bytes read as NaN in a float).
+    std::memset(address, 0xFF, bytes);
+    b.shared_variables.push_back({address, bytes});
+    b.static_shared_bytes += bytes;
+    if (b.static_shared_bytes > kSharedPerBlock) {
+        std::ostringstream text;
+        text << "static shared memory over the limit: `" << name << "` (" << bytes << " bytes) brings the __shared__ "
+             << "variables of this kernel to " << b.static_shared_bytes << " bytes; the limit is " << kSharedPerBlock
+             << " bytes (48 KiB), and nvcc (ptxas) refuses such a kernel when building for a GPU. Above 48 KiB use "
+             << "dynamic shared memory (extern __shared__) with cudaFuncSetAttribute(kernel, "
+             << "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)";
+        kernel_fault(cudaErrorLaunchOutOfResources, text.str().c_str(), loc);
+    }
 }
 
 void kernel_fault(cudaError_t code, const char* message, const std::source_location& loc) {

@@ -44,4 +44,8 @@ void set_max_dynamic_shared(const void* kernel, std::size_t bytes);
 /// Records the diagnostic of the last failed launch (also printed to stderr).
 void set_last_diagnostic(const std::string& text);
 
+/// Forgets the cp.async copies of the previous block on this worker and makes room for the
+/// @p threads threads of the next one (warp_matrix.cpp).
+void begin_block_async_copies(std::size_t threads);
+
 }  // namespace pd::sim::detail

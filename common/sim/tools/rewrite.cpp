@@ -1,13 +1,19 @@
 // pd_sim_rewrite IN OUT: rewrites a CUDA source so that a host C++ compiler accepts it with
-// the simulator's header force-included. Only three things change, each within its lines so
+// the simulator's header force-included. Only four things change, each within its lines so
 // that line numbers stay the same (a #line directive names the original file):
 //
 //   k<<<grid, block, shared, stream>>>(args)  ->  k << ::pd::sim::launch_config(grid, block, shared, stream)(args)
 //   extern __shared__ T name[];               ->  static thread_local T* const name = <this block's dynamic shared memory>;
+//   __shared__ T a[N], b;  (in a function)    ->  the same, then ::pd::sim::detail::shared_variable(&a, sizeof(a), "a");
+//                                                 and the same for b, on the declaration's last line
 //   asm(...) / asm volatile(...)              ->  a static_assert saying inline PTX does not run on the simulator
 //
-// Comments, string and character literals (raw strings included) are left alone, and only a
-// `>>>` that closes a `<<<` is rewritten (`>>>` also ends nested templates).
+// shared_variable() poisons the variable at the start of each block and checks the 48 KiB limit
+// of static shared memory. A `__shared__` variable at namespace scope is left as it is (a call
+// cannot follow it there). Comments, string and character literals (raw strings included) are
+// left alone, and only a `>>>` that closes a `<<<` is rewritten (`>>>` also ends nested
+// templates).
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
@@ -15,6 +21,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -132,11 +139,92 @@ std::string rewrite_extern_shared(const std::string& s, std::size_t i, std::size
            "*>(::pd::sim::detail::dynamic_shared_memory());" + newlines_of(s.substr(i, end - i));
 }
 
+/// The names declared by the declarator list @p decls of a `__shared__` declaration (the text
+/// between `__shared__` and its `;`): for each declarator at depth 0, the identifier just before
+/// its first `[`, `=` or `{`. A declarator with a `(` (a function or a pointer to an array) is
+/// skipped: only plain variables and arrays are tracked.
+std::vector<std::string> declared_names(const std::string& decls) {
+    std::vector<std::string> parts;
+    std::string part;
+    int depth = 0, angles = 0;  // angle brackets count only outside (), [] and {} (templates)
+    for (std::size_t i = 0; i < decls.size(); ++i) {
+        const char c = decls[i];
+        if (c == '(' || c == '[' || c == '{') ++depth;
+        if (c == ')' || c == ']' || c == '}') --depth;
+        if (depth == 0 && c == '<') ++angles;
+        if (depth == 0 && c == '>') --angles;
+        if (c == ',' && depth == 0 && angles == 0) {
+            parts.push_back(part);
+            part.clear();
+            continue;
+        }
+        part.push_back(c);
+    }
+    parts.push_back(part);
+    std::vector<std::string> names;
+    for (const std::string& p : parts) {
+        if (p.find('(') != std::string::npos && p.find("__align__") == std::string::npos &&
+            p.find("alignas") == std::string::npos)
+            continue;
+        std::string head = strip_alignment(p.substr(0, p.find_first_of("[={")));
+        std::size_t b = head.size();
+        while (b > 0 && ident_char(head[b - 1])) --b;
+        const std::string name = head.substr(b);
+        if (!name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]))) names.push_back(name);
+    }
+    return names;
+}
+
+/// Index of the `;` that ends the declaration starting at @p i (depth 0, outside comments and
+/// literals), or npos.
+std::size_t find_statement_end(const std::string& s, std::size_t i) {
+    int depth = 0;
+    while (i < s.size()) {
+        const std::size_t j = skip_non_code(s, i);
+        if (j != i) {
+            i = j;
+            continue;
+        }
+        const char c = s[i];
+        if (c == '(' || c == '[' || c == '{') ++depth;
+        if (c == ')' || c == ']' || c == '}') --depth;
+        if (depth < 0) return std::string::npos;
+        if (c == ';' && depth == 0) return i;
+        ++i;
+    }
+    return std::string::npos;
+}
+
+/// True when the `{` at @p open opens a namespace (`namespace`, `namespace a::b`, `extern "C"`):
+/// a `__shared__` inside only such braces is at namespace scope.
+bool opens_namespace(const std::string& s, std::size_t open) {
+    std::size_t e = open;
+    while (e > 0 && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+    if (e > 0 && s[e - 1] == '"') {  // extern "C" { or extern "C++" {
+        const std::size_t q = s.rfind('"', e - 2);
+        if (q == std::string::npos) return false;
+        std::size_t k = q;
+        while (k > 0 && std::isspace(static_cast<unsigned char>(s[k - 1]))) --k;
+        return k >= 6 && s.compare(k - 6, 6, "extern") == 0;
+    }
+    // The word (or a::b::c) before the brace, then possibly `namespace` before that.
+    std::size_t b = e;
+    while (b > 0 && (ident_char(s[b - 1]) || s[b - 1] == ':')) --b;
+    const std::string last = s.substr(b, e - b);
+    if (last == "namespace") return true;
+    if (last.empty()) return false;
+    std::size_t k = b;
+    while (k > 0 && std::isspace(static_cast<unsigned char>(s[k - 1]))) --k;
+    return k >= 9 && s.compare(k - 9, 9, "namespace") == 0 && (k == 9 || !ident_char(s[k - 10]));
+}
+
 std::string rewrite(const std::string& s) {
     std::string out;
     out.reserve(s.size() + 256);
     std::size_t i = 0;
     bool line_start = true;  // only whitespace since the last newline: a directive may start here
+    std::vector<bool> braces;  // the open braces: true for a namespace's
+    std::string last_word;     // the identifier before the current one
     while (i < s.size()) {
         const std::size_t j = skip_non_code(s, i);
         if (j != i) {
@@ -146,6 +234,8 @@ std::string rewrite(const std::string& s) {
             continue;
         }
         const char c = s[i];
+        if (c == '{') braces.push_back(opens_namespace(s, i));
+        if (c == '}' && !braces.empty()) braces.pop_back();
         if (s.compare(i, 3, "<<<") == 0) {
             const std::size_t close = find_launch_close(s, i + 3);
             if (close != std::string::npos) {
@@ -169,18 +259,35 @@ std::string rewrite(const std::string& s) {
                     continue;
                 }
             }
+            const bool in_function = std::find(braces.begin(), braces.end(), false) != braces.end();
+            if (word == "__shared__" && last_word != "extern" && in_function) {
+                // Keep the declaration as written; after its `;`, on the same line, register
+                // each variable it declares with the simulator.
+                const std::size_t semi = find_statement_end(s, e);
+                if (semi != std::string::npos) {
+                    out.append(s, i, semi + 1 - i);
+                    for (const std::string& name : declared_names(s.substr(e, semi - e)))
+                        out += " ::pd::sim::detail::shared_variable(&" + name + ", sizeof(" + name + "), \"" +
+                               name + "\");";
+                    last_word = word;
+                    i = semi + 1;
+                    continue;
+                }
+            }
             if (word == "asm" || word == "__asm__" || word == "__asm") {
                 const std::size_t open = s.find('(', e);
                 const std::size_t close = open == std::string::npos ? std::string::npos : match_paren(s, open);
                 if (close != std::string::npos) {
                     out += "static_assert(::pd::sim::kUnsupported<>, \"inline PTX (asm) does not run on the "
-                           "simulator: this kernel is a CUDA-only variant\")" +
+                           "simulator: this kernel is a CUDA-only variant (mma.sync, ldmatrix and cp.async run "
+                           "through the functions of pd/warp_mma.cuh)\")" +
                            newlines_of(s.substr(i, close - i));
                     i = close;
                     continue;
                 }
             }
             out += word;
+            last_word = word;
             i = e;
             line_start = false;
             continue;

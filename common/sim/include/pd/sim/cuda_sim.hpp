@@ -60,7 +60,9 @@
 ///@}
 /// Asks the host compiler to inline the function, as nvcc does.
 #define __forceinline__ inline __attribute__((always_inline))
-/// One copy per block: a block's threads share the OS thread that runs it.
+/// One copy per block: a block's threads share the OS thread that runs it. In a function, the
+/// rewriter follows each `__shared__` declaration with a call to pd::sim::detail::shared_variable(),
+/// which poisons the variable at the start of each block and checks the 48 KiB limit.
 #define __shared__ static thread_local
 
 /// The CPU simulator of the CUDA execution model: each CUDA thread a fiber, the fibers of one
@@ -98,14 +100,22 @@ enum class BarrierKind { Sync, Count, And, Or };
 /// Arrives at a block-wide barrier; returns the reduction for Count/And/Or.
 int block_barrier(BarrierKind kind, int predicate, const std::source_location& loc);
 
-/// Kinds of warp collectives.
+/// Kinds of warp collectives. `Instruction` is a warp-wide PTX instruction (warp_instruction()).
 enum class WarpOp {
     SyncWarp, Shfl, ShflUp, ShflDown, ShflXor, Ballot, Any, All, Match, Wmma, ActiveMask,
-    ReduceAdd, ReduceMinU, ReduceMaxU, ReduceMinI, ReduceMaxI, ReduceAnd, ReduceOr, ReduceXor
+    ReduceAdd, ReduceMinU, ReduceMaxU, ReduceMinI, ReduceMaxI, ReduceAnd, ReduceOr, ReduceXor, Instruction
 };
 /// Arrives at a warp collective with a value of up to 8 bytes; returns this lane's result.
 std::uint64_t warp_collective(WarpOp op, unsigned mask, std::uint64_t value, int param, int width,
                               const std::source_location& loc);
+/// Arrives at a warp-wide PTX instruction (`.sync.aligned`: mma.sync, ldmatrix), named @p name in
+/// diagnostics. Waits until all 32 lanes of the warp have arrived at the same call site; then,
+/// while every lane is suspended, calls `execute(lane_args)` once, `lane_args[l]` being the
+/// @p args of lane l. So the instruction reads and writes every lane's operands at one instant,
+/// as the warp does on a GPU. A lane missing (exited, elsewhere, or not existing in a partial
+/// warp) or lanes at different instructions stop the launch with a diagnostic.
+void warp_instruction(const char* name, void (*execute)(void* const* lane_args), void* args,
+                      const std::source_location& loc);
 /// __activemask: the lanes of the warp that reach this call together (same call site, in the
 /// same scheduling round).
 unsigned active_mask(const std::source_location& loc);
@@ -116,6 +126,15 @@ unsigned active_mask(const std::source_location& loc);
 
 /// Base of this block's dynamic shared memory (sized by the launch).
 void* dynamic_shared_memory();
+
+/// Called where a `__shared__` variable is declared in a function (the rewriter adds the call
+/// after the declaration; see tools/rewrite.cpp), each time a thread passes it. The first time in
+/// a block, the variable (@p bytes at @p address) is poisoned with 0xFF bytes, as a GPU leaves
+/// shared memory holding garbage, and counted in the block's static shared memory; if that total
+/// exceeds 48 KiB the launch stops with cudaErrorLaunchOutOfResources and a diagnostic naming
+/// @p name and its line (nvcc refuses such a kernel when building for a GPU).
+void shared_variable(void* address, std::size_t bytes, const char* name,
+                     const std::source_location& loc = std::source_location::current());
 
 /// A kernel launch, type-erased: `invoke(bound)` runs the kernel body for the current thread.
 struct LaunchRequest {
