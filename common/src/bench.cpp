@@ -111,7 +111,9 @@ const DeviceInfo& Bench::device() {
     if (!device_if_present(reason))
         throw std::invalid_argument("no CUDA device (" + reason + "); run ch" + chapter_ +
                                     "-sim, the same program on the CPU simulator");
-    out() << "device: " << device_->name << (sim() ? " (timings are CPU figures, not GPU performance)" : "") << "\n";
+    if (!device_printed_)
+        out() << "device: " << device_->name << (sim() ? " (timings are CPU figures, not GPU performance)" : "") << "\n";
+    device_printed_ = true;
     return *device_;
 }
 

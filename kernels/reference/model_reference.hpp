@@ -11,6 +11,7 @@
 
 #include "pd/model_config.hpp"
 
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -88,5 +89,31 @@ std::vector<double> varlen_attention(std::span<const float> q, std::span<const f
                                      std::span<const int> q_start, std::span<const int> q_len,
                                      std::span<const int> kv_len, std::span<const int> slot, int heads, int kv_heads,
                                      int head_dim, int max_seq);
+
+/// Chapter 06's layout of a batch in a paged cache: sequence s of context lens[s] gets
+/// ceil(lens[s] / block_size) blocks, taken in turn from the pool 0 ... num_blocks - 1 shuffled
+/// by @p seed (so a sequence's blocks are scattered and out of order, as a serving engine's
+/// become). Throws std::invalid_argument when the pool or a row of the table is too small.
+/// @param lens [B] contexts, >= 0  @param block_size positions per block, >= 1
+/// @param num_blocks blocks of the pool  @param max_blocks columns of the table
+/// @param seed the shuffle's seed
+/// @return the block table [B, max_blocks], -1 past each sequence's blocks
+std::vector<int> shuffled_block_table(std::span<const int> lens, int block_size, int num_blocks, int max_blocks,
+                                      std::uint64_t seed);
+
+/// @p contiguous, one layer's cache [B, Hkv, S_max, d] in chapter 04's layout, scattered into a
+/// paged cache [total_blocks, Hkv, block_size, d]: position p < lens[b] of sequence b goes to
+/// physical block first_block + table[b * max_blocks + p / block_size], at offset
+/// p % block_size; every other element is @p fill. (first_block > 0 leaves room for guard
+/// blocks before the cache.)
+/// @param contiguous [B, Hkv, S_max, d]  @param lens [B] contexts, <= S_max
+/// @param table [B, max_blocks] from shuffled_block_table()  @param kv_heads Hkv  @param head_dim d
+/// @param max_seq S_max  @param block_size positions per block  @param max_blocks columns of @p table
+/// @param total_blocks blocks of the result  @param first_block the result's block of table entry 0
+/// @param fill the value of every element no position lands on
+/// @return [total_blocks, Hkv, block_size, d]
+std::vector<float> scatter_to_blocks(std::span<const float> contiguous, std::span<const int> lens,
+                                     std::span<const int> table, int kv_heads, int head_dim, int max_seq,
+                                     int block_size, int max_blocks, int total_blocks, int first_block, float fill);
 
 }  // namespace pd::reference

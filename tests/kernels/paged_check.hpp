@@ -64,14 +64,7 @@ inline PagedBatch make_paged_batch(int heads, int kv_heads, int head_dim, int bl
         longest = std::max(longest, len);
     }
     pb.shape = {int(lens.size()), heads, kv_heads, head_dim, block_size, used + spare, widest + extra_columns, longest};
-    std::vector<int> pool(std::size_t(pb.shape.num_blocks));
-    std::iota(pool.begin(), pool.end(), 0);
-    Rng rng(derive_seed(seed, 7));
-    for (std::size_t i = pool.size(); i > 1; --i) std::swap(pool[i - 1], pool[std::size_t(rng.integer(0, int(i) - 1))]);
-    pb.table.assign(std::size_t(pb.shape.batch) * pb.shape.max_blocks, -1);
-    std::size_t next = 0;
-    for (std::size_t s = 0; s < lens.size(); ++s)
-        for (int i = 0; i * block_size < lens[s]; ++i) pb.table[s * std::size_t(pb.shape.max_blocks) + i] = pool[next++];
+    pb.table = reference::shuffled_block_table(lens, block_size, pb.shape.num_blocks, pb.shape.max_blocks, seed);
     return pb;
 }
 
@@ -85,19 +78,8 @@ constexpr int kGuardBlocks = 1;
 /// at offset p % block_size; every other element is @p fill.
 inline std::vector<float> scatter_to_blocks(const PagedBatch& pb, const std::vector<float>& contiguous, float fill) {
     const auto& s = pb.shape;
-    const std::size_t d = std::size_t(s.head_dim), S = std::size_t(s.capacity());
-    std::vector<float> paged(std::size_t(s.num_blocks + 2 * kGuardBlocks) * pb.block_elements(), fill);
-    for (int b = 0; b < s.batch; ++b)
-        for (int p = 0; p < pb.lens[std::size_t(b)]; ++p) {
-            const int block = pb.table[std::size_t(b) * s.max_blocks + std::size_t(p / s.block_size)];
-            for (int h = 0; h < s.kv_heads; ++h) {
-                const std::size_t from = ((std::size_t(b) * s.kv_heads + h) * S + std::size_t(p)) * d;
-                const std::size_t to =
-                    ((std::size_t(block + kGuardBlocks) * s.kv_heads + h) * s.block_size + std::size_t(p % s.block_size)) * d;
-                std::copy_n(contiguous.begin() + std::ptrdiff_t(from), d, paged.begin() + std::ptrdiff_t(to));
-            }
-        }
-    return paged;
+    return reference::scatter_to_blocks(contiguous, pb.lens, pb.table, s.kv_heads, s.head_dim, s.capacity(), s.block_size,
+                                        s.max_blocks, s.num_blocks + 2 * kGuardBlocks, kGuardBlocks, fill);
 }
 
 /// One batch's inputs: Q, the cache in chapter 04's contiguous layout (as floats, already

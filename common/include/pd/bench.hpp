@@ -112,7 +112,7 @@ public:
 
     /// Prints the title line "Chapter NN: title  [backend X, seed N]" (once).
     void title();
-    /// Device 0: prints the title and the device line, prepares `--dump`. Without a CUDA device
+    /// Device 0: prints the title and the device line (once), prepares `--dump`. Without a CUDA device
     /// it throws std::invalid_argument naming the simulator build of the program.
     const DeviceInfo& device();
     /// As device() for programs that also run without a device (chapter 00's calculator):
@@ -175,6 +175,7 @@ private:
     bool has_dtype_option_ = false;
     bool titled_ = false;
     std::optional<DeviceInfo> device_;
+    bool device_printed_ = false;  // the device line, once
     std::string dump_dir_;
     bool all_passed_ = true;
 };
