@@ -1,9 +1,22 @@
 # The sim backend: the same kernel sources, rewritten by pd_sim_rewrite (launch chevrons,
-# `extern __shared__`, inline PTX) and compiled by the host compiler against the CPU
-# simulator of the CUDA execution model (common/sim). Everything linked with pd_sim gets the
-# simulator header force-included and PD_BACKEND_SIM defined.
+# `extern __shared__`, inline PTX, `__CUDA_ARCH__` in device functions) and compiled by the
+# host compiler against the CPU simulator of the CUDA execution model (common/sim). Everything
+# linked with pd_sim gets the simulator header force-included and PD_BACKEND_SIM defined.
 option(PD_ENABLE_SIM "Build the sim backend (the CPU simulator of the CUDA execution model)" ON)
 option(PD_SIM_SANITIZE "Build the sim backend with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
+# The architecture the simulator models: the value of __CUDA_ARCH__ in the bodies of device
+# functions (docs/simulator.md). The simulator header's default is 900 (an H100 or H200); another
+# value reaches every sim target and scripts/simcc as the definition PD_SIM_CUDA_ARCH.
+set(PD_SIM_CUDA_ARCH 900 CACHE STRING
+    "The architecture the simulator models, as __CUDA_ARCH__ spells it (900: H100 and H200, 800: A100)")
+if(NOT PD_SIM_CUDA_ARCH MATCHES "^[1-9][0-9]*0$" OR PD_SIM_CUDA_ARCH LESS 300)
+  message(FATAL_ERROR "PD_SIM_CUDA_ARCH is '${PD_SIM_CUDA_ARCH}': give an architecture as __CUDA_ARCH__ spells "
+                      "it (750, 800, 860, 890, 900, ...)")
+endif()
+set(PD_SIM_ARCH_DEFINITIONS "")
+if(NOT PD_SIM_CUDA_ARCH EQUAL 900)
+  set(PD_SIM_ARCH_DEFINITIONS PD_SIM_CUDA_ARCH=${PD_SIM_CUDA_ARCH})
+endif()
 
 if(NOT PD_ENABLE_SIM)
   return()

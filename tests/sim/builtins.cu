@@ -5,8 +5,7 @@
 // __match_all_sync; atomicAdd with an argument of another type than the pointee (an int literal
 // on unsigned and unsigned long long counters, a float on a double), on __half and
 // __nv_bfloat16, and atomicAdd_block; __hfma and a __half2 shuffle; a template kernel launched
-// with explicit template arguments (the simulator cannot deduce them from the launch's
-// arguments: a documented gap); and the C++ template forms
+// with explicit template arguments (deduced ones: deduced_templates.cu); and the C++ template forms
 // of the runtime API: cudaFuncSetAttribute(kernel, attribute, value), and cudaMemcpyToSymbol /
 // cudaMemcpyFromSymbol on scalar __constant__ and __device__ variables.
 #include "check.cuh"
@@ -312,7 +311,7 @@ int main() {
         float* d_v;
         CUDA_OK(cudaMalloc(&d_v, n * sizeof(float)));
         CUDA_OK(cudaMemcpy(d_v, v.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-        scale<float><<<(n + 31) / 32, 32>>>(d_v, 4.0f, n);  // explicit: the simulator cannot deduce T
+        scale<float><<<(n + 31) / 32, 32>>>(d_v, 4.0f, n);  // T named explicitly
         CUDA_OK(cudaGetLastError());
         CUDA_OK(cudaDeviceSynchronize());
         CUDA_OK(cudaMemcpy(v.data(), d_v, n * sizeof(float), cudaMemcpyDeviceToHost));

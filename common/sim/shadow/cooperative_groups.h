@@ -1,2 +1,4 @@
-// Shadows cooperative groups for the simulator build.
-#error "cooperative groups do not run on the pd::sim CPU simulator (use __syncthreads, __syncwarp and the *_sync warp intrinsics)"
+// Shadows the toolkit's cooperative_groups.h for the simulator build (nvcc keeps the toolkit's):
+// the block-level groups, built on the simulator's barriers and warp intrinsics.
+#pragma once
+#include "pd/sim/cooperative_groups.hpp"

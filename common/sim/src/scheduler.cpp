@@ -851,7 +851,10 @@ void launch(const LaunchRequest& req) {
         std::fprintf(stderr, "pd::sim: kernel failed: %s\n", l->diagnostic.c_str());
         set_sticky_error(l->error);
     }
+    check_device_memory_guards(req.kernel);  // stops the program if the kernel wrote out of bounds
 }
+
+const void* running_kernel() { return running_block != nullptr ? running_block->launch->req.kernel : nullptr; }
 
 }  // namespace pd::sim::detail
 

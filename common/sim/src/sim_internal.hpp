@@ -44,6 +44,20 @@ void set_max_dynamic_shared(const void* kernel, std::size_t bytes);
 /// Records the diagnostic of the last failed launch (also printed to stderr).
 void set_last_diagnostic(const std::string& text);
 
+/// The name of the kernel at @p kernel as its source spells it ("ramp", "tiled_gemm<float>"), from
+/// the symbol table of the program; its address if the program has none (runtime_api.cpp).
+std::string kernel_name(const void* kernel);
+
+/// Called when a launch of @p kernel has ended: checks the guard zones around every live
+/// cudaMalloc allocation, and if the kernel wrote into one, prints what it overwrote (which
+/// allocation, where it was made, how far past its end or before its start) and stops the
+/// program with exit status 1 (runtime_api.cpp). Does nothing in the sanitizer build, where
+/// AddressSanitizer reports the access itself.
+void check_device_memory_guards(const void* kernel);
+
+/// The kernel whose block runs on this OS thread, or null outside kernels (scheduler.cpp).
+const void* running_kernel();
+
 /// Forgets the cp.async copies of the previous block on this worker and makes room for the
 /// @p threads threads of the next one (warp_matrix.cpp).
 void begin_block_async_copies(std::size_t threads);

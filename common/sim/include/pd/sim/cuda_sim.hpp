@@ -31,10 +31,40 @@
 
 #ifndef PD_BACKEND_SIM
 /// Defined (as 1) in every translation unit of the sim build, so that code can tell the
-/// backends apart. `__CUDA_ARCH__` and `__CUDACC__` are not defined on the simulator: guard
-/// code for a newer architecture with `#if defined(PD_BACKEND_SIM) || __CUDA_ARCH__ >= 800`.
+/// backends apart.
 #define PD_BACKEND_SIM 1
 #endif
+
+#ifndef PD_SIM_CUDA_ARCH
+/// The architecture the simulator models, as `__CUDA_ARCH__` spells it: 900 (compute
+/// capability 9.0, an H100 or H200) unless the build defines another value (the CMake option
+/// PD_SIM_CUDA_ARCH, or `-DPD_SIM_CUDA_ARCH=800` given to scripts/simcc).
+///
+/// nvcc compiles a file twice: a host pass, where `__CUDA_ARCH__` is not defined, and a device
+/// pass per architecture, where it is. The simulator compiles it once, so the rewriter
+/// (tools/rewrite.cpp) decides by where the name is written: in the body of a function declared
+/// `__global__` or `__device__` (and not also `__host__`) it becomes PD_SIM_CUDA_ARCH, so
+/// `#if __CUDA_ARCH__ >= 800` takes the device path of this architecture; everywhere else (host
+/// functions, `__host__ __device__` functions, namespace scope, headers that are not rewritten)
+/// it is left undefined, and the code takes the path of nvcc's host pass. `__CUDACC__` is not
+/// defined.
+#define PD_SIM_CUDA_ARCH 900
+#endif
+#if !(PD_SIM_CUDA_ARCH >= 300 && PD_SIM_CUDA_ARCH % 10 == 0)
+#error "PD_SIM_CUDA_ARCH must be an architecture as __CUDA_ARCH__ spells it (800, 860, 900, ...)"
+#endif
+
+namespace pd::sim::detail {
+/// Records @p arch, the architecture the program's device code sees as `__CUDA_ARCH__`, as the
+/// compute capability the simulated device reports (cudaGetDeviceProperties, 9.0 for 900).
+/// @param arch as `__CUDA_ARCH__` spells it  @return @p arch
+int model_architecture(int arch);
+#ifndef PD_SIM_RUNTIME_SOURCE
+/// Every translation unit of a program registers its PD_SIM_CUDA_ARCH before main() (the
+/// simulator's own library does not, so a program built with another value reports it).
+inline const int registered_architecture = model_architecture(PD_SIM_CUDA_ARCH);
+#endif
+}  // namespace pd::sim::detail
 
 // ---- keywords: the toolkit defines these as empty for host compilers; the simulator owns them.
 #undef __global__
@@ -197,8 +227,9 @@ struct LaunchConfig {
 };
 
 /// What the rewritten `k<<<grid, block, shared_bytes, stream>>>(args)` calls:
-/// `k << pd::sim::launch_config(grid, block, shared_bytes, stream)(args)`. As in CUDA,
-/// @p shared_bytes (dynamic shared memory) and @p stream may be omitted.
+/// `k << pd::sim::launch_config(grid, block, shared_bytes, stream)(args)`, where the rewriter
+/// wraps `k` in a detail::kernel_at_launch() when it is a name it can select a kernel from. As
+/// in CUDA, @p shared_bytes (dynamic shared memory) and @p stream may be omitted.
 inline LaunchConfig launch_config(dim3 grid, dim3 block, std::size_t shared_bytes = 0, cudaStream_t stream = nullptr) {
     return {grid, block, shared_bytes, stream};
 }
@@ -215,6 +246,16 @@ void invoke_kernel(const void* bound) {
     Params copy = b->params;  // each thread gets its own copy of the by-value parameters
     std::apply(b->kernel, std::move(copy));
 }
+/// @p arg converted to the parameter type @p P by copy-initialization, as a call converts it:
+/// implicit conversions only (`float*` to `const float*`, `int` to `size_t`).
+template <typename P, typename A>
+P convert_argument(A&& arg) {
+    return std::forward<A>(arg);
+}
+template <typename Params, typename Args, std::size_t... I>
+Params convert_arguments([[maybe_unused]] Args&& args, std::index_sequence<I...>) {
+    return Params(convert_argument<std::tuple_element_t<I, Params>>(std::get<I>(std::move(args)))...);
+}
 }  // namespace detail
 
 // [launch_operator]
@@ -224,7 +265,8 @@ template <typename... P, typename... A>
 void operator<<(void (*kernel)(P...), BoundLaunch<A...>&& launch) {
     static_assert(sizeof...(P) == sizeof...(A), "kernel launched with the wrong number of arguments");
     using Params = std::tuple<std::decay_t<P>...>;
-    detail::BoundKernel<void (*)(P...), Params> bound{kernel, std::make_from_tuple<Params>(std::move(launch.args))};
+    detail::BoundKernel<void (*)(P...), Params> bound{
+        kernel, detail::convert_arguments<Params>(std::move(launch.args), std::index_sequence_for<A...>{})};
     detail::LaunchRequest req;
     req.grid = launch.grid;
     req.block = launch.block;
@@ -236,6 +278,79 @@ void operator<<(void (*kernel)(P...), BoundLaunch<A...>&& launch) {
     detail::launch(req);
 }
 // [launch_operator]
+
+// ---- which kernel a launch names: deduction of template arguments ----------------------------
+// A launch `k<<<cfg>>>(args)` of a kernel template whose template arguments are deduced from the
+// launch's arguments, as nvcc deduces them, names no single function, so the `operator<<` above
+// cannot take it. The rewriter therefore turns the kernel expression into a kernel_at_launch()
+// whose selector, given the types of the launch's arguments, returns the pointer to the kernel
+// the launch calls (the same specialization nvcc picks, so cudaFuncSetAttribute on it applies):
+//
+//   1. the expression itself when it is one function or a function pointer (a plain kernel,
+//      explicit template arguments `k<float, 64>`, `table[i]`, `launch.kernel`);
+//   2. otherwise, the specialization that deduction from the arguments picks, with the
+//      conversions the arguments need, found through a declaration the rewriter adds after
+//      each kernel template: `template <DeductionKey, HEAD> auto k(DeductionTag<...>, PARAMS)
+//      -> KernelSignature<void(PARAMS)>`, never defined, called only in unevaluated operands;
+//   3. otherwise, the kernel whose parameter types are exactly the arguments' types (a kernel
+//      template declared in a header that the simulator does not rewrite).
+// The leading DeductionKey template parameter keeps `k<float>` naming the kernel alone.
+namespace detail {
+/// The (decayed) types of a launch's arguments, handed to a kernel selector.
+template <typename... A>
+struct ArgTypes {};
+/// The first template parameter of the declarations the rewriter adds after kernel templates.
+enum class DeductionKey { key };
+/// The first parameter of those declarations.
+template <DeductionKey>
+struct DeductionTag {};
+inline constexpr DeductionTag<DeductionKey::key> deduction_tag{};
+/// What those declarations return: the function type of the kernel they mirror.
+template <typename F>
+struct KernelSignature {
+    using type = F;
+};
+/// An lvalue of type @p A, in unevaluated operands only (as std::declval<A&>()).
+template <typename A>
+A& launch_arg();
+/// Selection 1: @p kernel, one function or a function pointer.
+template <typename... P, typename... A>
+auto kernel_pointer(void (*kernel)(P...), ArgTypes<A...>) {
+    return kernel;
+}
+/// Selections 2 and 3: the function of type `Signature::type` that @p kernel names.
+template <typename Signature>
+auto kernel_of(typename Signature::type* kernel) {
+    return kernel;
+}
+/// Reached when no selection applies: stops the build with a message (and returns a pointer
+/// type that the launch accepts, so that no second error follows).
+template <typename... A>
+auto no_matching_kernel() -> void (*)(A...) {
+    static_assert(sizeof...(A) != sizeof...(A),
+                  "no kernel of this name can be launched with these arguments: their number or types do not fit "
+                  "its parameters, or its template arguments cannot be deduced from them (a kernel template "
+                  "declared in a header that the simulator does not rewrite is deduced only from arguments of "
+                  "exactly its parameter types: name its template arguments, k<float><<<...>>>)");
+    return nullptr;
+}
+/// A kernel expression at a launch, waiting for the types of the launch's arguments.
+template <typename Select>
+struct KernelAtLaunch {
+    Select select;
+};
+/// Wraps the selector the rewriter writes for the kernel expression of a launch.
+template <typename Select>
+KernelAtLaunch<Select> kernel_at_launch(Select select) {
+    return {std::move(select)};
+}
+}  // namespace detail
+
+/// Launches the kernel that @p kernel selects for the types of the launch's arguments.
+template <typename Select, typename... A>
+void operator<<(detail::KernelAtLaunch<Select>&& kernel, BoundLaunch<A...>&& launch) {
+    kernel.select(detail::ArgTypes<A...>{}) << std::move(launch);
+}
 
 /// The diagnostic of the last failed launch or rejected configuration ("" if none).
 std::string last_diagnostic();
@@ -763,5 +878,29 @@ cudaError_t cudaMemcpyFromSymbol(void* dst, const T& symbol, std::size_t count, 
     return ::cudaMemcpyFromSymbol(dst, static_cast<const void*>(&symbol), count, offset, kind);
 }
 ///@}
+
+// ---- device allocations remember where they were made ----------------------------------------
+///@{
+/// cudaMalloc and cudaMallocManaged as the simulator's programs call them: the same allocation,
+/// also recording the call site @p site, which the simulator names when a kernel writes past the
+/// end (or before the start) of the buffer (see "Running without a GPU", docs/simulator.md).
+cudaError_t pd_sim_cudaMalloc(const std::source_location& site, void** ptr, std::size_t bytes);
+cudaError_t pd_sim_cudaMallocManaged(const std::source_location& site, void** ptr, std::size_t bytes,
+                                     unsigned int flags = cudaMemAttachGlobal);
+template <typename T>
+cudaError_t pd_sim_cudaMalloc(const std::source_location& site, T** ptr, std::size_t bytes) {
+    return pd_sim_cudaMalloc(site, reinterpret_cast<void**>(ptr), bytes);
+}
+template <typename T>
+cudaError_t pd_sim_cudaMallocManaged(const std::source_location& site, T** ptr, std::size_t bytes,
+                                     unsigned int flags = cudaMemAttachGlobal) {
+    return pd_sim_cudaMallocManaged(site, reinterpret_cast<void**>(ptr), bytes, flags);
+}
+///@}
+/// A call `cudaMalloc(&p, bytes)` (or `::cudaMalloc(...)`) passes its own source location on.
+/// The name alone (`&cudaMalloc`) is still the runtime's function.
+#define cudaMalloc(...) pd_sim_cudaMalloc(::std::source_location::current(), __VA_ARGS__)
+/// As cudaMalloc.
+#define cudaMallocManaged(...) pd_sim_cudaMallocManaged(::std::source_location::current(), __VA_ARGS__)
 
 #include "pd/sim/wmma.hpp"
