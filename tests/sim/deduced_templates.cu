@@ -212,6 +212,7 @@ int main() {
         got = to_host(d_out, 2);
         const long long wrapped = (long long)(std::size_t(negative) % 1000003);
         CHECK_MSG(got[1] == wrapped, "describe_n(%d): value %lld, want %lld", negative, got[1], wrapped);
+        CUDA_OK(cudaFree(d_out));
     }
 
     // A kernel template in a namespace, named with its namespace.
