@@ -11,6 +11,7 @@
 // aligned pointers, and host copies, which are refused (not blamed on a kernel) when they run
 // past an allocation.
 #include "diag.cuh"
+#include "pd/buffer.hpp"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -112,6 +113,17 @@ int case_host_write() {
     CUDA_OK(cudaMalloc(&x, kN * sizeof(float)));
     x[kN] = 1.0f;
     CUDA_OK(cudaFree(x));
+    std::printf("%s\n", kNotStopped);
+    return 0;
+}
+
+// The project's RAII buffer (pd/buffer.hpp) allocates for its caller: the message names the
+// line that made the buffer, not the cudaMalloc inside buffer.hpp.
+constexpr int kDeviceBufferLine = __LINE__ + 2;  // the allocation the message names
+int case_device_buffer() {
+    pd::DeviceBuffer<float> x(kN);
+    add_one<<<(kN + 255) / 256, 256>>>(x.data(), kN);
+    CUDA_OK(cudaDeviceSynchronize());
     std::printf("%s\n", kNotStopped);
     return 0;
 }
@@ -266,6 +278,7 @@ int main(int argc, char** argv) {
         if (name == "before_start") return case_before_start();
         if (name == "far") return case_far();
         if (name == "host_write") return case_host_write();
+        if (name == "device_buffer") return case_device_buffer();
         std::printf("unknown case %s\n", argv[1]);
         return 2;
     }
@@ -293,6 +306,8 @@ int main(int argc, char** argv) {
                                    "allocation made by cudaMalloc at " + at(__FILE__, kHostWriteMalloc),
                                    "no kernel wrote these bytes"},
                     {"kernel '"});
+        expect_stop("device_buffer", {"pd::sim: kernel 'add_one' wrote at bytes 0 to 3 past the end of a 4000-byte "
+                                      "allocation made by cudaMalloc at " + at(__FILE__, kDeviceBufferLine)});
     } else {
         // AddressSanitizer reports the access itself, reads included; the simulator's line first
         // names the kernel, the block and the thread (i = 1000 is block 3, thread 232).

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstring>
 #include <limits>
+#include <source_location>
 #include <stdexcept>
 #include <span>
 #include <utility>
@@ -23,11 +24,25 @@ class DeviceBuffer {
 public:
     DeviceBuffer() = default;
     /// Allocates @p count elements (uninitialized).
-    explicit DeviceBuffer(std::size_t count) : count_(count) {
-        if (count_ > 0) PD_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&ptr_), bytes()));
+    /// @param count elements
+    /// @param where the caller's line: on the simulator, a kernel that writes past the
+    /// allocation is reported with it (its guard zones, docs/simulator.md)
+    explicit DeviceBuffer(std::size_t count, std::source_location where = std::source_location::current())
+        : count_(count) {
+        if (count_ == 0) return;
+#if defined(PD_BACKEND_SIM)
+        PD_CHECK_CUDA(pd_sim_cudaMalloc(where, reinterpret_cast<void**>(&ptr_), bytes()));
+#else
+        (void)where;
+        PD_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&ptr_), bytes()));
+#endif
     }
     /// Allocates and copies @p host to the device.
-    explicit DeviceBuffer(std::span<const T> host) : DeviceBuffer(host.size()) { upload(host); }
+    /// @param host the values  @param where the caller's line (as above)
+    explicit DeviceBuffer(std::span<const T> host, std::source_location where = std::source_location::current())
+        : DeviceBuffer(host.size(), where) {
+        upload(host);
+    }
     ~DeviceBuffer() { reset(); }
 
     DeviceBuffer(const DeviceBuffer&) = delete;
