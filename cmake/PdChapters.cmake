@@ -27,12 +27,12 @@ function(add_chapter name)
   foreach(backend IN LISTS PD_BACKENDS)
     pd_chapter_target(${program} ${backend} target)
     if(backend STREQUAL "cuda")
-      # A chapter program holds no device code (its kernels live in kernels/ and come in
-      # through pd_kernels_cuda), so the host compiler builds it: nvcc took about 50 s per
+      # A chapter program holds no device code (its kernels live in kernels/ and model/ and come
+      # in through pd_kernels_cuda and pd_model_cuda), so the host compiler builds it: nvcc took about 50 s per
       # program for CLI11 and nlohmann-json, g++ a third of that.
       set_source_files_properties(${ARG_SOURCES} PROPERTIES LANGUAGE CXX)
       add_executable(${target} ${ARG_SOURCES})
-      target_link_libraries(${target} PRIVATE pd_kernels_cuda pd_runtime_cuda pd_reference pd_core
+      target_link_libraries(${target} PRIVATE pd_model_cuda pd_kernels_cuda pd_serving pd_runtime_cuda pd_reference pd_core
                                               CUDA::cublas pd_warnings)
       # Smoke test on a GPU; CTest reports it as skipped (exit 77) where there is none.
       add_test(NAME ${program}.cuda.smoke

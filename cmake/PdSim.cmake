@@ -1,6 +1,6 @@
 # The sim backend: the same kernel sources, rewritten by pd_sim_rewrite (launch chevrons,
 # `extern __shared__`, inline PTX, `__CUDA_ARCH__` in device functions) and compiled by the
-# host compiler against the CPU simulator of the CUDA execution model (common/sim). Everything
+# host compiler against the CPU simulator of the CUDA execution model (sim/). Everything
 # linked with pd_sim gets the simulator header force-included and PD_BACKEND_SIM defined.
 option(PD_ENABLE_SIM "Build the sim backend (the CPU simulator of the CUDA execution model)" ON)
 option(PD_SIM_SANITIZE "Build the sim backend with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
@@ -66,13 +66,19 @@ function(pd_add_sim_chapter target sources)
   endforeach()
   pd_sim_rewrite_sources(rewritten ${abs_sources})
   add_executable(${target} ${rewritten})
-  target_link_libraries(${target} PRIVATE pd_kernels_sim pd_runtime_sim pd_reference pd_core pd_warnings)
+  target_link_libraries(${target} PRIVATE pd_model_sim pd_kernels_sim pd_serving pd_runtime_sim pd_reference pd_core
+                                          pd_warnings)
 endfunction()
 
-# Called by tests/kernels for the sim backend: the test .cpp files, compiled with the
-# simulator header, against the sim kernel library.
+# Called by tests/kernels, tests/labs and tests/model for the sim backend: the test .cpp files,
+# compiled with the simulator header, against @p kernels (default: the sim kernel library) and
+# the other libraries named.
 function(pd_add_sim_kernel_tests target sources)
+  cmake_parse_arguments(ARG "" "KERNELS" "LIBRARIES" ${ARGN})
+  if(NOT ARG_KERNELS)
+    set(ARG_KERNELS pd_kernels_sim)
+  endif()
   add_executable(${target} ${sources})
-  target_link_libraries(${target} PRIVATE pd_kernels_sim pd_runtime_sim pd_reference pd_core Catch2::Catch2
-                                          pd_warnings)
+  target_link_libraries(${target} PRIVATE ${ARG_LIBRARIES} ${ARG_KERNELS} pd_runtime_sim pd_reference pd_core
+                                          Catch2::Catch2 pd_warnings)
 endfunction()

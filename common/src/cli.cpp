@@ -63,12 +63,19 @@ int bad_input(const CLI::App& app, const std::string& message) {
     return kExitBadInput;
 }
 
-int guarded_main(int (*run)(int, char**), int argc, char** argv) {
+std::string with_flags(std::string message, const FlagNames& names) {
+    for (const auto& [field, flag] : names)
+        for (std::size_t at = message.find(field); at != std::string::npos; at = message.find(field, at + flag.size()))
+            message.replace(at, field.size(), flag);
+    return message;
+}
+
+int guarded_main(int (*run)(int, char**), int argc, char** argv, const FlagNames& names) {
     const std::string program = argc > 0 ? std::filesystem::path(argv[0]).filename().string() : "program";
     try {
         return run(argc, argv);
     } catch (const std::invalid_argument& e) {
-        std::cerr << program << ": error: " << e.what() << "\n";
+        std::cerr << program << ": error: " << with_flags(e.what(), names) << "\n";
         return kExitBadInput;
     } catch (const std::exception& e) {
         std::cerr << program << ": " << e.what() << "\n";

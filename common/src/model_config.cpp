@@ -70,6 +70,14 @@ std::vector<std::string> model_names() {
     return names;
 }
 
+nlohmann::json to_json(const ModelConfig& c) {
+    return {{"name", c.name},         {"vocab", c.vocab},       {"d_model", c.d_model},
+            {"layers", c.layers},     {"heads", c.heads},       {"kv_heads", c.kv_heads},
+            {"head_dim", c.head_dim}, {"ffn_dim", c.ffn_dim},   {"max_seq", c.max_seq},
+            {"rope_theta", c.rope_theta}, {"norm_eps", c.norm_eps},
+            {"tied_embeddings", c.tied_embeddings}, {"source", c.source}};
+}
+
 }  // namespace pd
 
 namespace pd {

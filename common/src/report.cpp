@@ -205,6 +205,16 @@ Column Column::point(std::string h, std::string key) {
     });
 }
 
+Column Column::percent(std::string h, std::string key) {
+    return Column(std::move(h), [key = std::move(key)](const Row& r) {
+        return r.point.contains(key) ? fmt("%.1f%%", 100 * r.point[key].get<double>()) : std::string("-");
+    });
+}
+
+Column Column::name(std::string h) {
+    return Column(std::move(h), [](const Row& r) { return r.result.kernel; });
+}
+
 std::string render(const std::vector<Row>& rows, const std::vector<Column>& columns) {
     std::vector<std::string> headers;
     for (const Column& c : columns) headers.push_back(c.header);

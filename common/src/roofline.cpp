@@ -2,6 +2,7 @@
 #include "pd/roofline.hpp"
 
 #include "pd/report.hpp"
+#include "pd/step_cost.hpp"
 
 #include <CLI/CLI.hpp>
 
@@ -150,26 +151,18 @@ Analysis analyze(const Workload& w, const Machine& machine) {
     a.weight_bytes = P * w.bytes_per_param;
 
     // Dense layers: each token does one multiply-add (2 FLOPs) per weight; a pass over the
-    // batch reads every weight once.
-    double prefill_flops = 2 * P * B * S, prefill_bytes = a.weight_bytes;
-    double decode_flops = 2 * P * B, decode_bytes = a.weight_bytes;
+    // batch reads every weight once. With a model, its attention and its cache on top.
+    StepCostShape shape = parameter_cost_shape(P, w.bytes_per_param);
     a.terms.push_back("dense layers: 2 FLOPs per parameter per token, weights read once per pass");
-
     if (w.model) {
         const ModelConfig& m = *w.model;
-        const double L = m.layers, H = m.heads, d = m.head_dim;
+        const StepCostShape exact = step_cost_shape(m, w.bytes_per_param, w.kv_bytes_per_element, w.bytes_per_param);
+        shape.attention_flops_per_pair = exact.attention_flops_per_pair;
+        shape.kv_bytes_per_position = exact.kv_bytes_per_position;
         a.context = w.context.value_or(w.prompt_tokens);
-        const double Sk = double(a.context);
-        a.kv_bytes_per_token = m.kv_bytes_per_token(w.kv_bytes_per_element);
-        a.kv_bytes_per_sequence = a.kv_bytes_per_token * Sk;
+        a.kv_bytes_per_token = exact.kv_bytes_per_position;
+        a.kv_bytes_per_sequence = a.kv_bytes_per_token * double(a.context);
         a.kv_bytes_total = a.kv_bytes_per_sequence * B;
-        // Causal attention over the prompt: Q K^T and P V each cost 2*S*S*d per head, and the
-        // causal mask keeps about half of the S x S scores.
-        prefill_flops += 2 * L * B * H * d * S * S;
-        prefill_bytes += a.kv_bytes_per_token * B * S;  // the prompt's cache is written once
-        // One decode step attends to S_k cached tokens: 4*S_k*d per head, reading every one of them.
-        decode_flops += 4 * L * B * H * d * Sk;
-        decode_bytes += a.kv_bytes_total;
         a.terms.push_back("attention: causal S^2 term in prefill, S_k cached tokens per decode step");
         a.terms.push_back("KV cache: written by prefill (S tokens), read by every decode step (S_k tokens)");
         // Capacity: the weights stay resident, every sequence needs its own cache beside them.
@@ -179,6 +172,13 @@ Analysis analyze(const Workload& w, const Machine& machine) {
                 free_bytes > 0 ? static_cast<long long>(std::floor(free_bytes / a.kv_bytes_per_sequence)) : 0;
         }
     }
+    // Prefill: B prompts of S tokens from position 0 (causal attention over the prompt, its cache
+    // written once). Decode: one token per sequence after S_k - 1 cached ones (it attends to S_k
+    // positions, reading every one of them).
+    const StepItem prefill{.tokens = S, .context = 0, .count = B};
+    const StepItem decode{.tokens = 1, .context = w.model ? double(a.context) - 1 : 0, .count = B};
+    const StepCost pc = step_cost(shape, std::span(&prefill, 1)), dc = step_cost(shape, std::span(&decode, 1));
+    const double prefill_flops = pc.flops, prefill_bytes = pc.bytes, decode_flops = dc.flops, decode_bytes = dc.bytes;
     a.prefill = place(prefill_flops, prefill_bytes, machine, a.ridge);
     a.decode = place(decode_flops, decode_bytes, machine, a.ridge);
     a.critical_batch = a.ridge * w.bytes_per_param / 2;  // 2*B/b = ridge

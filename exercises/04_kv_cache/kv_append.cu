@@ -4,7 +4,7 @@
 /// KV head. The projections produce K and V token-major ([B, n, Hkv, d]); the cache is
 /// head-major ([B, Hkv, S_max, d]) so that decode attention reads each head's positions as one
 /// contiguous run. This kernel is that change of layout (and of type, for a bf16 cache).
-#include "model/layers.hpp"
+#include "layers/kv_append.hpp"
 
 #include "pd/common.hpp"
 #include "pd/cuda_check.hpp"
@@ -14,14 +14,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace pd::kernels::model {
-
-void check_cache_shape(const CacheShape& s) {
-    const std::pair<const char*, int> sizes[] = {
-        {"batch", s.batch}, {"kv_heads", s.kv_heads}, {"max_seq", s.max_seq}, {"head_dim", s.head_dim}};
-    for (const auto& [name, v] : sizes)
-        if (v < 1) throw std::invalid_argument(std::string("kv cache: ") + name + " must be >= 1, got " + std::to_string(v));
-}
+namespace pd::kernels::layers {
 
 /// The cache's element from fp32: the identity for float, round to nearest even for bf16.
 ///@{
@@ -57,7 +50,7 @@ __global__ void kv_append_kernel(const float* __restrict__ k_new, const float* _
 template <typename C>
 void launch_kv_append(const float* k_new, const float* v_new, C* k_cache, C* v_cache, const int* start, int n,
                       const CacheShape& s, cudaStream_t stream) {
-    check_cache_shape(s);
+    attention::check_cache_shape(s);
     if (n < 1 || n > s.max_seq)
         throw std::invalid_argument("kv_append: new tokens n = " + std::to_string(n) + " must be in 1 .. max_seq = " +
                                     std::to_string(s.max_seq));
@@ -78,4 +71,4 @@ void kv_append(const float* k_new, const float* v_new, __nv_bfloat16* k_cache, _
     launch_kv_append(k_new, v_new, k_cache, v_cache, start, n, s, stream);
 }
 
-}  // namespace pd::kernels::model
+}  // namespace pd::kernels::layers

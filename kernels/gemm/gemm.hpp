@@ -125,14 +125,14 @@ void gemm_mma_pipelined(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y
 // ---- dispatch -------------------------------------------------------------------------------
 
 /// Runs fp32 version @p version (v1 ... v6). Any other name, a bf16 version included, throws
-/// std::invalid_argument naming `--kernel` (find_version()).
+/// std::invalid_argument naming the version (find_version()).
 /// @param version a name from versions()  @param x [T, K]  @param w [N, K]  @param y [T, N]
 /// @param s the sizes  @param stream the stream to launch on
 void gemm(const std::string& version, const float* x, const float* w, float* y, const Shape& s,
           cudaStream_t stream = nullptr);
 
 /// Runs bf16 version @p version (v7, v8). Any other name throws std::invalid_argument naming
-/// `--kernel` (find_version()).
+/// the version (find_version()).
 /// @param version a name from versions()  @param x [T, K]  @param w [N, K]  @param y [T, N] fp32
 /// @param s the sizes  @param stream the stream to launch on
 void gemm(const std::string& version, const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, const Shape& s,

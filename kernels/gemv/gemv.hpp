@@ -121,7 +121,7 @@ void gemv_batched_wmma(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y,
                        cudaStream_t stream = nullptr);
 
 /// Runs version @p version (a name from versions(); any other, and v4 on the simulator, throws
-/// std::invalid_argument naming `--kernel`).
+/// std::invalid_argument naming the version).
 /// @param version "v1" ... "v5"  @param w [N, K]  @param x [B, K]  @param y [B, N]
 /// @param s the sizes  @param stream the stream to launch on
 void gemv(const std::string& version, const float* w, const float* x, float* y, const Shape& s,

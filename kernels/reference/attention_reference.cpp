@@ -2,12 +2,15 @@
 #include "attention_reference.hpp"
 
 #include "../attention/attention.hpp"  // the mask rule, allowed_keys(), shared with the kernels
+#include "reference_common.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 namespace pd::reference {
+
+using namespace detail;
 
 namespace {
 void check_sizes(std::span<const float> q, std::span<const float> k, int batch, int heads, int q_len, int kv_len,
@@ -78,6 +81,91 @@ std::vector<double> attention(std::span<const float> q, std::span<const float> k
                 for (int c = 0; c < head_dim; ++c)
                     out[(bh * q_len + i) * head_dim + c] += pij * double(v[(bh * kv_len + j) * head_dim + c]);
             }
+    return out;
+}
+
+// ---- decode attention over a KV cache (chapter 04) --------------------------------------------
+
+std::vector<double> decode_attention(std::span<const float> q, std::span<const float> k, std::span<const float> v,
+                                     std::span<const int> kv_len, int batch, int heads, int kv_heads, int head_dim,
+                                     int max_seq) {
+    const char* who = "decode_attention";
+    require_positive(who, "batch", batch);
+    require_positive(who, "heads", heads);
+    require_positive(who, "kv_heads", kv_heads);
+    require_positive(who, "head_dim", head_dim);
+    require_positive(who, "max_seq", max_seq);
+    if (heads % kv_heads != 0)
+        fail(who, "heads = " + std::to_string(heads) + " must be a multiple of kv_heads = " + std::to_string(kv_heads));
+    const size_t d = size_t(head_dim);
+    require_size(who, "q", q.size(), size_t(batch) * heads * d);
+    require_size(who, "k", k.size(), size_t(batch) * kv_heads * max_seq * d);
+    require_size(who, "v", v.size(), size_t(batch) * kv_heads * max_seq * d);
+    require_size(who, "kv_len", kv_len.size(), size_t(batch));
+    std::vector<double> out(q.size()), qd(d);
+    const int group = heads / kv_heads;
+    for (int b = 0; b < batch; ++b) {
+        const int len = kv_len[size_t(b)];
+        if (len < 1 || len > max_seq)
+            fail(who, "kv_len[" + std::to_string(b) + "] = " + std::to_string(len) +
+                          " must be in 1 .. max_seq = " + std::to_string(max_seq));
+        for (int h = 0; h < heads; ++h) {
+            const size_t row = size_t(b) * heads + h;
+            const size_t cache = (size_t(b) * kv_heads + h / group) * max_seq * d;
+            std::copy_n(q.data() + row * d, d, qd.begin());
+            attend(qd.data(), k.data() + cache, v.data() + cache, len, d, head_dim, out.data() + row * d);
+        }
+    }
+    return out;
+}
+
+// ---- varlen attention of a mixed batch (chapter 05) -------------------------------------------
+
+std::vector<double> varlen_attention(std::span<const float> q, std::span<const float> k, std::span<const float> v,
+                                     std::span<const int> q_start, std::span<const int> q_len,
+                                     std::span<const int> kv_len, std::span<const int> slot, int heads, int kv_heads,
+                                     int head_dim, int max_seq) {
+    const char* who = "varlen_attention";
+    require_positive(who, "heads", heads);
+    require_positive(who, "kv_heads", kv_heads);
+    require_positive(who, "head_dim", head_dim);
+    require_positive(who, "max_seq", max_seq);
+    if (heads % kv_heads != 0)
+        fail(who, "heads = " + std::to_string(heads) + " must be a multiple of kv_heads = " + std::to_string(kv_heads));
+    const size_t d = size_t(head_dim), row_size = size_t(heads) * d, slot_size = size_t(kv_heads) * max_seq * d;
+    if (q.size() % row_size != 0)
+        fail(who, "q holds " + std::to_string(q.size()) + " values, not a multiple of heads * head_dim");
+    if (k.size() == 0 || k.size() % slot_size != 0)
+        fail(who, "k holds " + std::to_string(k.size()) + " values, not a positive multiple of kv_heads * max_seq * d");
+    require_size(who, "v", v.size(), k.size());
+    const size_t S = q_start.size(), T = q.size() / row_size, slots = k.size() / slot_size;
+    require_positive(who, "sequences", int(S));
+    require_size(who, "q_len", q_len.size(), S);
+    require_size(who, "kv_len", kv_len.size(), S);
+    require_size(who, "slot", slot.size(), S);
+    std::vector<double> out(q.size(), 0.0), qd(d);
+    const int group = heads / kv_heads;
+    for (size_t s = 0; s < S; ++s) {
+        const int n = q_len[s], len = kv_len[s], first = q_start[s], at = slot[s];
+        // "name[s] = value rule": the sequence and the value that are out of range
+        const auto bad = [&](const char* name, int value, const std::string& rule) {
+            fail(who, std::string(name).append("[").append(std::to_string(s)).append("] = ")
+                          .append(std::to_string(value)).append(rule));
+        };
+        if (len < 1 || len > max_seq) bad("kv_len", len, " must be in 1 .. max_seq = " + std::to_string(max_seq));
+        if (n < 1 || n > len) bad("q_len", n, " must be in 1 .. kv_len = " + std::to_string(len));
+        if (first < 0 || size_t(first) + size_t(n) > T)
+            bad("q_start", first, " puts its rows outside the " + std::to_string(T) + " rows of q");
+        if (at < 0 || size_t(at) >= slots) bad("slot", at, " must be in 0 .. " + std::to_string(slots - 1));
+        for (int i = 0; i < n; ++i)
+            for (int h = 0; h < heads; ++h) {
+                const size_t row = (size_t(first) + size_t(i)) * heads + size_t(h);
+                const size_t cache = (size_t(at) * kv_heads + size_t(h / group)) * max_seq * d;
+                std::copy_n(q.data() + row * d, d, qd.begin());
+                attend(qd.data(), k.data() + cache, v.data() + cache, kernels::attention::allowed_keys(i, n, len), d,
+                       head_dim, out.data() + row * d);
+            }
+    }
     return out;
 }
 

@@ -1,7 +1,8 @@
 /// @file attention_reference.hpp
-/// @brief CPU reference of causal scaled dot-product attention (chapter 01): plain loops,
-/// double accumulation, the layout of kernels/attention/attention.hpp and its mask rule
-/// (allowed_keys(), the same function the kernels call).
+/// @brief CPU references of attention, plain loops in double: causal scaled dot-product
+/// attention (chapter 01, the layout of kernels/attention/attention.hpp and its mask rule
+/// allowed_keys(), the same function the kernels call), decode attention over a KV cache
+/// (chapter 04) and the varlen attention of a mixed batch (chapter 05).
 #pragma once
 
 #include <cstddef>
@@ -35,5 +36,30 @@ std::vector<double> attention_scores(std::span<const float> q, std::span<const f
 /// @pre as in attention(). @return [B, H, Sq, Sk]
 std::vector<double> attention_probabilities(std::span<const float> q, std::span<const float> k, int batch,
                                             int heads, int q_len, int kv_len, int head_dim, bool causal);
+
+/// q [B, Hq, d]; k, v [B, Hkv, S_max, d] given as float; kv_len[b] in 1..S_max; returns [B, Hq, d]; query head h uses
+/// KV head h / (Hq/Hkv); scale 1/sqrt(d); softmax over keys 0..kv_len[b]-1
+/// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d]  @param v [B, Hkv, S_max, d]
+/// @param kv_len [B] positions of each sequence's cache in use  @param batch B
+/// @param heads Hq  @param kv_heads Hkv (Hq % Hkv == 0)  @param head_dim d  @param max_seq S_max
+/// @return [B, Hq, d]
+std::vector<double> decode_attention(std::span<const float> q, std::span<const float> k, std::span<const float> v,
+                                     std::span<const int> kv_len, int batch, int heads, int kv_heads, int head_dim,
+                                     int max_seq);
+
+/// Varlen attention of a mixed batch (chapter 05): sequence s has q_len[s] queries at rows
+/// q_start[s] ... q_start[s] + q_len[s] - 1 of q, the last q_len[s] of the kv_len[s] positions
+/// of cache slot slot[s]; query i of it attends to keys 0 ... allowed_keys(i, q_len[s],
+/// kv_len[s]) - 1 of that slot (the causal rule of attention::allowed_keys()), query head h to
+/// KV head h / (Hq/Hkv), scale 1/sqrt(d). Rows of q that no sequence owns come back as zeros.
+/// @param q [T, Hq, d]  @param k [slots, Hkv, S_max, d]  @param v [slots, Hkv, S_max, d]
+/// @param q_start [S] first row of each sequence  @param q_len [S] queries, 1 ... kv_len[s]
+/// @param kv_len [S] positions in use, 1 ... S_max  @param slot [S] each sequence's slot, 0 ... slots - 1
+/// @param heads Hq  @param kv_heads Hkv (Hq % Hkv == 0)  @param head_dim d  @param max_seq S_max
+/// @return [T, Hq, d]
+std::vector<double> varlen_attention(std::span<const float> q, std::span<const float> k, std::span<const float> v,
+                                     std::span<const int> q_start, std::span<const int> q_len,
+                                     std::span<const int> kv_len, std::span<const int> slot, int heads, int kv_heads,
+                                     int head_dim, int max_seq);
 
 }  // namespace pd::reference

@@ -9,15 +9,15 @@
 /// When a larger score arrives, what was summed so far is rescaled by exp(m_old - m_new), so
 /// the result equals softmax(s) V without ever storing s. merge_warps() then combines the four
 /// warps' states the same way and the output is acc / l.
-#include "model/decode_attention.hpp"
-#include "model/decode_common.cuh"
+#include "attention/decode_attention.hpp"
+#include "attention/online_softmax.cuh"
 
 #include "pd/cuda_check.hpp"
 
 #include <cmath>
 #include <cstddef>
 
-namespace pd::kernels::model {
+namespace pd::kernels::attention {
 
 // [decode_v2_kernel]
 /// Block (h, b): out[b][h][:] = softmax(q k^T / sqrt(d)) v over the first kv_len[b] positions
@@ -86,4 +86,4 @@ void decode_attention_v2(const float* q, const __nv_bfloat16* k, const __nv_bflo
     launch_decode_v2(q, k, v, kv_len, out, s, stream);
 }
 
-}  // namespace pd::kernels::model
+}  // namespace pd::kernels::attention

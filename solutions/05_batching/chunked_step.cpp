@@ -4,7 +4,7 @@
 /// budget, free slots, free cache positions), it returns the next batch: every running decode,
 /// then the prefills in progress, then new requests, each prompt cut to what is left.
 ///
-/// Host C++, built into pd_core from the lab tree: Scheduler::next_step() calls it under
+/// Host C++, built into pd_serving from the lab tree: Scheduler::next_step() calls it under
 /// `--policy chunked`, so the scheduler's tests and `ch05_batching` run this code. The
 /// scheduler does what changes its state around it: before, it preempts until every decode
 /// fits in the cache; after, it admits the `admitted` first waiting requests into slots, and

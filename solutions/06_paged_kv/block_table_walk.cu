@@ -9,15 +9,15 @@
 /// Warp w of the block walks logical positions w, w + 4, w + 8, ... of its sequence, finds each
 /// one's block and offset, loads the K and V rows there, and folds the key into its running
 /// state exactly as lab 04 did; merge_warps() then combines the four warps' states.
-#include "model/decode_common.cuh"
-#include "model/paged_attention.hpp"
+#include "attention/online_softmax.cuh"
+#include "attention/paged_attention.hpp"
 
 #include "pd/cuda_check.hpp"
 
 #include <cmath>
 #include <cstddef>
 
-namespace pd::kernels::model {
+namespace pd::kernels::attention {
 
 // [paged_v1_kernel]
 /// Block (h, b): out[b][h][:] = softmax(q k^T / sqrt(d)) v over the first kv_len[b] logical
@@ -89,4 +89,4 @@ void paged_decode_attention_v1(const float* q, const __nv_bfloat16* k_cache, con
     launch_paged_v1(q, k_cache, v_cache, block_table, kv_len, out, s, stream);
 }
 
-}  // namespace pd::kernels::model
+}  // namespace pd::kernels::attention

@@ -157,8 +157,8 @@ TEST_CASE("paged cache: the invariants hold after every operation of random runs
 }
 
 TEST_CASE("paged cache: bad sizes are rejected by name", "[paged_cache]") {
-    CHECK_THROWS_WITH(PagedCache(0, 16, false), Contains("block"));
-    CHECK_THROWS_WITH(PagedCache(8, 0, false), Contains("--block-size"));
+    CHECK_THROWS_WITH(PagedCache(0, 16, false), Contains("PagedCache.num_blocks = 0 must be >= 1"));
+    CHECK_THROWS_WITH(PagedCache(8, 0, false), Contains("PagedCache.block_size = 0 must be >= 1"));
     PagedCache c(4, 4, true);
     REQUIRE(c.grow(0, 4));
     CHECK_THROWS_WITH(c.match_prefix(0, tokens(9, 0)), Contains("already holds blocks"));

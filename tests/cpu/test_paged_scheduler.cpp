@@ -2,6 +2,7 @@
 // both free and used, reference counts equal to the tables, nothing leaked) after every step
 // of seeded workloads under every policy, block size and prefix-cache setting, with a cache
 // tight enough to force preemptions; and a shared system prompt computed once.
+#include "pd/serving/engine.hpp"
 #include "pd/serving/scheduler.hpp"
 #include "pd/serving/workload.hpp"
 
@@ -82,8 +83,13 @@ TEST_CASE("paged engine: a shared system prompt is computed once, the rest from 
 }
 
 TEST_CASE("paged engine: limits it cannot meet are rejected by name", "[paged][scheduler]") {
-    CHECK_THROWS_WITH(sv::Scheduler({.max_seqs = 64, .kv_capacity = 512, .block_size = 16}), Contains("--block-size"));
-    CHECK_THROWS_WITH(sv::Scheduler({.kv_capacity = 512, .prefix_caching = true}), Contains("--prefix-cache"));
+    CHECK_THROWS_WITH(sv::Scheduler({.max_seqs = 64, .kv_capacity = 512, .block_size = 16}),
+                      Contains("the paged cache of 32 blocks of 16 positions cannot hold a partly filled block for "
+                               "each of SchedulerConfig.max_seqs = 64 requests: raise SchedulerConfig.kv_capacity or "
+                               "lower SchedulerConfig.block_size"));
+    CHECK_THROWS_WITH(sv::Scheduler({.kv_capacity = 512, .prefix_caching = true}),
+                      Contains("SchedulerConfig.prefix_caching needs the paged cache "
+                               "(SchedulerConfig.block_size > 0)"));
     sv::Scheduler s({.max_seqs = 4, .kv_capacity = 1024, .block_size = 16});
     CHECK(s.capacity() == 1024 - 15 * 4);
     sv::Request r{.id = 0, .prompt_tokens = 3, .output_tokens = 1, .prompt = {1, 2}};

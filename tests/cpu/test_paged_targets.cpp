@@ -12,9 +12,10 @@
 #include "pd/model_config.hpp"
 #include "pd/roofline.hpp"
 #include "pd/serving/cost_model.hpp"
+#include "pd/serving/engine.hpp"
 #include "pd/serving/metrics.hpp"
 #include "pd/serving/scheduler.hpp"
-#include "pd/serving/workload_options.hpp"
+#include "pd/serving/options.hpp"
 
 #include <catch2/catch.hpp>
 

@@ -10,8 +10,8 @@
 #include "../../kernels/attention/attention.hpp"
 #include "../../kernels/gemm/gemm.hpp"
 #include "../../kernels/gemv/gemv.hpp"
-#include "../../kernels/model/decode_attention.hpp"
-#include "../../kernels/model/paged_attention.hpp"
+#include "../../kernels/attention/decode_attention.hpp"
+#include "../../kernels/attention/paged_attention.hpp"
 #include "../../kernels/roofline/roofline.hpp"
 
 #include "pd/registry.hpp"
@@ -247,9 +247,9 @@ TEST_CASE("pages: chapter 03's table lists gemv::versions() and its backends", "
 }
 
 TEST_CASE("pages: chapter 04's table lists model::decode_versions() and its backends", "[pages]") {
-    check_page("04_kv_cache", "model::decode_versions()", pd::kernels::model::decode_versions());
+    check_page("04_kv_cache", "model::decode_versions()", pd::kernels::attention::decode_versions());
 }
 
 TEST_CASE("pages: chapter 06's table lists model::paged_versions() and its backends", "[pages]") {
-    check_page("06_paged_kv", "model::paged_versions()", pd::kernels::model::paged_versions());
+    check_page("06_paged_kv", "model::paged_versions()", pd::kernels::attention::paged_versions());
 }

@@ -106,8 +106,9 @@ TEST_CASE("a model adds attention FLOPs and KV-cache bytes", "[roofline][calcula
     w.kv_bytes_per_element = 2;
     const rl::Analysis a = rl::analyze(w, h200());
     const double L = 32, H = 32, d = 128, B = 4, S = 1000;
-    CHECK(a.prefill.flops == Approx(base.prefill.flops + 2 * L * B * H * d * S * S));
-    CHECK(a.decode.flops == Approx(base.decode.flops + 4 * L * B * H * d * S));
+    // causal: query i of a prompt sees i + 1 keys, S (S + 1) / 2 pairs of 4 d FLOPs per head and layer
+    CHECK(a.prefill.flops == Approx(base.prefill.flops + 2 * L * B * H * d * S * (S + 1)).epsilon(1e-12));
+    CHECK(a.decode.flops == Approx(base.decode.flops + 4 * L * B * H * d * S).epsilon(1e-12));
     CHECK(a.kv_bytes_total == Approx(131072.0 * B * S));
     CHECK(a.prefill.bytes == Approx(base.prefill.bytes + a.kv_bytes_total));
     CHECK(a.decode.bytes == Approx(base.decode.bytes + a.kv_bytes_total));

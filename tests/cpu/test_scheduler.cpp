@@ -2,14 +2,19 @@
 // and recomputation when the cache runs out, and the invariants after every step of seeded
 // random workloads (the budget holds, no slot leaked or shared, the cache within capacity,
 // first come first served, no running decode skipped under chunked, every request finishes
-// with its full output).
+// with its full output); and max_step_tokens(), the bound on a step, against every step of
+// seeded runs.
 #include "pd/rng.hpp"
+#include "pd/serving/engine.hpp"
 #include "pd/serving/scheduler.hpp"
+#include "pd/serving/timeline.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace sv = pd::serving;
@@ -155,14 +160,85 @@ TEST_CASE("scheduler: invariants after every step of random workloads", "[schedu
 }
 
 TEST_CASE("scheduler: bad limits and impossible requests are rejected, naming them", "[scheduler]") {
-    REQUIRE_THROWS_WITH(sv::Scheduler({.token_budget = 0}), Contains("--token-budget"));
-    REQUIRE_THROWS_WITH(sv::Scheduler({.max_seqs = 0}), Contains("--max-seqs"));
+    REQUIRE_THROWS_WITH(sv::Scheduler({.token_budget = 0}), Contains("SchedulerConfig.token_budget = 0 must be >= 1"));
+    REQUIRE_THROWS_WITH(sv::Scheduler({.max_seqs = 0}), Contains("SchedulerConfig.max_seqs = 0 must be >= 1"));
+    REQUIRE_THROWS_WITH(sv::Scheduler({.kv_capacity = 0}),
+                        Contains("SchedulerConfig.kv_capacity = 0 must be >= 1 position"));
     REQUIRE_THROWS_WITH(sv::Scheduler({.policy = sv::Policy::chunked, .token_budget = 8, .max_seqs = 16}),
-                        Contains("--token-budget (8)") && Contains("--max-seqs (16)"));
+                        Contains("SchedulerConfig.token_budget (8) must be >= SchedulerConfig.max_seqs (16) under "
+                                 "chunked: every running request decodes in every step"));
     sv::Scheduler s({.kv_capacity = 100});
     REQUIRE_THROWS_WITH(s.arrive({3, 0.0, 90, 20}), Contains("request 3") && Contains("never fit"));
-    REQUIRE_THROWS_WITH(sv::policy_from("fifo"), Contains("--policy fifo"));
+    REQUIRE_THROWS_WITH(sv::policy_from("fifo"),
+                        Contains("SchedulerConfig.policy = fifo is not one of static, continuous, chunked"));
     FixedCost exec;
     sv::Scheduler t({});
     REQUIRE_THROWS_WITH(sv::run_engine({{1, 0.0, 5, 1}}, t, exec), Contains("ids must be 0, 1, 2"));
+}
+
+TEST_CASE("scheduler: max_step_tokens of hand-made limits", "[scheduler]") {
+    // kTwo: prompts 5 and 10, outputs 3 and 2, so prefills of at most 7 and 11 (after a preemption)
+    CHECK(sv::max_step_tokens({.policy = sv::Policy::chunked, .token_budget = 8, .max_seqs = 4}, kTwo) == 8);
+    CHECK(sv::max_step_tokens({.policy = sv::Policy::continuous, .token_budget = 8, .max_seqs = 4}, kTwo) == 11);
+    CHECK(sv::max_step_tokens({.policy = sv::Policy::continuous, .token_budget = 32, .max_seqs = 4}, kTwo) == 18);
+    CHECK(sv::max_step_tokens({.policy = sv::Policy::static_batch, .token_budget = 8, .max_seqs = 4}, kTwo) == 18);
+    CHECK(sv::max_step_tokens({.policy = sv::Policy::static_batch, .token_budget = 8, .max_seqs = 1}, kTwo) == 11);
+    CHECK(sv::max_step_tokens({.policy = sv::Policy::static_batch, .max_seqs = 4, .kv_capacity = 16}, kTwo) == 16);
+    // paged: the capacity the policies plan with, 3 blocks of 8 less 7 for each of 2 slots
+    const std::vector<sv::Request> two_short = {{0, 0.0, 6, 2}, {1, 0.0, 6, 2}};
+    CHECK(sv::max_step_tokens({.policy = sv::Policy::static_batch, .max_seqs = 2, .kv_capacity = 24, .block_size = 8},
+                              two_short) == 10);
+    CHECK(sv::max_step_tokens({}, {}) == 0);
+    CHECK_THROWS_WITH(sv::max_step_tokens({.token_budget = 0}, kTwo), Contains("SchedulerConfig.token_budget = 0"));
+}
+
+TEST_CASE("scheduler: max_step_tokens bounds every step, and chunked fills its budget", "[scheduler]") {
+    // Seeded workloads, dense enough to queue: short prompts with long outputs, and long prompts
+    // (up to 1,500 tokens) with short outputs; some prompts share their first 64 tokens.
+    std::vector<std::vector<sv::Request>> workloads;
+    pd::Rng rng(21);
+    for (const auto& [max_prompt, max_output] : {std::pair{60, 80}, std::pair{1500, 20}}) {
+        std::vector<sv::Request> requests;
+        double t = 0;
+        for (int i = 0; i < 40; ++i) {
+            t += rng.uniform(0.f, 0.02f);
+            sv::Request r{i, t, rng.integer(1, max_prompt), rng.integer(1, max_output)};
+            for (int k = 0; k < r.prompt_tokens; ++k) r.prompt.push_back(k < 64 ? i % 2 : 1000 + i * 3 + k);
+            requests.push_back(r);
+        }
+        workloads.push_back(requests);
+    }
+    struct Cache {
+        int block_size;
+        bool prefix_caching;
+        bool tight;  // a cache that the workload overfills: requests are preempted
+    };
+    const Cache caches[] = {{0, false, false}, {0, false, true}, {16, true, true}, {1, true, true}};
+    const long long tight_capacity[] = {800, 2000};
+    int preemptions = 0;
+    for (std::size_t w = 0; w < workloads.size(); ++w)
+        for (sv::Policy p : {sv::Policy::static_batch, sv::Policy::continuous, sv::Policy::chunked})
+            for (const Cache& c : caches) {
+                const sv::SchedulerConfig cfg{.policy = p, .token_budget = 128, .max_seqs = 16,
+                                              .kv_capacity = c.tight ? tight_capacity[w] : 1 << 20,
+                                              .block_size = c.block_size, .prefix_caching = c.prefix_caching};
+                const long long bound = sv::max_step_tokens(cfg, workloads[w]);
+                INFO("workload " << w << ", " << sv::to_string(p) << ", capacity " << cfg.kv_capacity << ", block size "
+                                 << c.block_size << ": bound " << bound);
+                sv::Scheduler s(cfg);
+                FixedCost exec(0.01, 1e-5);
+                const sv::Timeline t = sv::run_engine(workloads[w], s, exec, true);
+                int most = 0;
+                for (const auto& step : t.steps) {
+                    CHECK(step.step.tokens() <= bound);
+                    most = std::max(most, step.step.tokens());
+                }
+                if (c.tight) preemptions += s.preemptions();
+                if (p == sv::Policy::chunked) {
+                    CHECK(bound == cfg.token_budget);
+                    if (w == 1) CHECK(most == cfg.token_budget);  // long prompts fill the budget
+                }
+                if (p == sv::Policy::continuous && w == 1) CHECK(most >= bound - 20);  // the longest prompt, whole
+            }
+    CHECK(preemptions > 0);
 }

@@ -12,7 +12,7 @@ For every page (HTML_DIR/**/*.html, MathJax's own files left out):
 * every link to a file of the site, and every image, resolves: the file exists, and so does
   the anchor a link names (an id or a name in the target page); images have loaded;
 * every file of the repository that the text names under kernels/, common/include/,
-  common/sim/include/ or solutions/ (the sources the site shows) is a link to its page;
+  sim/include/ or solutions/ (the sources the site shows) is a link to its page;
 * it is no wider than the 1280-pixel window.
 
 Each chapter page (found by the title of REPO/chapters/*/README.md) must also show its version

@@ -4,9 +4,9 @@
 #pragma once
 
 #include "guard_check.hpp"
-#include "model/decode_attention.hpp"
-#include "model/layers.hpp"
-#include "model_reference.hpp"
+#include "attention/decode_attention.hpp"
+#include "attention_reference.hpp"
+#include "layers/kv_append.hpp"
 #include "pd/buffer.hpp"
 #include "pd/compare.hpp"
 #include "pd/half.hpp"
@@ -23,7 +23,7 @@
 namespace pd::testing {
 
 /// "B=... Hq=... Hkv=... d=... S_max=... kv_len=[...]": the context of a failure.
-inline std::string decode_context(const kernels::model::DecodeShape& s, const std::vector<int>& lens,
+inline std::string decode_context(const kernels::attention::DecodeShape& s, const std::vector<int>& lens,
                                   std::uint64_t seed) {
     std::ostringstream os;
     os << "seed=" << seed << " B=" << s.batch << " Hq=" << s.heads << " Hkv=" << s.kv_heads << " d=" << s.head_dim
@@ -38,7 +38,7 @@ inline std::string decode_context(const kernels::model::DecodeShape& s, const st
 /// checks out [B, Hq, d] against the reference computed from the same (rounded) cache within
 /// 1e-4 + 1e-4 |ref|, and that nothing past out was written. Returns the output.
 template <typename C, typename Run>
-std::vector<float> check_decode(const kernels::model::DecodeShape& s, const std::vector<int>& lens, std::uint64_t seed,
+std::vector<float> check_decode(const kernels::attention::DecodeShape& s, const std::vector<int>& lens, std::uint64_t seed,
                                 Run run, const char* what) {
     const std::size_t q_n = std::size_t(s.batch) * s.heads * s.head_dim, cache_n = s.cache().elements();
     std::vector<float> q(q_n), k(cache_n), v(cache_n);
@@ -86,7 +86,7 @@ std::vector<float> check_decode(const kernels::model::DecodeShape& s, const std:
 /// and checks every position: the new ones hold the new values (rounded for bf16), the others
 /// keep the marker (nothing written outside [start, start + n) or past S_max).
 template <typename C>
-void check_append(const kernels::model::CacheShape& s, int n, const std::vector<int>& start, std::uint64_t seed) {
+void check_append(const kernels::attention::CacheShape& s, int n, const std::vector<int>& start, std::uint64_t seed) {
     INFO(dtype_name<C>() << " seed=" << seed << " B=" << s.batch << " Hkv=" << s.kv_heads << " S_max=" << s.max_seq
                              << " d=" << s.head_dim << " n=" << n);
     const std::size_t fresh = std::size_t(s.batch) * n * s.kv_heads * s.head_dim;
@@ -98,7 +98,7 @@ void check_append(const kernels::model::CacheShape& s, int n, const std::vector<
     DeviceBuffer<float> dk{std::span<const float>(k)}, dv{std::span<const float>(v)};
     DeviceBuffer<C> kc{std::span<const C>(init)}, vc{std::span<const C>(init)};
     DeviceBuffer<int> dstart{std::span<const int>(start)};
-    kernels::model::kv_append(dk.data(), dv.data(), kc.data(), vc.data(), dstart.data(), n, s);
+    kernels::layers::kv_append(dk.data(), dv.data(), kc.data(), vc.data(), dstart.data(), n, s);
     PD_CHECK_CUDA(cudaDeviceSynchronize());
     const std::vector<C> gk = kc.download(), gv = vc.download();
     std::size_t wrong = 0;

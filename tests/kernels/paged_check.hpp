@@ -6,7 +6,8 @@
 #pragma once
 
 #include "decode_check.hpp"
-#include "model/paged_attention.hpp"
+#include "attention/paged_attention.hpp"
+#include "attention/paged_layout.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -23,7 +24,7 @@ namespace pd::testing {
 
 /// B sequences in a paged cache: the sizes, each sequence's context and the block table.
 struct PagedBatch {
-    kernels::model::PagedShape shape;  ///< batch = lens.size(), max_kv_len = the longest context
+    kernels::attention::PagedShape shape;  ///< batch = lens.size(), max_kv_len = the longest context
     std::vector<int> lens;             ///< kv_len of each sequence
     std::vector<int> table;            ///< [B, max_blocks]: each sequence's blocks, then -1
 
@@ -32,7 +33,7 @@ struct PagedBatch {
         return std::size_t(shape.kv_heads) * std::size_t(shape.block_size) * std::size_t(shape.head_dim);
     }
     /// The contiguous cache of chapter 04 with the same data: [B, Hkv, S_max, d], S_max = capacity().
-    kernels::model::DecodeShape contiguous() const { return shape.contiguous(); }
+    kernels::attention::DecodeShape contiguous() const { return shape.contiguous(); }
     /// "seed=... B=... Hq=... Hkv=... d=... block_size=... num_blocks=... kv_len=[...] table=[...]".
     std::string context(std::uint64_t seed) const {
         std::ostringstream os;
@@ -64,7 +65,7 @@ inline PagedBatch make_paged_batch(int heads, int kv_heads, int head_dim, int bl
         longest = std::max(longest, len);
     }
     pb.shape = {int(lens.size()), heads, kv_heads, head_dim, block_size, used + spare, widest + extra_columns, longest};
-    pb.table = reference::shuffled_block_table(lens, block_size, pb.shape.num_blocks, pb.shape.max_blocks, seed);
+    pb.table = kernels::attention::shuffled_block_table(lens, block_size, pb.shape.num_blocks, pb.shape.max_blocks, seed);
     return pb;
 }
 
@@ -78,7 +79,7 @@ constexpr int kGuardBlocks = 1;
 /// at offset p % block_size; every other element is @p fill.
 inline std::vector<float> scatter_to_blocks(const PagedBatch& pb, const std::vector<float>& contiguous, float fill) {
     const auto& s = pb.shape;
-    return reference::scatter_to_blocks(contiguous, pb.lens, pb.table, s.kv_heads, s.head_dim, s.capacity(), s.block_size,
+    return kernels::attention::scatter_to_blocks(contiguous, pb.lens, pb.table, s.kv_heads, s.head_dim, s.capacity(), s.block_size,
                                         s.max_blocks, s.num_blocks + 2 * kGuardBlocks, kGuardBlocks, fill);
 }
 
@@ -99,7 +100,7 @@ struct PagedInputs {
 template <typename C>
 PagedInputs<C> make_paged_inputs(const PagedBatch& pb, std::uint64_t seed, int q_rows = -1) {
     const auto& s = pb.shape;
-    const kernels::model::DecodeShape cs = pb.contiguous();
+    const kernels::attention::DecodeShape cs = pb.contiguous();
     constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
     PagedInputs<C> in;
     const int rows = q_rows < 0 ? s.batch : q_rows;
@@ -150,7 +151,7 @@ std::vector<float> run_paged_decode(const PagedBatch& pb, const PagedInputs<C>& 
 
 /// Checks @p out [B, Hq, d] against @p ref within the fp32 rule (1e-4 + 1e-4 |ref|).
 inline void check_decode_output(const std::vector<float>& out, const std::vector<double>& ref,
-                                const kernels::model::PagedShape& s, const std::string& what) {
+                                const kernels::attention::PagedShape& s, const std::string& what) {
     const CompareResult r = compare<float, double>(out, ref, Tolerance::fp32());
     const std::size_t dims[] = {std::size_t(s.batch), std::size_t(s.heads), std::size_t(s.head_dim)};
     INFO(what);
@@ -166,7 +167,7 @@ inline void check_decode_output(const std::vector<float>& out, const std::vector
 /// @pre every sequence keeps at least one position
 template <typename C, typename Lost>
 std::vector<double> reference_without(const PagedBatch& pb, const PagedInputs<C>& in, Lost lost) {
-    const kernels::model::DecodeShape cs = pb.contiguous();
+    const kernels::attention::DecodeShape cs = pb.contiguous();
     const std::size_t d = std::size_t(cs.head_dim);
     std::vector<float> k(in.k.size()), v(in.v.size());
     std::vector<int> kept(pb.lens.size(), 0);

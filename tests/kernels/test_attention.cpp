@@ -561,9 +561,9 @@ TEST_CASE("attention: launchers reject bad shapes, naming the parameter", "[atte
         INFO("version name '" << name << "'");
         CHECK_THROWS_AS(att::naive_attention(name, m, m, m, m, m, ok), std::invalid_argument);
         CHECK_THROWS_WITH(att::naive_attention(name, m, m, m, m, m, ok),
-                          Contains("--kernel " + name + ": unknown version") && Contains(valid));
+                          Contains("version " + name + ": unknown version") && Contains(valid));
         CHECK_THROWS_AS(att::softmax(name, m, ok), std::invalid_argument);
-        CHECK_THROWS_WITH(att::softmax(name, m, ok), Contains("--kernel " + name + ": unknown version") &&
+        CHECK_THROWS_WITH(att::softmax(name, m, ok), Contains("version " + name + ": unknown version") &&
                                                          Contains(valid));
     }
 }
@@ -581,11 +581,11 @@ TEST_CASE("attention: v3 uses CUB, so it is CUDA-only", "[attention]") {
     CHECK_THROWS_WITH(att::softmax_cub(ws.data(), s), Contains("CUDA-only"));
     CHECK_THROWS_AS(att::softmax("v3", ws.data(), s), std::invalid_argument);
     CHECK_THROWS_WITH(att::softmax("v3", ws.data(), s),
-                      Contains("--kernel v3 runs on CUDA only") && Contains("fp32 versions here: v1, v2)"));
+                      Contains("version v3 runs on CUDA only") && Contains("fp32 versions here: v1, v2)"));
     CHECK_THROWS_AS(att::naive_attention("v3", q.data(), kv.data(), kv.data(), out.data(), ws.data(), s),
                     std::invalid_argument);
     CHECK_THROWS_WITH(att::naive_attention("v3", q.data(), kv.data(), kv.data(), out.data(), ws.data(), s),
-                      Contains("--kernel v3 runs on CUDA only"));
+                      Contains("version v3 runs on CUDA only"));
     // Refused before any launch: the scores kernel did not fill the workspace.
     PD_CHECK_CUDA(cudaDeviceSynchronize());
     INFO("naive_attention(\"v3\") must throw before launching anything");

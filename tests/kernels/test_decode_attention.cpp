@@ -5,15 +5,16 @@
 // splits than positions; bitwise repeatability; the KV append's layout, rounding and bounds;
 // and the rejection of bad shapes and names.
 #include "decode_check.hpp"
-#include "model/decode_attention.hpp"
-#include "model/layers.hpp"
+#include "attention/decode_attention.hpp"
+#include "layers/kv_append.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <string>
 #include <vector>
 
-namespace md = pd::kernels::model;
+namespace at = pd::kernels::attention;
+namespace ly = pd::kernels::layers;
 using Catch::Matchers::Contains;
 using bf16 = __nv_bfloat16;
 
@@ -23,27 +24,27 @@ constexpr int kSms = 132;  // v4's split rule for an H100/H200-sized GPU, on eve
 
 /// Checks @p version on cache type C.
 template <typename C>
-void check_version(const std::string& version, const md::DecodeShape& s, const std::vector<int>& lens,
+void check_version(const std::string& version, const at::DecodeShape& s, const std::vector<int>& lens,
                    std::uint64_t seed) {
-    pd::DeviceBuffer<float> workspace(std::max<std::size_t>(1, md::decode_workspace_floats(version, s, kSms)));
+    pd::DeviceBuffer<float> workspace(std::max<std::size_t>(1, at::decode_workspace_floats(version, s, kSms)));
     pd::testing::check_decode<C>(
         s, lens, seed,
         [&](const float* q, const C* k, const C* v, const int* len, float* out) {
-            md::decode_attention(version, q, k, v, len, out, workspace.data(), s, kSms);
+            at::decode_attention(version, q, k, v, len, out, workspace.data(), s, kSms);
         },
         version.c_str());
 }
 
 template <typename C>
-void check_all_versions(const md::DecodeShape& s, const std::vector<int>& lens, std::uint64_t seed) {
-    for (const pd::Version& v : md::decode_versions()) check_version<C>(v.name, s, lens, seed);
+void check_all_versions(const at::DecodeShape& s, const std::vector<int>& lens, std::uint64_t seed) {
+    for (const pd::Version& v : at::decode_versions()) check_version<C>(v.name, s, lens, seed);
 }
 
 }  // namespace
 
 TEST_CASE("decode attention: one sequence, contexts around the warp and block sizes, cache full", "[decode]") {
     for (int context : {1, 31, 32, 33, 257, 4099}) {
-        const md::DecodeShape s{1, 8, 2, 128, context, context};  // GQA group 4; the context fills the cache
+        const at::DecodeShape s{1, 8, 2, 128, context, context};  // GQA group 4; the context fills the cache
         check_all_versions<float>(s, {context}, 4000 + context);
         check_all_versions<bf16>(s, {context}, 5000 + context);
     }
@@ -60,14 +61,14 @@ TEST_CASE("decode attention: ragged batches, GQA groups 1, 4, 8, head dims 32 to
 }
 
 TEST_CASE("decode attention v4: any number of splits, empty ones included", "[decode]") {
-    const md::DecodeShape s{3, 8, 2, 64, 200, 150};
+    const at::DecodeShape s{3, 8, 2, 64, 200, 150};
     const std::vector<int> lens{150, 3, 77};
-    for (int splits : {1, 2, 7, 64, md::kMaxSplits}) {  // 128 splits of 2 positions: most are empty for lens 3
+    for (int splits : {1, 2, 7, 64, at::kMaxSplits}) {  // 128 splits of 2 positions: most are empty for lens 3
         pd::DeviceBuffer<float> partials(std::size_t(s.batch) * s.heads * splits * (s.head_dim + 2));
         pd::testing::check_decode<float>(
             s, lens, 900 + splits,
             [&](const float* q, const float* k, const float* v, const int* len, float* out) {
-                md::decode_attention_v4(q, k, v, len, out, partials.data(), splits, s);
+                at::decode_attention_v4(q, k, v, len, out, partials.data(), splits, s);
             },
             ("v4 splits=" + std::to_string(splits)).c_str());
     }
@@ -76,21 +77,21 @@ TEST_CASE("decode attention v4: any number of splits, empty ones included", "[de
 TEST_CASE("decode attention v4: the split rule", "[decode]") {
     // llama-3-8b, B = 1, context 1024: 8 blocks without splitting; 4 x 132 SMs would want 66
     // splits, but no split below 128 positions: 1024 / 128 = 8.
-    CHECK(md::decode_splits({1, 32, 8, 128, 8192, 1024}, 132) == 8);
+    CHECK(at::decode_splits({1, 32, 8, 128, 8192, 1024}, 132) == 8);
     // B = 16, context 8192: 128 blocks already; ceil(528 / 128) = 5 splits of 1639 positions.
-    CHECK(md::decode_splits({16, 32, 8, 128, 8192, 8192}, 132) == 5);
+    CHECK(at::decode_splits({16, 32, 8, 128, 8192, 8192}, 132) == 5);
     // a short context is not split
-    CHECK(md::decode_splits({1, 32, 8, 128, 8192, 100}, 132) == 1);
+    CHECK(at::decode_splits({1, 32, 8, 128, 8192, 100}, 132) == 1);
     // capped at kMaxSplits
-    CHECK(md::decode_splits({1, 1, 1, 64, 1 << 20, 1 << 20}, 1000) == md::kMaxSplits);
+    CHECK(at::decode_splits({1, 1, 1, 64, 1 << 20, 1 << 20}, 1000) == at::kMaxSplits);
 }
 
 TEST_CASE("decode attention: bitwise repeatable", "[decode]") {
-    const md::DecodeShape s{3, 8, 2, 64, 300, 300};
-    for (const pd::Version& v : md::decode_versions()) {
+    const at::DecodeShape s{3, 8, 2, 64, 300, 300};
+    for (const pd::Version& v : at::decode_versions()) {
         const auto run = [&](const float* q, const float* k, const float* vv, const int* len, float* out) {
-            pd::DeviceBuffer<float> ws(std::max<std::size_t>(1, md::decode_workspace_floats(v.name, s, kSms)));
-            md::decode_attention(v.name, q, k, vv, len, out, ws.data(), s, kSms);
+            pd::DeviceBuffer<float> ws(std::max<std::size_t>(1, at::decode_workspace_floats(v.name, s, kSms)));
+            at::decode_attention(v.name, q, k, vv, len, out, ws.data(), s, kSms);
         };
         const auto a = pd::testing::check_decode<float>(s, {300, 17, 128}, 77, run, v.name.c_str());
         const auto b = pd::testing::check_decode<float>(s, {300, 17, 128}, 77, run, v.name.c_str());
@@ -101,16 +102,16 @@ TEST_CASE("decode attention: bitwise repeatable", "[decode]") {
 
 TEST_CASE("decode attention: bad shapes and names are rejected, naming the parameter", "[decode]") {
     pd::DeviceBuffer<float> buf(64);
-    const auto call = [&](const std::string& version, md::DecodeShape s) {
-        md::decode_attention(version, buf.data(), buf.data(), buf.data(), nullptr, buf.data(), buf.data(), s, kSms);
+    const auto call = [&](const std::string& version, at::DecodeShape s) {
+        at::decode_attention(version, buf.data(), buf.data(), buf.data(), nullptr, buf.data(), buf.data(), s, kSms);
     };
     REQUIRE_THROWS_WITH(call("v1", {1, 6, 4, 64, 8, 8}), Contains("heads = 6") && Contains("kv_heads = 4"));
     REQUIRE_THROWS_WITH(call("v2", {1, 4, 4, 256, 8, 8}), Contains("head_dim = 256"));
     REQUIRE_THROWS_WITH(call("v3", {1, 4, 4, 64, 8, 9}), Contains("max_kv_len = 9"));
     REQUIRE_THROWS_WITH(call("v4", {0, 4, 4, 64, 8, 8}), Contains("batch"));
     REQUIRE_THROWS_WITH(call("v3", {1, 32, 1, 64, 8, 8}), Contains("heads / kv_heads = 32"));
-    REQUIRE_THROWS_WITH(call("v9", {1, 4, 4, 64, 8, 8}), Contains("--attention v9"));
-    REQUIRE_THROWS_WITH(md::decode_attention_v4(buf.data(), buf.data(), buf.data(), nullptr, buf.data(), buf.data(), 0,
+    REQUIRE_THROWS_WITH(call("v9", {1, 4, 4, 64, 8, 8}), Contains("version = v9"));
+    REQUIRE_THROWS_WITH(at::decode_attention_v4(buf.data(), buf.data(), buf.data(), nullptr, buf.data(), buf.data(), 0,
                                                 {1, 4, 4, 64, 8, 8}),
                         Contains("splits = 0"));
 }
@@ -130,8 +131,8 @@ TEST_CASE("kv append: the new tokens land at their positions, nothing else chang
 TEST_CASE("kv append: bad sizes are rejected, naming the parameter", "[decode][kv_append]") {
     pd::DeviceBuffer<float> buf(16);
     pd::DeviceBuffer<int> start(1);
-    REQUIRE_THROWS_WITH(md::kv_append(buf.data(), buf.data(), buf.data(), buf.data(), start.data(), 1, {1, 0, 4, 4}),
+    REQUIRE_THROWS_WITH(ly::kv_append(buf.data(), buf.data(), buf.data(), buf.data(), start.data(), 1, {1, 0, 4, 4}),
                         Contains("kv_heads"));
-    REQUIRE_THROWS_WITH(md::kv_append(buf.data(), buf.data(), buf.data(), buf.data(), start.data(), 5, {1, 1, 4, 4}),
+    REQUIRE_THROWS_WITH(ly::kv_append(buf.data(), buf.data(), buf.data(), buf.data(), start.data(), 5, {1, 1, 4, 4}),
                         Contains("n = 5"));
 }

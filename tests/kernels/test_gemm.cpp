@@ -204,11 +204,11 @@ TEST_CASE("gemm: the dispatch runs every version of this backend with its dtype 
         if (input_type(v) == DType::fp32) {
             CHECK_THROWS_AS(gemm::gemm(v.name, xb.data(), wb.data(), y.data(), s), std::invalid_argument);
             CHECK_THROWS_WITH(gemm::gemm(v.name, xb.data(), wb.data(), y.data(), s),
-                              Contains("gemm: --kernel " + v.name + " takes fp32 inputs, not bf16"));
+                              Contains("gemm: version " + v.name + " takes fp32 inputs, not bf16"));
         } else {
             CHECK_THROWS_AS(gemm::gemm(v.name, xf.data(), wf.data(), y.data(), s), std::invalid_argument);
             CHECK_THROWS_WITH(gemm::gemm(v.name, xf.data(), wf.data(), y.data(), s),
-                              Contains("gemm: --kernel " + v.name + " takes bf16 inputs, not fp32") &&
+                              Contains("gemm: version " + v.name + " takes bf16 inputs, not fp32") &&
                                   Contains("fp32 versions: v1, v2, v3, v4, v5, v6)"));
         }
     }
@@ -311,7 +311,7 @@ TEST_CASE("gemm: the dispatch rejects unknown names, listing the valid ones", "[
         INFO("name '" << name << "'");
         CHECK_THROWS_AS(gemm::gemm(name, f.data(), f.data(), f.data(), s), std::invalid_argument);
         CHECK_THROWS_WITH(gemm::gemm(name, f.data(), f.data(), f.data(), s),
-                          Contains("gemm: --kernel " + name + ": unknown version") &&
+                          Contains("gemm: version " + name + ": unknown version") &&
                               Contains("(fp32 versions: v1, v2, v3, v4, v5, v6)"));
         CHECK_THROWS_AS(gemm::gemm(name, b.data(), b.data(), f.data(), s), std::invalid_argument);
         CHECK_THROWS_WITH(gemm::gemm(name, b.data(), b.data(), f.data(), s), Contains("(bf16 versions: v7, v8)"));

@@ -344,11 +344,11 @@ TEST_CASE("gemv: v6 takes bf16 only: the dispatch refuses fp32 inputs, naming --
     CHECK_THROWS_AS(gv::gemv("v6", w.data(), x.data(), y.data(), s), std::invalid_argument);
 #if defined(PD_BACKEND_SIM)
     CHECK_THROWS_WITH(gv::gemv("v6", w.data(), x.data(), y.data(), s),
-                      Contains("gemv: --kernel v6 takes bf16 inputs, not fp32") &&
+                      Contains("gemv: version v6 takes bf16 inputs, not fp32") &&
                           Contains("(fp32 versions: v1, v2, v3, v5)"));
 #else
     CHECK_THROWS_WITH(gv::gemv("v6", w.data(), x.data(), y.data(), s),
-                      Contains("gemv: --kernel v6 takes bf16 inputs, not fp32") &&
+                      Contains("gemv: version v6 takes bf16 inputs, not fp32") &&
                           Contains("(fp32 versions: v1, v2, v3, v4, v5)"));
 #endif
     PD_CHECK_CUDA(cudaDeviceSynchronize());
@@ -404,10 +404,10 @@ TEST_CASE("gemv: launchers reject bad shapes and names, naming the parameter", "
         INFO("version name '" << name << "'");
         CHECK_THROWS_AS(gv::gemv(name, f.data(), f.data(), f.data(), ok), std::invalid_argument);
         CHECK_THROWS_WITH(gv::gemv(name, f.data(), f.data(), f.data(), ok),
-                          Contains("gemv: --kernel " + name + ": unknown version") && Contains(fp32_valid));
+                          Contains("gemv: version " + name + ": unknown version") && Contains(fp32_valid));
         CHECK_THROWS_AS(gv::gemv(name, h.data(), h.data(), f.data(), ok), std::invalid_argument);
         CHECK_THROWS_WITH(gv::gemv(name, h.data(), h.data(), f.data(), ok),
-                          Contains("gemv: --kernel " + name + ": unknown version") && Contains(bf16_valid));
+                          Contains("gemv: version " + name + ": unknown version") && Contains(bf16_valid));
     }
 }
 
@@ -423,10 +423,10 @@ TEST_CASE("gemv: v4 uses CUB, so it is CUDA-only", "[gemv]") {
     CHECK_THROWS_WITH(gv::gemv_cub(wh.data(), xh.data(), y.data(), s), Contains("CUDA-only"));
     CHECK_THROWS_AS(gv::gemv("v4", w.data(), x.data(), y.data(), s), std::invalid_argument);
     CHECK_THROWS_WITH(gv::gemv("v4", w.data(), x.data(), y.data(), s),
-                      Contains("gemv: --kernel v4 runs on CUDA only") && Contains("(fp32 versions here: v1, v2, v3, v5)"));
+                      Contains("gemv: version v4 runs on CUDA only") && Contains("(fp32 versions here: v1, v2, v3, v5)"));
     CHECK_THROWS_AS(gv::gemv("v4", wh.data(), xh.data(), y.data(), s), std::invalid_argument);
     CHECK_THROWS_WITH(gv::gemv("v4", wh.data(), xh.data(), y.data(), s),
-                      Contains("gemv: --kernel v4 runs on CUDA only") &&
+                      Contains("gemv: version v4 runs on CUDA only") &&
                           Contains("(bf16 versions here: v1, v2, v3, v5, v6)"));
     PD_CHECK_CUDA(cudaDeviceSynchronize());
     INFO("nothing may be launched: Y keeps its poison");

@@ -1,5 +1,5 @@
-// Chapter 04's small kernels (kernels/model/layers.hpp) against their CPU references (double
-// precision, kernels/reference/model_reference.hpp): embedding (fp32 and bf16 tables, ids out
+// Chapter 04's small kernels (kernels/layers/layers.hpp) against their CPU references (double
+// precision, kernels/reference/layers_reference.hpp): embedding (fp32 and bf16 tables, ids out
 // of range), RMSNorm and SwiGLU (fp32 and bf16 outputs), RoPE (positions up to 8191), the
 // residual add, fp32 -> bf16, the two permutes, and the greedy argmax (ties, the maximum at the
 // last index); over ragged sizes, with poisoned outputs and guard elements past the end, bf16
@@ -10,7 +10,8 @@
 // chapter 01's attention reference.
 #include "attention_reference.hpp"
 #include "guard_check.hpp"
-#include "model/layers.hpp"
+#include "layers/layers.hpp"
+#include "layers_reference.hpp"
 #include "model_reference.hpp"
 #include "pd/buffer.hpp"
 #include "pd/compare.hpp"
@@ -34,7 +35,7 @@
 #include <string>
 #include <vector>
 
-namespace ml = pd::kernels::model;
+namespace ly = pd::kernels::layers;
 namespace ref = pd::reference;
 using Catch::Matchers::Contains;
 using bf16 = __nv_bfloat16;
@@ -160,11 +161,11 @@ TEST_CASE("layers: embedding gathers table rows, fp32 and bf16 tables, zeros for
             pd::DeviceBuffer<float> d_table{std::span<const float>(table)};
             pd::DeviceBuffer<bf16> d_table16{std::span<const bf16>(table16)};
             const auto got = run_poisoned<float>(
-                expected.size(), [&](float* x) { ml::embedding(d_tokens.data(), d_table.data(), x, T, D, V); });
+                expected.size(), [&](float* x) { ly::embedding(d_tokens.data(), d_table.data(), x, T, D, V); });
             check_fp32(got, expected, pd::Tolerance::exact(), what + " fp32 table", dims);
             CHECK(guard_intact(got, expected.size()));
             const auto got16 = run_poisoned<float>(
-                expected.size(), [&](float* x) { ml::embedding(d_tokens.data(), d_table16.data(), x, T, D, V); });
+                expected.size(), [&](float* x) { ly::embedding(d_tokens.data(), d_table16.data(), x, T, D, V); });
             check_fp32(got16, expected16, pd::Tolerance::exact(), what + " bf16 table", dims);
             CHECK(guard_intact(got16, expected.size()));
         }
@@ -191,11 +192,11 @@ TEST_CASE("layers: rmsnorm matches the reference over ragged widths, fp32 and bf
             const std::size_t dims[] = {std::size_t(T), std::size_t(D)};
             pd::DeviceBuffer<float> d_x{std::span<const float>(x)}, d_w{std::span<const float>(w)};
             const auto got = run_poisoned<float>(expected.size(),
-                                                 [&](float* y) { ml::rmsnorm(d_x.data(), d_w.data(), y, T, D, eps); });
+                                                 [&](float* y) { ly::rmsnorm(d_x.data(), d_w.data(), y, T, D, eps); });
             check_fp32(got, expected, pd::Tolerance::fp32(), what + " fp32", dims);
             CHECK(guard_intact(got, expected.size()));
             const auto got16 = run_poisoned<bf16>(expected.size(),
-                                                  [&](bf16* y) { ml::rmsnorm(d_x.data(), d_w.data(), y, T, D, eps); });
+                                                  [&](bf16* y) { ly::rmsnorm(d_x.data(), d_w.data(), y, T, D, eps); });
             check_bf16(got16, expected, what + " bf16");
             CHECK(guard_intact(got16, expected.size()));
         }
@@ -228,7 +229,7 @@ TEST_CASE("layers: rope matches the reference for positions up to 8191", "[model
                 pd::DeviceBuffer<int> d_pos{std::span<const int>(positions)};
                 const auto got = run_poisoned<float>(count, [&](float* buf) {
                     PD_CHECK_CUDA(cudaMemcpy(buf, x.data(), count * sizeof(float), cudaMemcpyHostToDevice));
-                    ml::rope(buf, d_pos.data(), T, H, d, 10000.0);
+                    ly::rope(buf, d_pos.data(), T, H, d, 10000.0);
                 });
                 check_fp32(got, expected, tol, what, dims);
                 CHECK(guard_intact(got, count));
@@ -249,7 +250,7 @@ TEST_CASE("layers: rope with another theta (500000, Llama 3) and head dim 2", "[
     pd::DeviceBuffer<int> d_pos{std::span<const int>(positions)};
     const auto got = run_poisoned<float>(x.size(), [&](float* buf) {
         PD_CHECK_CUDA(cudaMemcpy(buf, x.data(), x.size() * sizeof(float), cudaMemcpyHostToDevice));
-        ml::rope(buf, d_pos.data(), T, H, d, 500000.0);
+        ly::rope(buf, d_pos.data(), T, H, d, 500000.0);
     });
     const std::size_t dims[] = {std::size_t(T), std::size_t(H), std::size_t(d)};
     check_fp32(got, expected, pd::Tolerance{1e-7, 0}, "rope d=2 theta=500000", dims);
@@ -259,7 +260,7 @@ TEST_CASE("layers: rope with another theta (500000, Llama 3) and head dim 2", "[
     const std::vector<double> expected2 = ref::rope(x2, positions, T, H2, d2, 500000.0);
     const auto got2 = run_poisoned<float>(x2.size(), [&](float* buf) {
         PD_CHECK_CUDA(cudaMemcpy(buf, x2.data(), x2.size() * sizeof(float), cudaMemcpyHostToDevice));
-        ml::rope(buf, d_pos.data(), T, H2, d2, 500000.0);
+        ly::rope(buf, d_pos.data(), T, H2, d2, 500000.0);
     });
     const std::size_t dims2[] = {std::size_t(T), std::size_t(H2), std::size_t(d2)};
     check_fp32(got2, expected2, pd::Tolerance{1e-6, 1e-6}, "rope d=128 theta=500000", dims2);
@@ -298,16 +299,16 @@ TEST_CASE("layers: swiglu matches the reference, fp32 and bf16 outputs, includin
         INFO(what);
         const std::size_t dims[] = {n};
         pd::DeviceBuffer<float> d_gate{std::span<const float>(gate)}, d_up{std::span<const float>(up)};
-        const auto got = run_poisoned<float>(n, [&](float* out) { ml::swiglu(d_gate.data(), d_up.data(), out, n); });
+        const auto got = run_poisoned<float>(n, [&](float* out) { ly::swiglu(d_gate.data(), d_up.data(), out, n); });
         check_fp32(got, expected, pd::Tolerance::fp32(), what + " fp32", dims);
         CHECK(guard_intact(got, n));
-        const auto got16 = run_poisoned<bf16>(n, [&](bf16* out) { ml::swiglu(d_gate.data(), d_up.data(), out, n); });
+        const auto got16 = run_poisoned<bf16>(n, [&](bf16* out) { ly::swiglu(d_gate.data(), d_up.data(), out, n); });
         check_bf16(got16, expected, what + " bf16");
         CHECK(guard_intact(got16, n));
     }
 }
 
-TEST_CASE("layers: add and to_bf16 are exact", "[model][add][to_bf16]") {
+TEST_CASE("layers: add, to_bf16 and round_to_bf16 are exact", "[model][add][to_bf16]") {
     std::uint64_t c = 0;
     for (std::size_t n : elementwise_sizes()) {
         const std::uint64_t seed = pd::derive_seed(kSeed + 5, c++);
@@ -322,7 +323,7 @@ TEST_CASE("layers: add and to_bf16 are exact", "[model][add][to_bf16]") {
         pd::DeviceBuffer<float> d_y{std::span<const float>(y)};
         const auto got = run_poisoned<float>(n, [&](float* buf) {
             PD_CHECK_CUDA(cudaMemcpy(buf, x.data(), n * sizeof(float), cudaMemcpyHostToDevice));
-            ml::add(buf, d_y.data(), n);
+            ly::add(buf, d_y.data(), n);
         });
         check_fp32(got, sum, pd::Tolerance::exact(), "add " + what, dims);
         CHECK(guard_intact(got, n));
@@ -341,13 +342,24 @@ TEST_CASE("layers: add and to_bf16 are exact", "[model][add][to_bf16]") {
             std::copy(std::begin(special), std::end(special), x.begin() + 3);
         }
         pd::DeviceBuffer<float> d_x{std::span<const float>(x)};
-        const auto got16 = run_poisoned<bf16>(n, [&](bf16* out) { ml::to_bf16(d_x.data(), out, n); });
+        const auto got16 = run_poisoned<bf16>(n, [&](bf16* out) { ly::to_bf16(d_x.data(), out, n); });
         const std::vector<bf16> expected16 = pd::round_all<bf16>(x);
         std::size_t bad = 0;
         for (std::size_t i = 0; i < n; ++i) bad += std::memcmp(&got16[i], &expected16[i], sizeof(bf16)) != 0;
         INFO("to_bf16 " << what << ": " << bad << " elements differ from the host's round to nearest even");
         CHECK(bad == 0);
         CHECK(guard_intact(got16, n));
+        // round_to_bf16: the same rounding in place, widened back exactly
+        const auto rounded = run_poisoned<float>(n, [&](float* buf) {
+            PD_CHECK_CUDA(cudaMemcpy(buf, x.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+            ly::round_to_bf16(buf, n);
+        });
+        const std::vector<float> want = pd::to_float_all<bf16>(expected16);
+        std::size_t off = 0;
+        for (std::size_t i = 0; i < n; ++i) off += std::memcmp(&rounded[i], &want[i], sizeof(float)) != 0;
+        INFO("round_to_bf16 " << what << ": " << off << " elements differ from the host's bf16(x) widened back");
+        CHECK(off == 0);
+        CHECK(guard_intact(rounded, n));
     }
 }
 
@@ -381,19 +393,19 @@ TEST_CASE("layers: tokens_to_heads and heads_to_tokens permute exactly and inver
         INFO(what);
         pd::DeviceBuffer<float> d_x{std::span<const float>(x)};
         const auto to_heads =
-            run_poisoned<float>(n, [&](float* out) { ml::tokens_to_heads(d_x.data(), out, B, S, H, d); });
+            run_poisoned<float>(n, [&](float* out) { ly::tokens_to_heads(d_x.data(), out, B, S, H, d); });
         const std::size_t hd[] = {std::size_t(B), std::size_t(H), std::size_t(S), std::size_t(d)};
         check_fp32(to_heads, heads, pd::Tolerance::exact(), "tokens_to_heads " + what, hd);
         CHECK(guard_intact(to_heads, n));
         const auto to_tokens =
-            run_poisoned<float>(n, [&](float* out) { ml::heads_to_tokens(d_x.data(), out, B, S, H, d); });
+            run_poisoned<float>(n, [&](float* out) { ly::heads_to_tokens(d_x.data(), out, B, S, H, d); });
         const std::size_t td[] = {std::size_t(B), std::size_t(S), std::size_t(H), std::size_t(d)};
         check_fp32(to_tokens, tokens, pd::Tolerance::exact(), "heads_to_tokens " + what, td);
         CHECK(guard_intact(to_tokens, n));
         // The round trip gives x back.
         pd::DeviceBuffer<float> d_heads{std::span<const float>(to_heads).first(n)};
         const auto back =
-            run_poisoned<float>(n, [&](float* out) { ml::heads_to_tokens(d_heads.data(), out, B, S, H, d); });
+            run_poisoned<float>(n, [&](float* out) { ly::heads_to_tokens(d_heads.data(), out, B, S, H, d); });
         INFO("heads_to_tokens(tokens_to_heads(x)) must be x");
         CHECK(std::memcmp(back.data(), x.data(), n * sizeof(float)) == 0);
     }
@@ -448,7 +460,7 @@ TEST_CASE("layers: argmax finds the lowest index of the maximum, ties and the la
             }
             pd::DeviceBuffer<float> d_logits{std::span<const float>(logits)};
             const auto got =
-                run_poisoned<int>(std::size_t(B), [&](int* out) { ml::argmax(d_logits.data(), out, B, V); });
+                run_poisoned<int>(std::size_t(B), [&](int* out) { ly::argmax(d_logits.data(), out, B, V); });
             for (int b = 0; b < B; ++b) {
                 INFO("row " << b);
                 CHECK(got[std::size_t(b)] == expected[std::size_t(b)]);
@@ -470,15 +482,15 @@ TEST_CASE("layers: a second run on the same input gives the same bits", "[model]
     pd::DeviceBuffer<int> d_pos{std::span<const int>(positions)};
     const std::size_t n = x.size();
     auto norm = [&] {
-        return run_poisoned<float>(n, [&](float* y) { ml::rmsnorm(d_x.data(), d_w.data(), y, T, D, 1e-5f); });
+        return run_poisoned<float>(n, [&](float* y) { ly::rmsnorm(d_x.data(), d_w.data(), y, T, D, 1e-5f); });
     };
     auto rope = [&] {
         return run_poisoned<float>(q.size(), [&](float* buf) {
             PD_CHECK_CUDA(cudaMemcpy(buf, q.data(), q.size() * sizeof(float), cudaMemcpyHostToDevice));
-            ml::rope(buf, d_pos.data(), T, H, d, 10000.0);
+            ly::rope(buf, d_pos.data(), T, H, d, 10000.0);
         });
     };
-    auto silu = [&] { return run_poisoned<float>(n, [&](float* y) { ml::swiglu(d_x.data(), d_x.data(), y, n); }); };
+    auto silu = [&] { return run_poisoned<float>(n, [&](float* y) { ly::swiglu(d_x.data(), d_x.data(), y, n); }); };
     CHECK(same_bits(norm(), norm()));
     CHECK(same_bits(rope(), rope()));
     CHECK(same_bits(silu(), silu()));
@@ -493,35 +505,35 @@ TEST_CASE("layers: launchers reject bad sizes, naming the parameter", "[model][e
     float* p = f.data();
     bf16* p16 = h.data();
     int* id = ids.data();
-    REQUIRE_THROWS_WITH(ml::embedding(id, p, p, 0, 4, 4), Contains("embedding: T (tokens) must be >= 1, got 0"));
-    CHECK_THROWS_WITH(ml::embedding(id, p, p, 2, -1, 4), Contains("embedding: D (width) must be >= 1, got -1"));
-    CHECK_THROWS_WITH(ml::embedding(id, p16, p, 2, 4, 0),
+    REQUIRE_THROWS_WITH(ly::embedding(id, p, p, 0, 4, 4), Contains("embedding: T (tokens) must be >= 1, got 0"));
+    CHECK_THROWS_WITH(ly::embedding(id, p, p, 2, -1, 4), Contains("embedding: D (width) must be >= 1, got -1"));
+    CHECK_THROWS_WITH(ly::embedding(id, p16, p, 2, 4, 0),
                       Contains("embedding: V (rows of the table) must be >= 1, got 0"));
-    CHECK_THROWS_WITH(ml::rmsnorm(p, p, p, 0, 4, 1e-5f), Contains("rmsnorm: T (rows) must be >= 1, got 0"));
-    CHECK_THROWS_WITH(ml::rmsnorm(p, p, p16, 2, 0, 1e-5f), Contains("rmsnorm: D (width) must be >= 1, got 0"));
-    CHECK_THROWS_WITH(ml::rmsnorm(p, p, p, 2, 4, -1.f), Contains("rmsnorm: eps must be >= 0"));
-    CHECK_THROWS_WITH(ml::rope(p, id, 0, 1, 2, 1e4), Contains("rope: T (tokens) must be >= 1, got 0"));
-    CHECK_THROWS_WITH(ml::rope(p, id, 1, 0, 2, 1e4), Contains("rope: H (heads) must be >= 1, got 0"));
-    CHECK_THROWS_WITH(ml::rope(p, id, 1, 1, 3, 1e4), Contains("rope: d (head dim) must be even and >= 2, got 3"));
-    CHECK_THROWS_WITH(ml::rope(p, id, 1, 1, 0, 1e4), Contains("rope: d (head dim) must be even and >= 2, got 0"));
-    CHECK_THROWS_WITH(ml::rope(p, id, 1, 1, 2, 0.0), Contains("rope: theta must be > 0"));
-    CHECK_THROWS_WITH(ml::swiglu(p, p, p, 0), Contains("swiglu: n (elements) must be >= 1, got 0"));
-    CHECK_THROWS_WITH(ml::swiglu(p, p, p16, 0), Contains("swiglu: n (elements) must be >= 1, got 0"));
-    CHECK_THROWS_WITH(ml::swiglu(p, p, p, std::size_t(1) << 40),
+    CHECK_THROWS_WITH(ly::rmsnorm(p, p, p, 0, 4, 1e-5f), Contains("rmsnorm: T (rows) must be >= 1, got 0"));
+    CHECK_THROWS_WITH(ly::rmsnorm(p, p, p16, 2, 0, 1e-5f), Contains("rmsnorm: D (width) must be >= 1, got 0"));
+    CHECK_THROWS_WITH(ly::rmsnorm(p, p, p, 2, 4, -1.f), Contains("rmsnorm: eps must be >= 0"));
+    CHECK_THROWS_WITH(ly::rope(p, id, 0, 1, 2, 1e4), Contains("rope: T (tokens) must be >= 1, got 0"));
+    CHECK_THROWS_WITH(ly::rope(p, id, 1, 0, 2, 1e4), Contains("rope: H (heads) must be >= 1, got 0"));
+    CHECK_THROWS_WITH(ly::rope(p, id, 1, 1, 3, 1e4), Contains("rope: d (head dim) must be even and >= 2, got 3"));
+    CHECK_THROWS_WITH(ly::rope(p, id, 1, 1, 0, 1e4), Contains("rope: d (head dim) must be even and >= 2, got 0"));
+    CHECK_THROWS_WITH(ly::rope(p, id, 1, 1, 2, 0.0), Contains("rope: theta must be > 0"));
+    CHECK_THROWS_WITH(ly::swiglu(p, p, p, 0), Contains("swiglu: n (elements) must be >= 1, got 0"));
+    CHECK_THROWS_WITH(ly::swiglu(p, p, p16, 0), Contains("swiglu: n (elements) must be >= 1, got 0"));
+    CHECK_THROWS_WITH(ly::swiglu(p, p, p, std::size_t(1) << 40),
                       Contains("swiglu: n (elements) = 1099511627776 exceeds"));
-    CHECK_THROWS_WITH(ml::add(p, p, 0), Contains("add: n (elements) must be >= 1, got 0"));
-    CHECK_THROWS_WITH(ml::to_bf16(p, p16, 0), Contains("to_bf16: n (elements) must be >= 1, got 0"));
-    CHECK_THROWS_WITH(ml::tokens_to_heads(p, p, 0, 1, 1, 1),
+    CHECK_THROWS_WITH(ly::add(p, p, 0), Contains("add: n (elements) must be >= 1, got 0"));
+    CHECK_THROWS_WITH(ly::to_bf16(p, p16, 0), Contains("to_bf16: n (elements) must be >= 1, got 0"));
+    CHECK_THROWS_WITH(ly::tokens_to_heads(p, p, 0, 1, 1, 1),
                       Contains("tokens_to_heads: B (batch) must be >= 1, got 0"));
-    CHECK_THROWS_WITH(ml::tokens_to_heads(p, p, 1, 0, 1, 1),
+    CHECK_THROWS_WITH(ly::tokens_to_heads(p, p, 1, 0, 1, 1),
                       Contains("tokens_to_heads: S (tokens per sequence) must be >= 1, got 0"));
-    CHECK_THROWS_WITH(ml::heads_to_tokens(p, p, 1, 1, 0, 1),
+    CHECK_THROWS_WITH(ly::heads_to_tokens(p, p, 1, 1, 0, 1),
                       Contains("heads_to_tokens: H (heads) must be >= 1, got 0"));
-    CHECK_THROWS_WITH(ml::heads_to_tokens(p, p, 1, 1, 1, -2),
+    CHECK_THROWS_WITH(ly::heads_to_tokens(p, p, 1, 1, 1, -2),
                       Contains("heads_to_tokens: d (head dim) must be >= 1, got -2"));
-    CHECK_THROWS_WITH(ml::argmax(p, id, 0, 4), Contains("argmax: B (rows) must be >= 1, got 0"));
-    CHECK_THROWS_WITH(ml::argmax(p, id, 1, 0), Contains("argmax: V (vocabulary) must be >= 1, got 0"));
-    CHECK_THROWS_AS(ml::argmax(p, id, 1, 0), std::invalid_argument);
+    CHECK_THROWS_WITH(ly::argmax(p, id, 0, 4), Contains("argmax: B (rows) must be >= 1, got 0"));
+    CHECK_THROWS_WITH(ly::argmax(p, id, 1, 0), Contains("argmax: V (vocabulary) must be >= 1, got 0"));
+    CHECK_THROWS_AS(ly::argmax(p, id, 1, 0), std::invalid_argument);
     PD_CHECK_CUDA(cudaDeviceSynchronize());
     INFO("a rejected call launches nothing: the buffers keep their poison");
     CHECK(guard_intact(f.download(), 0));

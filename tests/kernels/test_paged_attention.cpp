@@ -8,8 +8,9 @@
 // split rule; bitwise repeatability. The KV append writes exactly where the table says and
 // nothing else; varlen attention of a mixed batch through the table equals chapter 05's over
 // slots. Bad shapes and names are rejected naming the parameter.
-#include "model/paged_attention.hpp"
-#include "model/varlen_attention.hpp"
+#include "attention/paged_attention.hpp"
+#include "attention/varlen_attention.hpp"
+#include "layers/kv_append.hpp"
 #include "paged_check.hpp"
 
 #include <catch2/catch.hpp>
@@ -19,7 +20,8 @@
 #include <string>
 #include <vector>
 
-namespace md = pd::kernels::model;
+namespace at = pd::kernels::attention;
+namespace ly = pd::kernels::layers;
 using Catch::Matchers::Contains;
 using bf16 = __nv_bfloat16;
 using pd::testing::PagedBatch;
@@ -36,25 +38,25 @@ const char* contiguous_twin(const std::string& version) { return version == "v1"
 /// and v2 also in where the splits fall: within 1e-5).
 template <typename C>
 void check_version(const std::string& version, const PagedBatch& pb, std::uint64_t seed) {
-    const md::PagedShape& s = pb.shape;
+    const at::PagedShape& s = pb.shape;
     const pd::testing::PagedInputs<C> in = pd::testing::make_paged_inputs<C>(pb, seed);
     const std::string what = version + " " + pd::dtype_name<C>() + " " + pb.context(seed);
-    pd::DeviceBuffer<float> ws(std::max<std::size_t>(1, md::paged_workspace_floats(version, s, kSms)));
+    pd::DeviceBuffer<float> ws(std::max<std::size_t>(1, at::paged_workspace_floats(version, s, kSms)));
     const std::vector<float> paged = pd::testing::run_paged_decode<C>(
         pb, in, pb.table, [&](const float* q, const C* k, const C* v, const int* table, const int* len, float* out) {
-            md::paged_decode_attention(version, q, k, v, table, len, out, ws.data(), s, kSms);
+            at::paged_decode_attention(version, q, k, v, table, len, out, ws.data(), s, kSms);
         });
     pd::testing::check_decode_output(paged, in.ref, s, what);
 
-    const md::DecodeShape cs = pb.contiguous();
+    const at::DecodeShape cs = pb.contiguous();
     const std::string twin = contiguous_twin(version);
     const std::vector<C> kc = pd::round_all<C>(in.k), vc = pd::round_all<C>(in.v);
     pd::DeviceBuffer<float> dq{std::span<const float>(in.q)}, out(in.q.size()),
-        cws(std::max<std::size_t>(1, md::decode_workspace_floats(twin, cs, kSms)));
+        cws(std::max<std::size_t>(1, at::decode_workspace_floats(twin, cs, kSms)));
     pd::DeviceBuffer<C> dk{std::span<const C>(kc)}, dv{std::span<const C>(vc)};
     pd::DeviceBuffer<int> dlen{std::span<const int>(pb.lens)};
     out.fill_bytes(pd::kPoisonByte);
-    md::decode_attention(twin, dq.data(), dk.data(), dv.data(), dlen.data(), out.data(), cws.data(), cs, kSms);
+    at::decode_attention(twin, dq.data(), dk.data(), dv.data(), dlen.data(), out.data(), cws.data(), cs, kSms);
     PD_CHECK_CUDA(cudaDeviceSynchronize());
     const std::vector<float> contiguous = out.download();
     const pd::CompareResult r = pd::compare<float, float>(paged, contiguous, {1e-5, 1e-5});
@@ -66,7 +68,7 @@ void check_version(const std::string& version, const PagedBatch& pb, std::uint64
 
 template <typename C>
 void check_all_versions(const PagedBatch& pb, std::uint64_t seed) {
-    for (const pd::Version& v : md::paged_versions()) check_version<C>(v.name, pb, seed);
+    for (const pd::Version& v : at::paged_versions()) check_version<C>(v.name, pb, seed);
 }
 
 }  // namespace
@@ -95,13 +97,13 @@ TEST_CASE("paged attention: ragged batches in shuffled blocks, GQA groups 1, 2, 
 
 TEST_CASE("paged attention v2: any number of splits, empty ones included", "[paged]") {
     const PagedBatch pb = pd::testing::make_paged_batch(8, 2, 64, 8, {150, 3, 77}, 9);
-    for (int splits : {1, 2, 7, 19, md::kMaxSplits}) {  // 19 splits of one block each; 128 leaves most empty
+    for (int splits : {1, 2, 7, 19, at::kMaxSplits}) {  // 19 splits of one block each; 128 leaves most empty
         pd::DeviceBuffer<float> partials(std::size_t(pb.shape.batch) * pb.shape.heads * splits *
                                          (pb.shape.head_dim + 2));
         pd::testing::check_paged_decode<float>(
             pb, 900 + std::uint64_t(splits),
             [&](const float* q, const float* k, const float* v, const int* table, const int* len, float* out) {
-                md::paged_decode_attention_v2(q, k, v, table, len, out, partials.data(), splits, pb.shape);
+                at::paged_decode_attention_v2(q, k, v, table, len, out, partials.data(), splits, pb.shape);
             },
             "v2 splits=" + std::to_string(splits));
     }
@@ -111,17 +113,17 @@ TEST_CASE("paged attention v2: the split rule, whole blocks per split", "[paged]
     // {batch, heads, kv_heads, head_dim, block_size, num_blocks, max_blocks, max_kv_len}
     // llama-3-8b, B = 1, context 1024 in blocks of 16: chapter 04's rule gives 8 splits of 128
     // positions, 8 blocks each.
-    CHECK(md::paged_splits({1, 32, 8, 128, 16, 64, 512, 1024}, 132) == 8);
+    CHECK(at::paged_splits({1, 32, 8, 128, 16, 64, 512, 1024}, 132) == 8);
     // B = 16, context 8192: chapter 04's 5 splits; 512 blocks, 103 per split: still 5.
-    CHECK(md::paged_splits({16, 32, 8, 128, 16, 8192, 512, 8192}, 132) == 5);
+    CHECK(at::paged_splits({16, 32, 8, 128, 16, 8192, 512, 8192}, 132) == 5);
     // 5 blocks of 128 positions, 4 splits wanted (one SM): 2 blocks per split, so 3 splits.
-    CHECK(md::paged_splits({1, 1, 1, 64, 128, 5, 5, 600}, 1) == 3);
-    CHECK(md::decode_splits({1, 1, 1, 64, 640, 600}, 1) == 4);
+    CHECK(at::paged_splits({1, 1, 1, 64, 128, 5, 5, 600}, 1) == 3);
+    CHECK(at::decode_splits({1, 1, 1, 64, 640, 600}, 1) == 4);
     // a short context is not split; the workspace follows the rule
-    CHECK(md::paged_splits({1, 32, 8, 128, 16, 8, 8, 100}, 132) == 1);
-    const md::PagedShape s{2, 4, 2, 64, 128, 10, 5, 600};
-    CHECK(md::paged_workspace_floats("v2", s, 1) == std::size_t(2) * 4 * md::paged_splits(s, 1) * (64 + 2));
-    CHECK(md::paged_workspace_floats("v1", s, 1) == 0);
+    CHECK(at::paged_splits({1, 32, 8, 128, 16, 8, 8, 100}, 132) == 1);
+    const at::PagedShape s{2, 4, 2, 64, 128, 10, 5, 600};
+    CHECK(at::paged_workspace_floats("v2", s, 1) == std::size_t(2) * 4 * at::paged_splits(s, 1) * (64 + 2));
+    CHECK(at::paged_workspace_floats("v1", s, 1) == 0);
 }
 
 TEST_CASE("paged attention: a table entry that is no block, inside a context, is skipped and never read", "[paged]") {
@@ -138,11 +140,11 @@ TEST_CASE("paged attention: a table entry that is no block, inside a context, is
         return (b == 0 && p >= 16 && p < 24) || (b == 1 && p < 8) || (b == 2 && p == 8);
     };
     const std::vector<double> ref = pd::testing::reference_without(pb, in, lost);
-    for (const pd::Version& version : md::paged_versions()) {
-        pd::DeviceBuffer<float> ws(std::max<std::size_t>(1, md::paged_workspace_floats(version.name, pb.shape, kSms)));
+    for (const pd::Version& version : at::paged_versions()) {
+        pd::DeviceBuffer<float> ws(std::max<std::size_t>(1, at::paged_workspace_floats(version.name, pb.shape, kSms)));
         const std::vector<float> out = pd::testing::run_paged_decode<float>(
             pb, in, table, [&](const float* q, const float* kk, const float* vv, const int* t, const int* len, float* o) {
-                md::paged_decode_attention(version.name, q, kk, vv, t, len, o, ws.data(), pb.shape, kSms);
+                at::paged_decode_attention(version.name, q, kk, vv, t, len, o, ws.data(), pb.shape, kSms);
             });
         pd::testing::check_decode_output(out, ref, pb.shape, version.name + " with entries -1, num_blocks, -7");
     }
@@ -150,10 +152,10 @@ TEST_CASE("paged attention: a table entry that is no block, inside a context, is
 
 TEST_CASE("paged attention: bitwise repeatable", "[paged]") {
     const PagedBatch pb = pd::testing::make_paged_batch(8, 2, 64, 16, {300, 17, 128}, 31);
-    for (const pd::Version& v : md::paged_versions()) {
-        pd::DeviceBuffer<float> ws(std::max<std::size_t>(1, md::paged_workspace_floats(v.name, pb.shape, kSms)));
+    for (const pd::Version& v : at::paged_versions()) {
+        pd::DeviceBuffer<float> ws(std::max<std::size_t>(1, at::paged_workspace_floats(v.name, pb.shape, kSms)));
         const auto run = [&](const float* q, const float* k, const float* vv, const int* t, const int* len, float* o) {
-            md::paged_decode_attention(v.name, q, k, vv, t, len, o, ws.data(), pb.shape, kSms);
+            at::paged_decode_attention(v.name, q, k, vv, t, len, o, ws.data(), pb.shape, kSms);
         };
         const auto a = pd::testing::check_paged_decode<float>(pb, 77, run, v.name);
         const auto b = pd::testing::check_paged_decode<float>(pb, 77, run, v.name);
@@ -165,8 +167,8 @@ TEST_CASE("paged attention: bitwise repeatable", "[paged]") {
 TEST_CASE("paged attention: bad shapes and names are rejected, naming the parameter", "[paged]") {
     pd::DeviceBuffer<float> buf(64);
     pd::DeviceBuffer<int> idx(4);
-    const auto call = [&](const std::string& version, const md::PagedShape& s) {
-        md::paged_decode_attention(version, buf.data(), buf.data(), buf.data(), idx.data(), idx.data(), buf.data(),
+    const auto call = [&](const std::string& version, const at::PagedShape& s) {
+        at::paged_decode_attention(version, buf.data(), buf.data(), buf.data(), idx.data(), idx.data(), buf.data(),
                                    buf.data(), s, kSms);
     };
     // {batch, heads, kv_heads, head_dim, block_size, num_blocks, max_blocks, max_kv_len}
@@ -185,14 +187,14 @@ TEST_CASE("paged attention: bad shapes and names are rejected, naming the parame
     REQUIRE_THROWS_WITH(call("v2", {1, 4, 4, 64, 1 << 16, 4, 1 << 16, 8}), Contains("max_blocks * block_size"));
     REQUIRE_THROWS_WITH(call("v1", {70000, 4, 4, 64, 16, 4, 2, 8}), Contains("batch"));
     REQUIRE_THROWS_WITH(call("v2", {1, 32, 1, 64, 16, 4, 2, 8}), Contains("heads / kv_heads = 32"));
-    REQUIRE_THROWS_WITH(call("v9", {1, 4, 4, 64, 16, 4, 2, 8}), Contains("--attention v9"));
-    const md::PagedShape ok{1, 4, 4, 64, 16, 4, 2, 8};
-    for (int splits : {0, md::kMaxSplits + 1})
-        REQUIRE_THROWS_WITH(md::paged_decode_attention_v2(buf.data(), buf.data(), buf.data(), idx.data(), idx.data(),
+    REQUIRE_THROWS_WITH(call("v9", {1, 4, 4, 64, 16, 4, 2, 8}), Contains("version = v9"));
+    const at::PagedShape ok{1, 4, 4, 64, 16, 4, 2, 8};
+    for (int splits : {0, at::kMaxSplits + 1})
+        REQUIRE_THROWS_WITH(at::paged_decode_attention_v2(buf.data(), buf.data(), buf.data(), idx.data(), idx.data(),
                                                           buf.data(), buf.data(), splits, ok),
                             Contains("splits = " + std::to_string(splits)));
     const auto bf = reinterpret_cast<const bf16*>(buf.data());
-    REQUIRE_THROWS_WITH(md::paged_decode_attention_v1(buf.data(), bf, bf, idx.data(), idx.data(), buf.data(),
+    REQUIRE_THROWS_WITH(at::paged_decode_attention_v1(buf.data(), bf, bf, idx.data(), idx.data(), buf.data(),
                                                       {1, 4, 4, 64, 16, 4, 2, 0}),
                         Contains("max_kv_len"));
 }
@@ -207,7 +209,7 @@ namespace {
 template <typename C>
 void check_paged_append(const PagedBatch& pb, const std::vector<int>& row_seq, const std::vector<int>& positions,
                         std::uint64_t seed) {
-    const md::PagedShape& s = pb.shape;
+    const at::PagedShape& s = pb.shape;
     const int T = int(row_seq.size());
     const std::size_t d = std::size_t(s.head_dim), row_n = std::size_t(s.kv_heads) * d;
     std::vector<float> k(std::size_t(T) * row_n), v(k.size());
@@ -236,7 +238,7 @@ void check_paged_append(const PagedBatch& pb, const std::vector<int>& row_seq, c
     pd::DeviceBuffer<int> dtable{std::span<const int>(pb.table)}, dseq{std::span<const int>(row_seq)},
         dpos{std::span<const int>(positions)};
     const std::size_t first = pd::testing::kGuardBlocks * pb.block_elements();
-    md::paged_kv_append_rows(dk.data(), dv.data(), kc.data() + first, vc.data() + first, dtable.data(), dseq.data(),
+    ly::paged_kv_append_rows(dk.data(), dv.data(), kc.data() + first, vc.data() + first, dtable.data(), dseq.data(),
                              dpos.data(), T, s);
     PD_CHECK_CUDA(cudaDeviceSynchronize());
     const std::vector<C> gk = kc.download(), gv = vc.download();
@@ -283,8 +285,8 @@ TEST_CASE("paged kv append: each row lands where the block table says, nothing e
 TEST_CASE("paged kv append: bad sizes are rejected, naming the parameter", "[paged][kv_append]") {
     pd::DeviceBuffer<float> buf(16);
     pd::DeviceBuffer<int> idx(1);
-    const auto call = [&](int T, const md::PagedShape& s) {
-        md::paged_kv_append_rows(buf.data(), buf.data(), buf.data(), buf.data(), idx.data(), idx.data(), idx.data(), T,
+    const auto call = [&](int T, const at::PagedShape& s) {
+        ly::paged_kv_append_rows(buf.data(), buf.data(), buf.data(), buf.data(), idx.data(), idx.data(), idx.data(), T,
                                  s);
     };
     REQUIRE_THROWS_WITH(call(0, {1, 1, 1, 4, 4, 1, 1, 1}), Contains("T must be >= 1"));
@@ -308,7 +310,7 @@ struct Rows {
 /// against chapter 05's (within 1e-5), and the guards past both outputs.
 template <typename C>
 void check_paged_varlen(const PagedBatch& pb, const std::vector<Rows>& rows, std::uint64_t seed) {
-    const md::PagedShape& s = pb.shape;
+    const at::PagedShape& s = pb.shape;
     int T = 0, max_q = 0;
     std::vector<int> q_start, q_len, slot;
     for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -319,7 +321,7 @@ void check_paged_varlen(const PagedBatch& pb, const std::vector<Rows>& rows, std
         slot.push_back(int(i));
     }
     const pd::testing::PagedInputs<C> in = pd::testing::make_paged_inputs<C>(pb, seed, T);
-    const md::DecodeShape cs = pb.contiguous();
+    const at::DecodeShape cs = pb.contiguous();
     // The reference reads only the keys each query may see: none of the NaN past a context.
     const std::vector<double> ref = pd::reference::varlen_attention(in.q, in.k, in.v, q_start, q_len, pb.lens, slot,
                                                                      s.heads, s.kv_heads, s.head_dim, cs.max_seq);
@@ -334,10 +336,10 @@ void check_paged_varlen(const PagedBatch& pb, const std::vector<Rows>& rows, std
     out.fill_bytes(pd::kPoisonByte);
     out_slots.fill_bytes(pd::kPoisonByte);
     const std::size_t first = pd::testing::kGuardBlocks * pb.block_elements();
-    md::paged_varlen_attention(dq.data(), dk.data() + first, dv.data() + first, dstart.data(), dlen.data(), dkv.data(),
+    at::paged_varlen_attention(dq.data(), dk.data() + first, dv.data() + first, dstart.data(), dlen.data(), dkv.data(),
                                dtable.data(), out.data(), s, T, max_q);
-    const md::VarlenShape vs{s.batch, T, s.heads, s.kv_heads, s.head_dim, s.batch, cs.max_seq, max_q};
-    md::varlen_attention(dq.data(), dkc.data(), dvc.data(), dstart.data(), dlen.data(), dkv.data(), dslot.data(),
+    const at::VarlenShape vs{s.batch, T, s.heads, s.kv_heads, s.head_dim, s.batch, cs.max_seq, max_q};
+    at::varlen_attention(dq.data(), dkc.data(), dvc.data(), dstart.data(), dlen.data(), dkv.data(), dslot.data(),
                          out_slots.data(), vs);
     PD_CHECK_CUDA(cudaDeviceSynchronize());
     const std::vector<float> all = out.download(), all_slots = out_slots.download();
@@ -396,7 +398,7 @@ TEST_CASE("paged varlen attention: a table entry that is no block, inside a cont
     pd::DeviceBuffer<int> dstart{std::span<const int>(q_start)}, dlen{std::span<const int>(q_len)};
     const std::vector<float> out = pd::testing::run_paged_decode<float>(
         pb, in, table, [&](const float* q, const float* k, const float* v, const int* t, const int* len, float* o) {
-            md::paged_varlen_attention(q, k, v, dstart.data(), dlen.data(), len, t, o, pb.shape, 3, 1);
+            at::paged_varlen_attention(q, k, v, dstart.data(), dlen.data(), len, t, o, pb.shape, 3, 1);
         });
     pd::testing::check_decode_output(out, ref, pb.shape, "varlen with entries -1 and num_blocks " + pb.context(24));
 }
@@ -404,18 +406,18 @@ TEST_CASE("paged varlen attention: a table entry that is no block, inside a cont
 TEST_CASE("paged varlen attention: bad shapes are rejected, naming the parameter", "[paged][varlen]") {
     pd::DeviceBuffer<float> buf(64);
     pd::DeviceBuffer<int> idx(4);
-    const auto call = [&](const md::PagedShape& s, int tokens, int max_q_len) {
-        md::paged_varlen_attention(buf.data(), buf.data(), buf.data(), idx.data(), idx.data(), idx.data(), idx.data(),
+    const auto call = [&](const at::PagedShape& s, int tokens, int max_q_len) {
+        at::paged_varlen_attention(buf.data(), buf.data(), buf.data(), idx.data(), idx.data(), idx.data(), idx.data(),
                                    buf.data(), s, tokens, max_q_len);
     };
-    const md::PagedShape ok{2, 4, 2, 64, 16, 4, 2, 8};
+    const at::PagedShape ok{2, 4, 2, 64, 16, 4, 2, 8};
     REQUIRE_THROWS_WITH(call(ok, 1, 1), Contains("tokens = 1") && Contains("batch = 2"));
     REQUIRE_THROWS_WITH(call(ok, 4, 0), Contains("max_q_len"));
     REQUIRE_THROWS_WITH(call(ok, 4, 5), Contains("max_q_len = 5") && Contains("tokens = 4"));
     REQUIRE_THROWS_WITH(call(ok, 40, 33), Contains("max_q_len = 33") && Contains("max_blocks * block_size = 32"));
     REQUIRE_THROWS_WITH(call({2, 4, 3, 64, 16, 4, 2, 8}, 4, 1), Contains("heads = 4") && Contains("kv_heads = 3"));
     const auto bf = reinterpret_cast<const bf16*>(buf.data());
-    REQUIRE_THROWS_WITH(md::paged_varlen_attention(buf.data(), bf, bf, idx.data(), idx.data(), idx.data(), idx.data(),
+    REQUIRE_THROWS_WITH(at::paged_varlen_attention(buf.data(), bf, bf, idx.data(), idx.data(), idx.data(), idx.data(),
                                                    buf.data(), {1, 1, 1, 64, 16, 0, 1, 1}, 1, 1),
                         Contains("num_blocks"));
 }

@@ -40,15 +40,15 @@ TEST_CASE("roofline: versions() lists the four ceilings, cuBLAS CUDA only", "[ro
     // The lookup every chapter's --kernel goes through: found with its type, or refused by name.
     CHECK(pd::find_version(vs, "copy_kernel", DType::fp32, "roofline").name == "copy_kernel");
     CHECK_THROWS_WITH(pd::find_version(vs, "copy_kernel", DType::bf16, "roofline"),
-                      Contains("roofline: --kernel copy_kernel takes fp32 inputs, not bf16"));
+                      Contains("roofline: version copy_kernel takes fp32 inputs, not bf16"));
     CHECK_THROWS_WITH(pd::find_version(vs, "copy", DType::fp32, "roofline"),
-                      Contains("roofline: --kernel copy: unknown version") &&
+                      Contains("roofline: version copy: unknown version") &&
                           Contains("(fp32 versions: copy_memcpy, copy_kernel, fma_fp32)"));
 #if defined(PD_BACKEND_SIM)
     CHECK_FALSE(vs.back().runs_here());
     CHECK_THROWS_AS(pd::find_version(vs, "cublas_bf16", DType::bf16, "roofline"), std::invalid_argument);
     CHECK_THROWS_WITH(pd::find_version(vs, "cublas_bf16", DType::bf16, "roofline"),
-                      Contains("roofline: --kernel cublas_bf16 runs on CUDA only") &&
+                      Contains("roofline: version cublas_bf16 runs on CUDA only") &&
                           Contains("not available on the simulator"));
 #else
     CHECK(vs.back().runs_here());

@@ -9,8 +9,8 @@
 // with chapter 04's decode reference.
 #include "attention/attention.hpp"
 #include "guard_check.hpp"
-#include "model/varlen_attention.hpp"
-#include "model_reference.hpp"
+#include "attention/varlen_attention.hpp"
+#include "attention_reference.hpp"
 #include "pd/buffer.hpp"
 #include "pd/compare.hpp"
 #include "pd/half.hpp"
@@ -26,7 +26,7 @@
 #include <string>
 #include <vector>
 
-namespace md = pd::kernels::model;
+namespace at = pd::kernels::attention;
 using Catch::Matchers::Contains;
 using bf16 = __nv_bfloat16;
 
@@ -56,7 +56,7 @@ struct Batch {
         for (const Seq& s : seqs) out.push_back(s.*m);
         return out;
     }
-    md::VarlenShape shape() const {
+    at::VarlenShape shape() const {
         int longest = 0;
         for (const Seq& s : seqs) longest = std::max(longest, s.q_len);
         return {int(seqs.size()), tokens(), heads, kv_heads, head_dim, slots, max_seq, longest};
@@ -138,7 +138,7 @@ std::vector<float> run(const Batch& b, const Inputs& in, const std::string& what
     pd::DeviceBuffer<int> ds{std::span<const int>(q_start)}, dn{std::span<const int>(q_len)},
         dl{std::span<const int>(kv_len)}, dslot{std::span<const int>(slot)};
     out.fill_bytes(pd::kPoisonByte);
-    md::varlen_attention(dq.data(), dk.data(), dv.data(), ds.data(), dn.data(), dl.data(), dslot.data(), out.data(),
+    at::varlen_attention(dq.data(), dk.data(), dv.data(), ds.data(), dn.data(), dl.data(), dslot.data(), out.data(),
                          b.shape());
     PD_CHECK_CUDA(cudaDeviceSynchronize());
     const std::vector<float> all = out.download();
@@ -284,8 +284,8 @@ TEST_CASE("varlen attention: the reference agrees with chapter 04's decode refer
 TEST_CASE("varlen attention: bad shapes are rejected, naming the parameter", "[varlen]") {
     pd::DeviceBuffer<float> buf(64);
     pd::DeviceBuffer<int> idx(4);
-    const auto call = [&](const md::VarlenShape& s) {
-        md::varlen_attention(buf.data(), buf.data(), buf.data(), idx.data(), idx.data(), idx.data(), idx.data(),
+    const auto call = [&](const at::VarlenShape& s) {
+        at::varlen_attention(buf.data(), buf.data(), buf.data(), idx.data(), idx.data(), idx.data(), idx.data(),
                              buf.data(), s);
     };
     // {sequences, tokens, heads, kv_heads, head_dim, slots, max_seq, max_q_len}
@@ -298,7 +298,7 @@ TEST_CASE("varlen attention: bad shapes are rejected, naming the parameter", "[v
     REQUIRE_THROWS_WITH(call({2, 40, 4, 4, 64, 2, 8, 9}), Contains("max_q_len = 9") && Contains("max_seq = 8"));
     REQUIRE_THROWS_WITH(call({70000, 70000, 4, 4, 64, 2, 8, 1}), Contains("sequences"));
     const auto bf = reinterpret_cast<const bf16*>(buf.data());
-    REQUIRE_THROWS_WITH(md::varlen_attention(buf.data(), bf, bf, idx.data(), idx.data(), idx.data(), idx.data(),
+    REQUIRE_THROWS_WITH(at::varlen_attention(buf.data(), bf, bf, idx.data(), idx.data(), idx.data(), idx.data(),
                                              buf.data(), {1, 1, 1, 1, 0, 1, 1, 1}),
                         Contains("head_dim"));
 }

@@ -5,14 +5,14 @@
 // in every cache position past a context, nothing written past the output or outside the new
 // positions.
 #include "../kernels/decode_check.hpp"
-#include "model/decode_attention.hpp"
-#include "model/layers.hpp"
+#include "attention/decode_attention.hpp"
+#include "layers/kv_append.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <vector>
 
-namespace md = pd::kernels::model;
+namespace at = pd::kernels::attention;
 using bf16 = __nv_bfloat16;
 
 namespace {
@@ -20,12 +20,12 @@ namespace {
 constexpr const char* kWhere = "lab 04: decode_attention_v2 in <lab tree>/04_kv_cache/decode_attention_online.cu";
 
 template <typename C>
-void check_v2(const md::DecodeShape& s, const std::vector<int>& lens, std::uint64_t seed) {
+void check_v2(const at::DecodeShape& s, const std::vector<int>& lens, std::uint64_t seed) {
     INFO(kWhere);
     pd::testing::check_decode<C>(
         s, lens, seed,
         [&](const float* q, const C* k, const C* v, const int* len, float* out) {
-            md::decode_attention_v2(q, k, v, len, out, s);
+            at::decode_attention_v2(q, k, v, len, out, s);
         },
         "v2");
 }
@@ -48,7 +48,7 @@ TEST_CASE("lab04: online softmax, ragged batch and grouped-query heads", "[lab04
 TEST_CASE("lab04: online softmax stays finite when the scores are large", "[lab04]") {
     // q . k up to d = 128: exp of an unshifted score would overflow fp32 (e^88); the running
     // maximum keeps every exponent <= 0
-    const md::DecodeShape s{1, 2, 2, 128, 40, 40};
+    const at::DecodeShape s{1, 2, 2, 128, 40, 40};
     INFO(kWhere);
     std::vector<float> q(std::size_t(2) * 128, 1.f), k(s.cache().elements()), v(s.cache().elements());
     pd::fill_uniform<float>(v, -1.f, 1.f, 9);
@@ -58,7 +58,7 @@ TEST_CASE("lab04: online softmax stays finite when the scores are large", "[lab0
     const std::vector<int> lens{40};
     pd::DeviceBuffer<int> dlen{std::span<const int>(lens)};
     out.fill_bytes(pd::kPoisonByte);
-    md::decode_attention_v2(dq.data(), dk.data(), dv.data(), dlen.data(), out.data(), s);
+    at::decode_attention_v2(dq.data(), dk.data(), dv.data(), dlen.data(), out.data(), s);
     PD_CHECK_CUDA(cudaDeviceSynchronize());
     const std::vector<double> ref = pd::reference::decode_attention(q, k, v, lens, 1, 2, 2, 128, 40);
     const pd::CompareResult r = pd::compare<float, double>(out.download(), ref, pd::Tolerance::fp32());

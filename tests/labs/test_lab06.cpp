@@ -5,14 +5,14 @@
 // caches; NaN in every position the table does not give a sequence, in the spare blocks and
 // in guard blocks around the cache; table entries that are no block are skipped, never read.
 #include "../kernels/paged_check.hpp"
-#include "model/paged_attention.hpp"
+#include "attention/paged_attention.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <string>
 #include <vector>
 
-namespace md = pd::kernels::model;
+namespace at = pd::kernels::attention;
 using bf16 = __nv_bfloat16;
 using pd::testing::make_paged_batch;
 using pd::testing::PagedBatch;
@@ -25,7 +25,7 @@ constexpr const char* kWhere = "lab 06: paged_decode_attention_v1 in <lab tree>/
 template <typename C>
 auto v1_on(const PagedBatch& pb) {
     return [&pb](const float* q, const C* k, const C* v, const int* table, const int* len, float* out) {
-        md::paged_decode_attention_v1(q, k, v, table, len, out, pb.shape);
+        at::paged_decode_attention_v1(q, k, v, table, len, out, pb.shape);
     };
 }
 

@@ -1,7 +1,7 @@
 # Compiles one CUDA file for the simulator (rewritten by pd_sim_rewrite, then checked by the host
-# compiler with the flags of pd_sim, read from the simcc-flags.txt that common/sim writes: the
+# compiler with the flags of pd_sim, read from the simcc-flags.txt that sim writes: the
 # one definition of the simulator's flags) and checks the outcome:
-#   cmake -DFLAGS=<build>/common/sim/simcc-flags.txt -DSRC=<file.cu> -DWORK=<dir> [-DEXPECT=<regex>]
+#   cmake -DFLAGS=<build>/sim/simcc-flags.txt -DSRC=<file.cu> -DWORK=<dir> [-DEXPECT=<regex>]
 #         -P expect_compile.cmake
 # Without EXPECT the file must compile. With EXPECT it must fail, and the compiler's output must
 # match EXPECT (the simulator's own message, not some other error).

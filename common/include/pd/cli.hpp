@@ -53,12 +53,21 @@ int bad_input(const CLI::App& app, const std::string& message);
 /// (`--json -`), so that stdout stays valid JSON.
 std::ostream& text_out(const CommonOptions& options);
 
+/// The flag a program's user typed for each field a library names in its errors: libraries
+/// say `SchedulerConfig.token_budget = 0 must be >= 1`, the program says `--token-budget = 0
+/// must be >= 1`. Pairs of (field, flag), longest match first when one field is a prefix of another.
+using FlagNames = std::vector<std::pair<std::string, std::string>>;
+
+/// @p message with every field of @p names replaced by its flag.
+/// @param message a library's error  @param names the program's fields and flags
+std::string with_flags(std::string message, const FlagNames& names);
+
 /// Runs a chapter's `run(argc, argv)` and turns an escaping exception into an exit code:
 /// std::invalid_argument (bad input found after parsing, or an unsupported problem found by a
-/// launcher) prints "<program>: error: ..." and gives kExitBadInput; any other exception (a CUDA
-/// error, an I/O failure) prints "<program>: ..." and gives kExitMismatch. The program's name
-/// is the file name of argv[0].
-int guarded_main(int (*run)(int, char**), int argc, char** argv);
+/// launcher) prints "<program>: error: ..." (the fields of @p names replaced by their flags)
+/// and gives kExitBadInput; any other exception (a CUDA error, an I/O failure) prints
+/// "<program>: ..." and gives kExitMismatch. The program's name is the file name of argv[0].
+int guarded_main(int (*run)(int, char**), int argc, char** argv, const FlagNames& names = {});
 
 /// Creates the `--dump` directory if one was given; returns its path with a trailing '/'.
 /// Throws std::invalid_argument naming `--dump` if it cannot be created (exit code 2).

@@ -3,6 +3,8 @@
 /// uses: chapter 00's calculator counts with them, chapter 04's model is built from them.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,6 +49,10 @@ const std::vector<ModelConfig>& model_presets();
 std::optional<ModelConfig> find_model(std::string_view name);
 /// The preset names, in order, for `--help` and error messages.
 std::vector<std::string> model_names();
+
+/// @p c as JSON: name, vocab, d_model, layers, heads, kv_heads, head_dim, ffn_dim, max_seq,
+/// rope_theta, norm_eps, tied_embeddings, source (what `--dump` writes as config.json).
+nlohmann::json to_json(const ModelConfig& c);
 
 }  // namespace pd
 

@@ -56,8 +56,10 @@ inline std::vector<std::string> names_of(const std::vector<Version>& versions) {
 }
 
 /// The version named @p name, checked for this backend and for input type @p dtype. Throws
-/// std::invalid_argument with a message naming `--kernel`: unknown name (listing the valid
-/// ones), a CUDA-only version on the simulator, or a version that does not take @p dtype.
+/// std::invalid_argument with a message naming the version ("gemm: version v9: unknown version
+/// (fp32 versions: v1, ...)"): unknown name (listing the valid ones), a CUDA-only version on the
+/// simulator, or a version that does not take @p dtype. (A program checks `--kernel` itself,
+/// with pd::Bench::parse(), before any launch.)
 /// @param versions the topic's list  @param name the version asked for
 /// @param dtype the input type of the call  @param topic the dispatch, for messages ("gemm")
 inline const Version& find_version(const std::vector<Version>& versions, std::string_view name, DType dtype,
@@ -65,7 +67,7 @@ inline const Version& find_version(const std::vector<Version>& versions, std::st
     std::string valid;
     for (const Version& v : versions)
         if (v.runs_here() && v.takes(dtype)) valid += (valid.empty() ? "" : ", ") + v.name;
-    const std::string where = std::string(topic) + ": --kernel " + std::string(name);
+    const std::string where = std::string(topic) + ": version " + std::string(name);
     for (const Version& v : versions) {
         if (v.name != name) continue;
         if (!v.runs_here())

@@ -135,6 +135,11 @@ struct Column {
     Column(std::string h, std::function<std::string(const Row&)> c) : header(std::move(h)), cell(std::move(c)) {}
     /// A column showing the value of @p key in each row's point. @param h the header  @param key the point key
     static Column point(std::string h, std::string key);
+    /// A column showing the fraction at @p key of each row's point as a percentage ("12.5%").
+    /// @param h the header  @param key the point key
+    static Column percent(std::string h, std::string key);
+    /// A column showing each row's name (KernelResult::kernel). @param h the header
+    static Column name(std::string h);
 };
 
 /// The table of @p rows with @p columns, rendered.

@@ -165,7 +165,7 @@ struct Analysis {
 ///
 /// Dense layers: 2 FLOPs per parameter per token and every weight read once per pass, so
 /// prefill intensity is 2*B*S/b and decode intensity 2*B/b. With a model, prefill adds
-/// causal attention (2*layers*B*H*d*S^2 FLOPs) and the KV-cache write of B*S tokens, and
+/// causal attention (2*layers*B*H*d*S*(S+1) FLOPs: S(S+1)/2 query-key pairs of 4d FLOPs per head) and the KV-cache write of B*S tokens, and
 /// decode adds attention over S_k cached tokens (4*layers*B*H*d*S_k FLOPs) and reading the
 /// cache of B*S_k tokens; the analysis also counts how many sequences of S_k tokens fit in
 /// the machine's memory.

@@ -1,0 +1,93 @@
+/// @file cache_rows.cuh
+/// @brief Where a sequence's cached positions live: the two layouts of the KV cache as row
+/// accessors. The kernels that read the cache (decode attention v3/v4 and its paged v2, the
+/// varlen attention of mixed batches) and the append that writes it are each one kernel body
+/// taking either accessor, so a paged kernel is the contiguous kernel reading its rows through
+/// a block table, not a copy of it.
+///
+/// Both answer the same two questions for sequence b: may it be read at all (valid()), and
+/// where does the K (or V) row of KV head kvh at logical position j start (of(b, kvh).row(j),
+/// an element offset into the cache, or -1 when no row holds that position).
+#pragma once
+
+#include <cstddef>
+
+namespace pd::kernels::attention {
+
+// [slot_rows]
+/// Chapter 04's contiguous cache of one layer, [slots, Hkv, S_max, d]: sequence b owns the
+/// whole slot `slot[b]` (its row b when @p slot is null), and its position j is row j of that
+/// slot's head: the positions of one head are contiguous, what a warp streams best.
+struct SlotRows {
+    const int* slot;  ///< [B] the slot of each sequence (device), or nullptr: sequence b in slot b
+    int slots;        ///< slots of the cache (a slot outside 0 ... slots - 1 is never read)
+    int kv_heads;     ///< Hkv
+    int max_seq;      ///< S_max, positions per slot
+    int d;            ///< head dim
+
+    /// The rows of one (sequence, KV head): max_seq consecutive rows from `base`.
+    struct Head {
+        std::size_t base;  ///< the element offset of position 0
+        int max_seq;       ///< positions in the slot
+        int d;             ///< head dim
+        /// The first element of position @p j, or -1 past the slot.
+        __device__ __forceinline__ long long row(int j) const {
+            return j >= 0 && j < max_seq ? (long long)(base + std::size_t(j) * d) : -1;
+        }
+    };
+    /// The slot of sequence @p b.
+    __device__ __forceinline__ int slot_of(int b) const { return slot ? slot[b] : b; }
+    /// True when sequence @p b's slot is one of the cache's.
+    __device__ __forceinline__ bool valid(int b) const { return slot_of(b) >= 0 && slot_of(b) < slots; }
+    /// Positions a sequence can hold.
+    __device__ __forceinline__ int capacity() const { return max_seq; }
+    /// The rows of KV head @p kvh of sequence @p b. @pre valid(b)
+    __device__ __forceinline__ Head of(int b, int kvh) const {
+        return {(std::size_t(slot_of(b)) * kv_heads + kvh) * std::size_t(max_seq) * d, max_seq, d};
+    }
+};
+// [slot_rows]
+
+// [paged_rows]
+/// Chapter 06's paged cache of one layer, [num_blocks, Hkv, block_size, d], read through a
+/// block table [B, max_blocks]: sequence b's logical position j is in physical block
+/// table[b * max_blocks + j / block_size], at offset j % block_size. An entry outside
+/// 0 ... num_blocks - 1 (-1: no block allocated) is no block: its positions are never read.
+struct PagedRows {
+    const int* block_table;  ///< [B, max_blocks] (device)
+    int batch;               ///< B, the rows of the table
+    int max_blocks;          ///< columns of the table
+    int block_size;          ///< positions per block
+    int num_blocks;          ///< physical blocks of the cache
+    int kv_heads;            ///< Hkv
+    int d;                   ///< head dim
+
+    /// The rows of one (sequence, KV head), found block by block.
+    struct Head {
+        const int* table;  ///< the sequence's row of the table: max_blocks entries
+        int max_blocks;    ///< its length
+        int block_size;    ///< positions per block
+        int num_blocks;    ///< blocks of the cache
+        int kv_heads;      ///< Hkv
+        int kvh;           ///< the KV head
+        int d;             ///< head dim
+        /// The first element of position @p j, or -1 when its table entry is no block.
+        __device__ __forceinline__ long long row(int j) const {
+            if (j < 0 || j / block_size >= max_blocks) return -1;
+            const int p = table[j / block_size];  // the physical block holding logical position j
+            if (p < 0 || p >= num_blocks) return -1;
+            return ((long long)(p) * kv_heads + kvh) * block_size * d + (long long)(j % block_size) * d;
+        }
+    };
+    /// True when @p b is a row of the table.
+    __device__ __forceinline__ bool valid(int b) const { return b >= 0 && b < batch; }
+    /// Positions a sequence can hold: max_blocks * block_size.
+    __device__ __forceinline__ int capacity() const { return max_blocks * block_size; }
+    /// The rows of KV head @p kvh of sequence @p b. @pre valid(b)
+    __device__ __forceinline__ Head of(int b, int kvh) const {
+        return {block_table + std::size_t(b) * max_blocks, max_blocks, block_size, num_blocks, kv_heads, kvh, d};
+    }
+};
+// [paged_rows]
+
+}  // namespace pd::kernels::attention

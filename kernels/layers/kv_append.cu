@@ -1,0 +1,99 @@
+/// @file kv_append.cu
+/// @brief The KV append of packed rows (kv_append.hpp): one kernel body, written into either
+/// layout of the cache through its row accessor (attention/cache_rows.cuh): chapter 05's slots
+/// and chapter 06's block tables. Lab 04's append of B equal sequences is
+/// solutions/04_kv_cache/kv_append.cu.
+#include "layers/kv_append.hpp"
+
+#include "attention/cache_rows.cuh"
+#include "pd/cuda_check.hpp"
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+namespace pd::kernels::layers {
+
+using attention::PagedRows;
+using attention::SlotRows;
+
+namespace {
+
+/// Stores an fp32 value in the cache's type: as is, or rounded to the nearest even bf16.
+__device__ __forceinline__ void store(float* p, float v) { *p = v; }
+__device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+
+}  // namespace
+
+// [append_rows_kernel]
+/// Block t, thread c of head h: element c of head h of row t into K and V of the cache at
+/// position positions[t] of sequence row_seq[t] (a slot, or a row of the block table), wherever
+/// @p rows says that position lives. A row whose sequence or position has no place in the cache
+/// writes nothing. Consecutive threads handle consecutive elements of a head: the reads and the
+/// writes are both contiguous.
+template <typename C, typename Rows>
+__global__ void append_rows_kernel(const float* __restrict__ k_new, const float* __restrict__ v_new,
+                                   C* __restrict__ k_cache, C* __restrict__ v_cache, Rows rows,
+                                   const int* __restrict__ row_seq, const int* __restrict__ positions) {
+    const int t = blockIdx.x, seq = row_seq[t], pos = positions[t];
+    if (!rows.valid(seq)) return;
+    const std::size_t src = std::size_t(t) * rows.kv_heads * rows.d;
+    for (int i = threadIdx.x; i < rows.kv_heads * rows.d; i += blockDim.x) {
+        const int h = i / rows.d, c = i % rows.d;
+        const long long at = rows.of(seq, h).row(pos);
+        if (at < 0) return;  // no row for this position (the same for every head of the row)
+        store(k_cache + at + c, k_new[src + i]);
+        store(v_cache + at + c, v_new[src + i]);
+    }
+}
+// [append_rows_kernel]
+
+namespace {
+
+template <typename C, typename Rows>
+void launch_append_rows(const float* k_new, const float* v_new, C* k_cache, C* v_cache, const Rows& rows,
+                        const int* row_seq, const int* positions, int T, const char* who, cudaStream_t stream) {
+    if (T < 1) throw std::invalid_argument(std::string(who) + ": T must be >= 1, got " + std::to_string(T));
+    append_rows_kernel<C, Rows><<<unsigned(T), 128, 0, stream>>>(k_new, v_new, k_cache, v_cache, rows, row_seq,
+                                                                positions);
+    PD_CHECK_LAUNCH();
+}
+
+SlotRows slot_rows(const CacheShape& s) {
+    attention::check_cache_shape(s);
+    return {.slot = nullptr, .slots = s.batch, .kv_heads = s.kv_heads, .max_seq = s.max_seq, .d = s.head_dim};
+}
+
+PagedRows paged_rows(const int* block_table, const PagedShape& s) {
+    attention::check_paged_shape(s);
+    return {.block_table = block_table, .batch = s.batch, .max_blocks = s.max_blocks, .block_size = s.block_size,
+            .num_blocks = s.num_blocks, .kv_heads = s.kv_heads, .d = s.head_dim};
+}
+
+}  // namespace
+
+void kv_append_rows(const float* k_new, const float* v_new, float* k_cache, float* v_cache, const int* token_slot,
+                    const int* positions, int T, const CacheShape& s, cudaStream_t stream) {
+    launch_append_rows(k_new, v_new, k_cache, v_cache, slot_rows(s), token_slot, positions, T, "kv_append_rows",
+                       stream);
+}
+void kv_append_rows(const float* k_new, const float* v_new, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+                    const int* token_slot, const int* positions, int T, const CacheShape& s, cudaStream_t stream) {
+    launch_append_rows(k_new, v_new, k_cache, v_cache, slot_rows(s), token_slot, positions, T, "kv_append_rows",
+                       stream);
+}
+
+void paged_kv_append_rows(const float* k_new, const float* v_new, float* k_cache, float* v_cache,
+                          const int* block_table, const int* row_seq, const int* positions, int T, const PagedShape& s,
+                          cudaStream_t stream) {
+    launch_append_rows(k_new, v_new, k_cache, v_cache, paged_rows(block_table, s), row_seq, positions, T,
+                       "paged_kv_append_rows", stream);
+}
+void paged_kv_append_rows(const float* k_new, const float* v_new, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
+                          const int* block_table, const int* row_seq, const int* positions, int T, const PagedShape& s,
+                          cudaStream_t stream) {
+    launch_append_rows(k_new, v_new, k_cache, v_cache, paged_rows(block_table, s), row_seq, positions, T,
+                       "paged_kv_append_rows", stream);
+}
+
+}  // namespace pd::kernels::layers

@@ -1,0 +1,92 @@
+/// @file executor.hpp
+/// @brief Chapter 05's real executor, the one place where the model meets the serving engine:
+/// it runs each step of the scheduler as one forward pass of chapter 04's model (on a GPU or on
+/// the simulator) and times it. Includable from plain C++.
+///
+/// The model's cache has one slot per running request (the scheduler's slot, BatchItem::slot).
+/// Every request gets a seeded synthetic prompt; the executor keeps what each has generated
+/// (greedy), so an item's tokens are always the request's own: its prompt (the workload's, or a
+/// seeded synthetic one) followed by its
+/// output, from position `context` on (a decode feeds the last token generated; a recomputation
+/// after a preemption re-feeds the prompt and the output so far).
+#pragma once
+
+#include "pd/model/model.hpp"
+
+#include "pd/buffer.hpp"
+#include "pd/serving/paged_cache.hpp"
+#include "pd/serving/scheduler.hpp"
+#include "pd/serving/types.hpp"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pd::model {
+
+/// Runs the scheduler's steps on a Model whose batch is the scheduler's slot count.
+class ModelExecutor : public serving::Executor {
+public:
+    /// @param model the model (its batch = the scheduler's max_seqs, its max_seq >= every
+    /// request's prompt + output)  @param requests the workload, by id (a request's own prompt
+    /// tokens are used when it has them)  @param seed the synthetic prompts' seed
+    /// @param pages the scheduler's paged cache, whose block tables the steps read (chapter 06;
+    /// nullptr: the model's slots)
+    /// @throws std::invalid_argument naming the request whose prompt and output exceed the cache slot
+    ModelExecutor(Model& model, const std::vector<serving::Request>& requests, std::uint64_t seed,
+                  const serving::PagedCache* pages = nullptr);
+
+    /// Runs @p step as one mixed forward pass and greedy sampling; returns its wall-clock
+    /// duration in seconds (host bookkeeping, uploads, kernels and the download of the sampled
+    /// tokens: what a serving loop waits for).
+    /// @throws std::logic_error if an item asks for tokens the request does not have yet
+    double run(const serving::Step& step) override;
+    /// describe_engine_model() of its model.
+    std::string describe() const override;
+
+    /// The prompt of request @p id.
+    /// @param id a request id of the workload
+    const std::vector<int>& prompt(int id) const { return prompts_.at(std::size_t(id)); }
+    /// The tokens request @p id has generated so far.
+    /// @param id a request id of the workload
+    const std::vector<int>& generated(int id) const { return generated_.at(std::size_t(id)); }
+
+private:
+    Model& model_;
+    const serving::PagedCache* pages_;
+    std::vector<std::vector<int>> prompts_, generated_;
+    DeviceBuffer<int> next_;  // the sampled token of each sequence of a step
+};
+
+// [engine_model_options]
+/// The options of the model an engine runs on: a cache slot per request the scheduler runs at
+/// once (its max_seqs), or the blocks of its paged cache, and activations for the largest step
+/// it can build for @p requests (serving::max_step_tokens()), so that no timed step allocates.
+/// @param config the model's shape  @param scheduler the scheduler's limits  @param requests the workload
+/// @param weights the weights' type  @param kv the cache's type  @param sm_count the device's SMs
+/// @throws std::invalid_argument naming the field out of range (Model::check_options())
+ModelOptions engine_model_options(const ModelConfig& config, const serving::SchedulerConfig& scheduler,
+                                  const std::vector<serving::Request>& requests, DType weights, DType kv, int sm_count);
+// [engine_model_options]
+
+/// "model: tiny, fp32 weights, fp32 cache, 8 slots of 512 positions, <device name> (wall-clock step
+/// times)": the model an engine runs on. @param config its shape  @param options how it runs
+std::string describe_engine_model(const ModelConfig& config, const ModelOptions& options);
+
+/// One replay of @p requests on chapter 04's model: a fresh model of @p config with the options
+/// of engine_model_options() (seeded synthetic weights, warmed up, so every replay starts from the
+/// same state and no timed step allocates), each of the scheduler's steps one forward pass.
+/// Returns the timeline (the scheduler's invariants checked after every step); @p generated, if
+/// given, receives the tokens each request generated.
+/// @param config the model's shape  @param scheduler the scheduler's limits  @param requests the workload
+/// @param weights the weights' type  @param kv the cache's type  @param sm_count the device's SMs
+/// @param seed the weights' and the synthetic prompts' seed  @param generated where the tokens go (or null)
+serving::Timeline serve_on_model(const ModelConfig& config, const serving::SchedulerConfig& scheduler,
+                                 const std::vector<serving::Request>& requests, DType weights, DType kv, int sm_count,
+                                 std::uint64_t seed, std::vector<std::vector<int>>* generated = nullptr);
+
+/// A seeded prompt of @p n token ids in [0, @p vocab): what the executor gives request @p id.
+/// @param n tokens  @param vocab vocabulary size  @param seed the workload's seed  @param id the request
+std::vector<int> synthetic_prompt(int n, int vocab, std::uint64_t seed, int id);
+
+}  // namespace pd::model

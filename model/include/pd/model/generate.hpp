@@ -1,0 +1,98 @@
+/// @file generate.hpp
+/// @brief Greedy generation on chapter 04's model, two ways: with the KV cache (prefill once,
+/// then one token per step) and by recomputation (every step runs the whole sequence so far
+/// again), and the checks chapter 04 makes of them: the two agree, and the cached one matches
+/// the CPU reference model. Includable from plain C++.
+#pragma once
+
+#include "pd/bench.hpp"
+#include "pd/compare.hpp"
+#include "pd/model/model.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pd::model {
+
+/// Everything one way of generating produced: step i's logits [B, V] chose tokens[i] [B];
+/// ms[0] is the prefill (TTFT), ms[i] the step that produced token i (CUDA events; CPU time on
+/// the simulator).
+struct Generation {
+    std::vector<int> tokens;    ///< [G, B]
+    std::vector<float> logits;  ///< [G, B, V]
+    std::vector<double> ms;     ///< [G]
+};
+
+/// With the cache: prefill the prompt [B, P] once, then each of the G - 1 steps feeds the last
+/// token only. @param m the model (batch B)  @param prompt [B, P]  @param P prompt tokens  @param G tokens to generate
+Generation generate_cached(Model& m, const std::vector<int>& prompt, int P, int G);
+/// Without a cache: every step runs the whole sequence so far (prompt + generated) through the
+/// model again, as a prefill, and keeps only the last position's logits.
+/// @param m the model (batch B)  @param prompt [B, P]  @param P prompt tokens  @param G tokens to generate
+Generation generate_recompute(Model& m, const std::vector<int>& prompt, int P, int G);
+
+/// Cache vs recompute. fp32: the same tokens at every step. bf16 (rounding differs between the
+/// GEMM and GEMV paths): the same tokens up to a first divergence, where each side's token is
+/// among the other side's top 5. Returns a one-line verdict; @p passed and @p max_logit_diff are set.
+/// @param a one generation  @param b the other  @param B sequences  @param V vocabulary
+/// @param d the rule (fp32 or bf16)  @param passed the verdict  @param max_logit_diff the largest |a - b| of a logit
+std::string compare_generations(const Generation& a, const Generation& b, int B, int V, DType d, bool& passed,
+                                double& max_logit_diff);
+
+/// The device model against the CPU reference model (double) on the cached generation @p g:
+/// the prefill's logits and every decode step's. fp32: |out - ref| <= 1e-3 + 1e-3 |ref|; bf16:
+/// ||out - ref|| / ||ref|| <= 2e-2 per step.
+/// @param c the model's shape  @param w its weights (as the device holds them)  @param prompt [B, P]
+/// @param g the cached generation  @param B sequences  @param P prompt tokens  @param d the rule
+CompareResult check_reference(const ModelConfig& c, const ModelWeights& w, const std::vector<int>& prompt,
+                              const Generation& g, int B, int P, DType d);
+
+/// Chapter 04's checks of a generation: cache against recompute (compare_generations(), when
+/// both ran) and, for models of up to 1e8 parameters, the cached one against the CPU reference
+/// model (check_reference(); larger models are skipped, saying so). Prints one line per check to
+/// @p out and returns them as JSON (dtype, agree, max_logit_diff, reference_max_abs_err,
+/// reference_passed); @p passed falls when one fails.
+/// @param m the model  @param prompt [B, P]  @param P prompt tokens  @param cached a generation or null
+/// @param recomputed a generation or null  @param rule fp32 or bf16  @param out the text
+/// @param passed the verdict so far
+nlohmann::json check_generations(const Model& m, const std::vector<int>& prompt, int P, const Generation* cached,
+                                 const Generation* recomputed, DType rule, std::ostream& out, bool& passed);
+
+/// One decode step at context C both ways, on tokens [B, C] (sequence-major): with the cache (a
+/// prefill of each sequence's first C - 1 tokens, then one decode step of its last) and
+/// recomputed (a prefill of all C tokens).
+struct StepAtContext {
+    double max_logit_diff = 0;  ///< the largest |cached - recomputed| of a logit
+    double max_logit = 0;       ///< the largest |recomputed| logit
+    bool agree = false;         ///< max_logit_diff <= tolerance * max(1, max_logit)
+    std::optional<double> cached_ms;      ///< the cached step's time, when timed
+    std::optional<double> recomputed_ms;  ///< the recomputed step's time, when timed
+};
+/// Runs the step both ways and compares their logits; if they agree and the harness times
+/// (`--check-only` off), times each (Bench::time_ms; the cached step rewinds the cache to
+/// C - 1 before every run). @param bench the harness  @param m the model (batch B, max_seq >= C)
+/// @param tokens [B, C]  @param C the context  @param tolerance relative to the largest logit
+StepAtContext step_at_context(Bench& bench, Model& m, const std::vector<int>& tokens, int C, double tolerance);
+
+/// A generation's times as JSON: ttft_ms (its prefill), itl_median_ms and itl_p99_ms (its decode
+/// steps; null with none), tokens_per_s (B G tokens over the whole run), step_ms (every step).
+/// @param g the generation  @param B sequences
+nlohmann::json timing_json(const Generation& g, int B);
+/// "TTFT 1.2 ms, ITL median 0.5 ms (p99 0.6 ms), 3000 tokens/s". @param g the generation  @param B sequences
+std::string describe_timing(const Generation& g, int B);
+
+/// `--dump` of the cache of @p m after a generation: k_cache and v_cache [L, B, Hkv, positions,
+/// d] (`_bf16` after the names with bf16 weights). @param bench the harness  @param m the model
+/// @param positions the positions of each sequence to write
+void dump_cache(const Bench& bench, const Model& m, int positions);
+/// `--dump` of a generation: tokens [B, G] (of @p cached, else @p recomputed), logits_cache and
+/// logits_recompute [G, B, V], and every weight tensor (`_bf16` after the names with bf16
+/// weights). @param bench the harness  @param m the model  @param cached a generation or null
+/// @param recomputed a generation or null
+void dump_generation(const Bench& bench, const Model& m, const Generation* cached, const Generation* recomputed);
+
+}  // namespace pd::model

@@ -1,0 +1,235 @@
+/// @file model.hpp
+/// @brief Chapter 04's Llama-style decoder-only transformer, built from the course's kernels,
+/// with a KV cache. Includable from plain C++ (tests, programs).
+///
+/// One forward pass, as the math reads (llama2.c's `forward()`, for a batch of sequences):
+///
+///     x = embed[token]                                   (every new token of every sequence)
+///     for each layer l:
+///         h = RMSNorm(x) * attn_norm[l]
+///         q, k, v = h Wq[l]^T, h Wk[l]^T, h Wv[l]^T      (GEMV for a decode batch, GEMM otherwise)
+///         q, k = RoPE(q, pos), RoPE(k, pos)
+///         append k, v to the cache at pos
+///         o = attention(q, cache of the sequence)        (the kernel the plan picks)
+///         x = x + o Wo[l]^T
+///         h = RMSNorm(x) * ffn_norm[l]
+///         x = x + (silu(h Wgate[l]^T) * (h Wup[l]^T)) Wdown[l]^T
+///     logits = RMSNorm(x) * final_norm  lm_head^T        (the last token of each sequence only)
+///
+/// Model::forward() is that pass over any batch: each sequence brings its new tokens (a whole
+/// prompt, a chunk of one, one decode token) after the positions already in its cache.
+/// prefill() and decode() are thin wrappers that build chapter 04's batches. The residual
+/// stream x and every accumulation are fp32. With bf16 weights the matrices are bf16 and each
+/// projection's input is rounded to bf16 (the norms stay fp32, embedding rows are widened to
+/// fp32). The cache is fp32 or bf16, slots or pages (kv_cache.hpp).
+#pragma once
+
+#include "pd/buffer.hpp"
+#include "pd/half.hpp"
+#include "pd/model/kv_cache.hpp"
+#include "pd/model_config.hpp"
+#include "pd/report.hpp"
+
+#include <cuda_bf16.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace pd::model {
+
+/// How the model runs. Its errors name these fields (ModelOptions.batch = 0 ...); a program
+/// maps them to its flags.
+struct ModelOptions {
+    DType weights = DType::fp32;    ///< type of the weight matrices (fp32 or bf16)
+    DType kv = DType::fp32;         ///< type of the cache
+    int batch = 1;                  ///< sequences a pass takes at most (cache slots), 1 ... 64 (chapter 03's batch limit)
+    int max_seq = 0;                ///< positions of each sequence's cache (0: the config's max_seq)
+    std::string attention = "v4";   ///< the decode attention version on slots (v1 ... v4)
+    std::string paged_attention = "v2";  ///< the decode attention version on pages (v1, v2)
+    int sm_count = 1;               ///< the device's SMs, for the split-KV versions
+    /// 0: a slot of max_seq positions per sequence. > 0 (chapter 06): a paged cache of
+    /// num_blocks blocks of block_size positions, read through the block tables each pass brings.
+    int block_size = 0;
+    int num_blocks = 0;             ///< paged: blocks of the cache (0: batch x ceil(max_seq / block_size))
+    /// The most tokens one pass takes (0: batch x max_seq, a prefill of every slot). Every
+    /// activation is allocated for it when the model is built, so that no pass allocates.
+    int max_step_tokens = 0;
+};
+
+/// One sequence of a forward pass: which cache slot it owns, how much of it is filled, and how
+/// many new tokens it brings.
+struct StepSequence {
+    int slot = 0;     ///< its cache slot, 0 ... batch - 1 (one sequence per slot in a pass)
+    int context = 0;  ///< positions already in its cache: its new tokens go to context, context + 1, ...
+    int tokens = 1;   ///< its new tokens: a prefill chunk, a whole prompt, or one decode token
+    /// Paged cache: its block table, covering context + tokens positions (slot is then only its
+    /// row in this pass; ignored with slots).
+    std::span<const int> blocks = {};
+};
+
+// [model_plan]
+/// How a forward pass runs its batch, from the batch's shape alone (Model::plan()):
+///  - projections: chapter 03's GEMV when every sequence brings one token (a decode batch: the
+///    weights are read once for the few rows), chapter 02's GEMM otherwise;
+///  - attention: for a decode batch, the decode attention version over the cache when the
+///    cache can serve it (pages always, slots when sequence s is in slot s: chapter 04's
+///    kernels); for prompts that all start at position 0 with the same length, chapter 01's
+///    attention on the fresh K and V (a prefill: nothing to read from the cache yet); for any
+///    other batch, chapter 05's varlen attention over the cache.
+struct Plan {
+    /// How the dense layers run: chapter 03's GEMV or chapter 02's GEMM.
+    enum class Projections { gemv, gemm };
+    /// Which attention kernel runs: chapter 04's decode attention, chapter 01's on the fresh
+    /// K and V, or chapter 05's varlen attention.
+    enum class Attention { decode, prefill, varlen };
+    Projections projections = Projections::gemm;  ///< how the dense layers run
+    Attention attention = Attention::varlen;      ///< which attention kernel runs
+    int sequences = 0;                            ///< S
+    int tokens = 0;                               ///< T
+};
+// [model_plan]
+
+/// "gemv", "gemm". @param p the projections
+std::string to_string(Plan::Projections p);
+/// "decode", "prefill", "varlen". @param a the attention
+std::string to_string(Plan::Attention a);
+
+/// A matrix of the model: fp32 or bf16 values on the device.
+struct DeviceMatrix {
+    DeviceBuffer<float> f32;          ///< the values when the model's weights are fp32
+    DeviceBuffer<__nv_bfloat16> b16;  ///< the values when they are bf16
+};
+
+/// The model on the device: weights, KV cache, activations, and the forward pass.
+class Model {
+public:
+    /// Allocates the weights (uninitialized: call init_synthetic() or load()), the cache and
+    /// the activations for passes of up to max_step_tokens tokens. Throws std::invalid_argument
+    /// naming the field out of range (ModelOptions.batch = 0 ...).
+    Model(const ModelConfig& config, const ModelOptions& options);
+    ~Model();
+    /// Moves the model (its device memory goes with it). @param other the model to move
+    Model(Model&& other) noexcept;
+    /// Moves @p other into this model. @param other the model to move @return this model
+    Model& operator=(Model&& other) noexcept;
+
+    /// Seeded synthetic weights, generated on the device (seconds even for llama-3-8b): each
+    /// matrix uniform with variance 1 / fan_in (Wo and Wdown also divided by sqrt(2 L), so the
+    /// residual stream stays O(1) through every layer), norms uniform in [0.9, 1.1], embeddings
+    /// with variance 1.
+    void init_synthetic(std::uint64_t seed);
+    /// Uploads @p w (rounded to bf16 when the weights are bf16). @throws std::invalid_argument on a size mismatch
+    void load(const ModelWeights& w);
+    /// The weights as fp32 host arrays (the rounded values when they are bf16): what the
+    /// reference model and `--dump` use.
+    ModelWeights download_weights() const;
+
+    /// The forward pass: the new tokens of several sequences, prompts, chunks and decode tokens
+    /// together, packed into one [T, D] activation. Each sequence's K and V go to its cache (its
+    /// slot, or the blocks its table names) and its queries attend to its context with the
+    /// bottom-right causal rule; the plan picks the kernels. Row s of logits() then holds the
+    /// next-token logits of sequence s (after its last token). Sequences are independent: a
+    /// slot's positions past context + tokens keep whatever they held.
+    /// @param tokens T ids in [0, V), sequence after sequence
+    /// @param sequences S <= batch sequences with distinct slots, tokens summing to T <=
+    /// max_step_tokens, and context + tokens <= max_seq
+    /// @throws std::invalid_argument naming the sequence and the field out of range
+    void forward(std::span<const int> tokens, std::span<const StepSequence> sequences);
+    /// The plan of a forward pass over @p sequences (forward() checks them; this does not).
+    /// @param sequences the batch, as forward() takes it
+    Plan plan(std::span<const StepSequence> sequences) const;
+
+    /// Prefill (chapter 04, slots only): forgets the cache and runs tokens [B, P] (sequence-major,
+    /// B = batch) in slots 0 ... B - 1 from position 0, one forward pass, leaving each sequence's
+    /// next-token logits in logits().
+    /// @param tokens B * P ids in [0, V)  @param P tokens per sequence, 1 <= P <= max_seq
+    void prefill(std::span<const int> tokens, int P);
+    /// One decode step (slots only): token b of @p tokens (device, [B]) enters sequence b at
+    /// position length(), one forward pass; logits() holds the next logits. @pre length() < max_seq
+    void decode(const int* tokens_device);
+    /// As above with host tokens [B].
+    void decode(std::span<const int> tokens);
+    /// Forgets the positions from @p length on: the next decode step writes position @p length
+    /// again (a sweep times one step at a fixed context this way).
+    /// @throws std::invalid_argument unless 1 <= length <= length()
+    void rewind(int length);
+    /// Greedy sampling: the argmax of each row of logits() of the last pass into @p out_device.
+    void argmax(int* out_device) const;
+    /// Runs one pass of every plan the model can choose (a prefill of max_step_tokens tokens, a
+    /// mixed batch, a decode batch), so that first-launch costs fall outside any timing. The
+    /// cache's contents are then meaningless: prefill() or a pass from position 0 comes next.
+    void warm_up();
+
+    /// Positions in the cache of every sequence after prefill() and decode() (0 before).
+    int length() const { return length_; }
+    /// The model's shape.
+    const ModelConfig& config() const { return config_; }
+    /// How it runs.
+    const ModelOptions& options() const { return options_; }
+    /// Positions of each sequence's cache.
+    int max_seq() const { return max_seq_; }
+    /// The most tokens one pass takes.
+    int max_step_tokens() const { return max_step_tokens_; }
+    /// logits [B, V] of the last pass (its first S rows).
+    const DeviceBuffer<float>& logits() const { return logits_; }
+    /// logits [B, V], writable (tests poison it).
+    DeviceBuffer<float>& logits() { return logits_; }
+    /// The cache.
+    const KvCache& cache() const { return *cache_; }
+    /// The first @p positions of every slot's cache as an fp32 host array [L, B, Hkv, positions,
+    /// d]: K when @p values is false, V when true.
+    std::vector<float> download_cache(bool values, int positions) const;
+
+    /// Bytes of the weights on the device.
+    double weight_bytes() const;
+    /// Bytes of the cache per token: 2 L Hkv d (bytes of the cache's type).
+    double kv_bytes_per_token() const;
+    /// Bytes of the whole cache.
+    double kv_cache_bytes() const { return cache_->bytes(); }
+    /// FLOPs and fewest bytes of one forward pass over @p sequences (pd::step_cost() with this
+    /// model's types; chapter 01's attention counts every score of the square, as it computes
+    /// them).
+    Cost cost(std::span<const StepSequence> sequences) const;
+    /// As above for chapter 04's batches: each of the batch's sequences brings @p tokens new
+    /// tokens after @p context cached positions (a prefill: context 0; a decode step: 1 token).
+    Cost cost(int context, int tokens) const;
+    /// Throws std::invalid_argument naming the field of @p options out of range for @p config
+    /// (what the constructor checks before it allocates; the attention versions are checked then).
+    static void check_options(const ModelConfig& config, const ModelOptions& options);
+    /// Bytes of device memory a model with @p options would take, before allocating it: weights,
+    /// cache and activations.
+    static double device_bytes(const ModelConfig& config, const ModelOptions& options);
+
+private:
+    void check(std::span<const int> tokens, std::span<const StepSequence> sequences) const;
+    template <typename W> void forward_pass(const Plan& plan);
+    template <typename W> void project(const Plan& plan, const W* x, const DeviceMatrix& w, std::size_t offset,
+                                       float* y, int N, int K);
+    void final_logits(const float* x_last, int rows);
+    void upload_batch(std::span<const int> tokens, std::span<const StepSequence> sequences);
+    void upload_decode_batch();
+
+    ModelConfig config_;
+    ModelOptions options_;
+    int max_seq_ = 0, max_step_tokens_ = 0, max_blocks_ = 0;
+    int length_ = 0;
+    int rows_ = 0;  // sequences of the last pass: the rows of logits() it wrote
+    DeviceMatrix embed_, wq_, wk_, wv_, wo_, w_gate_, w_up_, w_down_, lm_head_;
+    DeviceBuffer<float> attn_norm_, ffn_norm_, final_norm_;
+    std::unique_ptr<KvCache> cache_;
+    // the batch of the pass: metadata on the host and on the device
+    BatchView batch_;
+    std::vector<int> meta_host_;                   // q_len [B], context [B], slot [B] of the pass
+    std::vector<int> table_host_;                  // paged: the pass's block tables [B, max_blocks]
+    DeviceBuffer<int> tokens_, meta_, q_start_, kv_len_, positions_, row_seq_, block_table_;
+    DeviceBuffer<char> scratch_;                   // the metadata scan's temporary storage
+    // activations, for max_step_tokens rows
+    DeviceBuffer<float> x_, h_, q_, k_, v_, o_, y_, gate_, up_, act_, qh_, kh_, vh_, oh_, scores_, x_last_, logits_;
+    DeviceBuffer<__nv_bfloat16> h16_, o16_, act16_;
+};
+
+}  // namespace pd::model

@@ -1,0 +1,120 @@
+/// @file executor.cpp
+/// @brief Chapter 05's real executor (executor.hpp): a step of the scheduler becomes one
+/// forward pass of the model, followed by greedy sampling of the sequences that emit.
+#include "pd/model/executor.hpp"
+
+#include "pd/serving/engine.hpp"
+
+#include "pd/cuda_check.hpp"
+#include "pd/device.hpp"
+#include "pd/rng.hpp"
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+namespace pd::model {
+
+std::vector<int> synthetic_prompt(int n, int vocab, std::uint64_t seed, int id) {
+    Rng rng(derive_seed(seed, 0x05000000u + std::uint64_t(id)));
+    std::vector<int> p(std::size_t(n > 0 ? n : 0));
+    for (int& t : p) t = static_cast<int>(rng.integer(0, vocab - 1));
+    return p;
+}
+
+ModelExecutor::ModelExecutor(Model& model, const std::vector<serving::Request>& requests, std::uint64_t seed,
+                             const serving::PagedCache* pages)
+    : model_(model), pages_(pages), next_(std::size_t(model.options().batch)) {
+    if ((pages != nullptr) != (model.options().block_size > 0) ||
+        (pages && pages->block_size() != model.options().block_size))
+        throw std::invalid_argument("model executor: the scheduler's cache and the model's must both be slots or both "
+                                    "pages of the same block size");
+    for (const serving::Request& r : requests) {
+        if (r.id != int(prompts_.size()))
+            throw std::invalid_argument("model executor: request ids must be 0, 1, 2, ... in order");
+        if (r.prompt_tokens + r.output_tokens > model.max_seq())
+            throw std::invalid_argument("request " + std::to_string(r.id) + ": prompt " + std::to_string(r.prompt_tokens) +
+                                        " + output " + std::to_string(r.output_tokens) + " tokens exceed the cache slot of " +
+                                        std::to_string(model.max_seq()) + " positions (Request.prompt_tokens, Request.output_tokens)");
+        for (int t : r.prompt)
+            if (t < 0 || t >= model.config().vocab)
+                throw std::invalid_argument("request " + std::to_string(r.id) + ": token " + std::to_string(t) +
+                                            " is outside the model's vocabulary");
+        prompts_.push_back(r.prompt.empty() ? synthetic_prompt(r.prompt_tokens, model.config().vocab, seed, r.id)
+                                            : r.prompt);
+        generated_.emplace_back();
+    }
+}
+
+// [model_executor_run]
+double ModelExecutor::run(const serving::Step& step) {
+    const auto start = std::chrono::steady_clock::now();
+    // pack the items' tokens: each request's prompt then its output, from its context on
+    std::vector<int> tokens;
+    std::vector<StepSequence> sequences;
+    for (const serving::BatchItem& item : step.items) {
+        const std::vector<int>& p = prompts_.at(std::size_t(item.request));
+        const std::vector<int>& g = generated_.at(std::size_t(item.request));
+        for (int i = item.context; i < item.context + item.tokens; ++i) {
+            if (i >= int(p.size() + g.size()))
+                throw std::logic_error("model executor: request " + std::to_string(item.request) + " has no token at " +
+                                       std::to_string(i) + " yet");
+            tokens.push_back(i < int(p.size()) ? p[std::size_t(i)] : g[std::size_t(i) - p.size()]);
+        }
+        sequences.push_back({.slot = item.slot, .context = item.context, .tokens = item.tokens,
+                             .blocks = pages_ ? std::span<const int>(pages_->table(item.request)) : std::span<const int>()});
+    }
+    if (sequences.empty()) return 0;
+    model_.forward(tokens, sequences);
+    // greedy sampling: row s of the logits belongs to item s
+    model_.argmax(next_.data());
+    std::vector<int> next(sequences.size());
+    PD_CHECK_CUDA(cudaMemcpy(next.data(), next_.data(), next.size() * sizeof(int), cudaMemcpyDeviceToHost));
+    for (std::size_t s = 0; s < step.items.size(); ++s)
+        if (step.items[s].emits) generated_[std::size_t(step.items[s].request)].push_back(next[s]);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+// [model_executor_run]
+
+ModelOptions engine_model_options(const ModelConfig& config, const serving::SchedulerConfig& scheduler,
+                                  const std::vector<serving::Request>& requests, DType weights, DType kv, int sm_count) {
+    ModelOptions o{.weights = weights, .kv = kv, .batch = scheduler.max_seqs, .sm_count = sm_count};
+    if (scheduler.block_size > 0) {
+        o.block_size = scheduler.block_size;
+        o.num_blocks = int(scheduler.kv_capacity / scheduler.block_size);
+    }
+    o.max_step_tokens = int(serving::max_step_tokens(scheduler, requests));
+    Model::check_options(config, o);  // its errors now, before a replay starts
+    return o;
+}
+
+// [serve_on_model]
+serving::Timeline serve_on_model(const ModelConfig& config, const serving::SchedulerConfig& scheduler,
+                                 const std::vector<serving::Request>& requests, DType weights, DType kv, int sm_count,
+                                 std::uint64_t seed, std::vector<std::vector<int>>* generated) {
+    serving::Scheduler s(scheduler);
+    Model model(config, engine_model_options(config, scheduler, requests, weights, kv, sm_count));
+    model.init_synthetic(seed);
+    model.warm_up();  // first-launch costs outside the timed steps
+    ModelExecutor executor(model, requests, seed, s.paged());
+    serving::Timeline t = serving::run_engine(requests, s, executor, true);
+    if (generated) {
+        generated->clear();
+        for (const serving::Request& r : requests) generated->push_back(executor.generated(r.id));
+    }
+    return t;
+}
+// [serve_on_model]
+
+std::string describe_engine_model(const ModelConfig& config, const ModelOptions& o) {
+    const int max_seq = o.max_seq > 0 ? o.max_seq : config.max_seq;
+    const std::string cache = o.block_size > 0
+                                  ? std::to_string(o.num_blocks) + " blocks of " + std::to_string(o.block_size) + " positions"
+                                  : std::to_string(o.batch) + " slots of " + std::to_string(max_seq) + " positions";
+    return "model: " + config.name + ", " + to_string(o.weights) + " weights, " + to_string(o.kv) + " cache, " + cache +
+           ", " + query_device(0).name + " (wall-clock step times)";
+}
+
+std::string ModelExecutor::describe() const { return describe_engine_model(model_.config(), model_.options()); }
+
+}  // namespace pd::model

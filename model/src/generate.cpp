@@ -1,0 +1,246 @@
+/// @file generate.cpp
+/// @brief Greedy generation on chapter 04's model, with the cache and by recomputation, and the
+/// checks of what they produced (generate.hpp).
+#include "pd/model/generate.hpp"
+
+#include "model_reference.hpp"
+
+#include "pd/report.hpp"
+#include "pd/timer.hpp"
+
+#include <algorithm>
+#include <ostream>
+#include <cmath>
+#include <string>
+
+namespace pd::model {
+
+namespace {
+
+/// Runs @p step once and returns its time in ms (CUDA events; CPU time on the simulator).
+template <typename Fn>
+double once(Fn&& step) {
+    return time_device(step, 0, 1).median_ms;
+}
+
+/// Appends the logits of @p m and their argmax (the greedy tokens) to @p g.
+void take_step(Model& m, DeviceBuffer<int>& next, Generation& g) {
+    m.argmax(next.data());
+    const std::vector<int> t = next.download();
+    const std::vector<float> l = m.logits().download();
+    g.tokens.insert(g.tokens.end(), t.begin(), t.end());
+    g.logits.insert(g.logits.end(), l.begin(), l.end());
+}
+
+/// Rank of @p token among @p row's logits (0: the largest).
+int rank_of(std::span<const float> row, int token) {
+    int rank = 0;
+    for (float x : row) rank += x > row[std::size_t(token)];
+    return rank;
+}
+
+}  // namespace
+
+// [generate_cached]
+/// With the cache: prefill the prompt once, then each step feeds the last token only.
+Generation generate_cached(Model& m, const std::vector<int>& prompt, int P, int G) {
+    Generation g;
+    DeviceBuffer<int> next(static_cast<std::size_t>(m.options().batch));
+    g.ms.push_back(once([&] { m.prefill(prompt, P); }));
+    take_step(m, next, g);
+    for (int i = 1; i < G; ++i) {
+        g.ms.push_back(once([&] { m.decode(next.data()); }));  // K, V of positions < P + i - 1 come from the cache
+        take_step(m, next, g);
+    }
+    return g;
+}
+// [generate_cached]
+
+// [generate_recompute]
+/// Without a cache: every step runs the whole sequence so far (prompt + generated) through
+/// the model again, as a prefill, and keeps only the last position's logits.
+Generation generate_recompute(Model& m, const std::vector<int>& prompt, int P, int G) {
+    Generation g;
+    const int B = m.options().batch;
+    DeviceBuffer<int> next(static_cast<std::size_t>(B));
+    std::vector<int> seq = prompt;  // [B, P + i]
+    for (int i = 0; i < G; ++i) {
+        g.ms.push_back(once([&] { m.prefill(seq, P + i); }));
+        take_step(m, next, g);
+        std::vector<int> longer;
+        for (int b = 0; b < B; ++b) {
+            longer.insert(longer.end(), seq.begin() + std::ptrdiff_t(b) * (P + i), seq.begin() + std::ptrdiff_t(b + 1) * (P + i));
+            longer.push_back(g.tokens[std::size_t(i) * B + b]);
+        }
+        seq = std::move(longer);
+    }
+    return g;
+}
+// [generate_recompute]
+
+/// Cache vs recompute. fp32: the same tokens at every step. bf16 (rounding differs between the
+/// GEMM and GEMV paths): the same tokens up to a first divergence, where each side's token is
+/// among the other side's top 5. Returns a one-line verdict; @p passed is set.
+std::string compare_generations(const Generation& a, const Generation& b, int B, int V, DType d, bool& passed,
+                                double& max_logit_diff) {
+    passed = true;
+    max_logit_diff = 0;
+    int diverged = 0;
+    const int G = int(a.tokens.size()) / B;
+    for (int s = 0; s < B; ++s)
+        for (int i = 0; i < G; ++i) {
+            const std::size_t at = std::size_t(i) * B + s;
+            const std::span<const float> la(a.logits.data() + at * V, std::size_t(V)),
+                lb(b.logits.data() + at * V, std::size_t(V));
+            for (int v = 0; v < V; ++v) max_logit_diff = std::max<double>(max_logit_diff, std::fabs(la[v] - lb[v]));
+            if (a.tokens[at] == b.tokens[at]) continue;
+            ++diverged;
+            passed = d == DType::bf16 && rank_of(la, b.tokens[at]) < 5 && rank_of(lb, a.tokens[at]) < 5 && passed;
+            break;  // after a divergence the two sequences differ: nothing more to compare
+        }
+    const std::string seqs = std::to_string(B) + (B == 1 ? " sequence" : " sequences");
+    if (diverged == 0) return "identical tokens at all " + std::to_string(G) + " steps of " + seqs;
+    return std::to_string(diverged) + " of " + seqs + " diverged" +
+           (passed ? " (each side's token in the other's top 5)" : " (FAILED)");
+}
+
+/// The device model against the CPU reference model (double) on the cached generation: the
+/// prefill's logits and every decode step's. fp32: |out - ref| <= 1e-3 + 1e-3 |ref|;
+/// bf16: ||out - ref|| / ||ref|| <= 2e-2 per step.
+CompareResult check_reference(const ModelConfig& c, const ModelWeights& w, const std::vector<int>& prompt,
+                                  const Generation& g, int B, int P, DType d) {
+    CompareResult r{.passed = true, .max_abs_err = 0, .max_rel_err = 0};
+    const int G = int(g.tokens.size()) / B, V = c.vocab;
+    for (int b = 0; b < B; ++b) {
+        reference::ModelReference ref(c, w);
+        std::vector<double> want = ref.forward(std::span(prompt).subspan(std::size_t(b) * P, std::size_t(P))).back();
+        for (int i = 0; i < G; ++i) {
+            const float* got = g.logits.data() + (std::size_t(i) * B + b) * V;
+            double err2 = 0, ref2 = 0;
+            for (int v = 0; v < V; ++v) {
+                const double e = std::fabs(got[v] - want[v]);
+                r.max_abs_err = std::max(r.max_abs_err, e);
+                r.max_rel_err = std::max(r.max_rel_err, e / std::max(std::fabs(want[v]), 1e-30));
+                err2 += e * e;
+                ref2 += want[v] * want[v];
+                if (d == DType::fp32 && e > 1e-3 + 1e-3 * std::fabs(want[v])) r.passed = false;
+            }
+            if (d == DType::bf16 && std::sqrt(err2 / std::max(ref2, 1e-300)) > 2e-2) r.passed = false;
+            if (i + 1 < G) want = ref.forward(std::span(&g.tokens[std::size_t(i) * B + b], 1)).back();
+        }
+    }
+    return r;
+}
+
+nlohmann::json check_generations(const Model& m, const std::vector<int>& prompt, int P, const Generation* cached,
+                                 const Generation* recomputed, DType rule, std::ostream& out, bool& passed) {
+    const ModelConfig& c = m.config();
+    const int B = m.options().batch;
+    nlohmann::json j{{"dtype", to_string(m.options().weights)}};
+    if (cached && recomputed) {
+        bool ok = true;
+        double diff = 0;
+        const std::string verdict = compare_generations(*cached, *recomputed, B, c.vocab, rule, ok, diff);
+        out << "  cache vs recompute: " << verdict << "; largest logit difference " << fmt("%.3g", diff) << "\n";
+        j["agree"] = ok;
+        j["max_logit_diff"] = diff;
+        passed = passed && ok;
+    }
+    if (cached && c.parameter_count() <= 1e8) {  // the reference model in double, on the CPU
+        const CompareResult r = check_reference(c, m.download_weights(), prompt, *cached, B, P, rule);
+        out << "  vs the CPU reference model (double): max abs err " << fmt("%.3g", r.max_abs_err) << " over "
+            << cached->ms.size() << " steps: " << (r.passed ? "ok" : "FAILED") << "\n";
+        j["reference_max_abs_err"] = r.max_abs_err;
+        j["reference_passed"] = r.passed;
+        passed = passed && r.passed;
+    } else if (cached) {
+        out << "  vs the CPU reference model: skipped (" << fmt("%.3g", c.parameter_count())
+            << " parameters is too many for the CPU; the tests run it on the tiny preset)\n";
+    }
+    return j;
+}
+
+// [step_at_context]
+StepAtContext step_at_context(Bench& bench, Model& m, const std::vector<int>& tokens, int C, double tolerance) {
+    const int B = m.options().batch;
+    std::vector<int> prefix, last;  // each sequence's first C - 1 tokens, and its last
+    for (int b = 0; b < B; ++b) {
+        const auto row = tokens.begin() + std::ptrdiff_t(b) * C;
+        prefix.insert(prefix.end(), row, row + C - 1);
+        last.push_back(row[C - 1]);
+    }
+    DeviceBuffer<int> dlast{std::span<const int>(last)};
+    m.prefill(prefix, C - 1);
+    m.decode(dlast.data());
+    const std::vector<float> cached = m.logits().download();
+    m.prefill(tokens, C);
+    const std::vector<float> full = m.logits().download();
+    StepAtContext s;
+    for (std::size_t i = 0; i < full.size(); ++i) {
+        s.max_logit_diff = std::max<double>(s.max_logit_diff, std::fabs(cached[i] - full[i]));
+        s.max_logit = std::max<double>(s.max_logit, std::fabs(full[i]));
+    }
+    s.agree = s.max_logit_diff <= tolerance * std::max(1.0, s.max_logit);
+    if (bench.timing() && s.agree) {
+        m.prefill(prefix, C - 1);
+        s.cached_ms = bench.time_ms([&] {
+            m.rewind(C - 1);
+            m.decode(dlast.data());
+        });
+        s.recomputed_ms = bench.time_ms([&] { m.prefill(tokens, C); });
+    }
+    return s;
+}
+// [step_at_context]
+
+nlohmann::json timing_json(const Generation& g, int B) {
+    const std::vector<double> itl(g.ms.begin() + 1, g.ms.end());
+    double sum = 0;
+    for (double x : g.ms) sum += x;
+    const auto pct = [&](double p) { return itl.empty() ? nlohmann::json(nullptr) : nlohmann::json(percentile(itl, p)); };
+    return {{"ttft_ms", g.ms[0]}, {"itl_median_ms", pct(50)}, {"itl_p99_ms", pct(99)},
+            {"tokens_per_s", 1e3 * B * double(g.ms.size()) / sum}, {"step_ms", g.ms}};
+}
+
+std::string describe_timing(const Generation& g, int B) {
+    const std::vector<double> itl(g.ms.begin() + 1, g.ms.end());
+    double sum = 0;
+    for (double x : g.ms) sum += x;
+    return "TTFT " + fmt("%.3g", g.ms[0]) + " ms, ITL median " + (itl.empty() ? "-" : fmt("%.3g", percentile(itl, 50))) +
+           " ms (p99 " + (itl.empty() ? "-" : fmt("%.3g", percentile(itl, 99))) + " ms), " +
+           fmt("%.4g", 1e3 * B * double(g.ms.size()) / sum) + " tokens/s";
+}
+
+namespace {
+
+std::string suffix_of(const Model& m) { return m.options().weights == DType::fp32 ? "" : "_bf16"; }
+
+}  // namespace
+
+void dump_cache(const Bench& bench, const Model& m, int positions) {
+    if (!bench.dumping()) return;
+    const ModelConfig& c = m.config();
+    const std::vector<std::size_t> shape{std::size_t(c.layers), std::size_t(m.options().batch), std::size_t(c.kv_heads),
+                                         std::size_t(positions), std::size_t(c.head_dim)};
+    bench.dump<float>("k_cache" + suffix_of(m), m.download_cache(false, positions), shape);
+    bench.dump<float>("v_cache" + suffix_of(m), m.download_cache(true, positions), shape);
+}
+
+void dump_generation(const Bench& bench, const Model& m, const Generation* cached, const Generation* recomputed) {
+    if (!bench.dumping() || (!cached && !recomputed)) return;
+    const ModelConfig& c = m.config();
+    const std::string suffix = suffix_of(m);
+    const Generation& g = cached ? *cached : *recomputed;
+    const int B = m.options().batch, G = int(g.ms.size());
+    std::vector<std::int32_t> tokens(std::size_t(B) * G);  // [B, G]
+    for (int i = 0; i < G; ++i)
+        for (int b = 0; b < B; ++b) tokens[std::size_t(b) * G + i] = g.tokens[std::size_t(i) * B + b];
+    bench.dump<std::int32_t>("tokens" + suffix, tokens, {std::size_t(B), std::size_t(G)});
+    const std::vector<std::size_t> lshape{std::size_t(G), std::size_t(B), std::size_t(c.vocab)};
+    if (cached) bench.dump<float>("logits_cache" + suffix, cached->logits, lshape);
+    if (recomputed) bench.dump<float>("logits_recompute" + suffix, recomputed->logits, lshape);
+    ModelWeights w = m.download_weights();
+    for (const ModelWeights::Tensor& t : w.tensors(c)) bench.dump<float>(t.name + suffix, *t.data, t.shape);
+}
+
+}  // namespace pd::model

@@ -1,0 +1,194 @@
+/// @file kv_cache.cu
+/// @brief The model's KV cache (kv_cache.hpp) in its two layouts, each running the kernels of
+/// its chapter: slots (chapter 04's append and decode attention for a batch in slot order,
+/// chapter 05's row append and varlen attention otherwise) and pages (chapter 06's: the same
+/// kernels read through the block tables).
+#include "pd/model/kv_cache.hpp"
+
+#include "attention/decode_attention.hpp"
+#include "attention/paged_attention.hpp"
+#include "attention/varlen_attention.hpp"
+#include "layers/kv_append.hpp"
+
+#include "pd/buffer.hpp"
+#include "pd/common.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+namespace pd::model {
+
+namespace at = pd::kernels::attention;
+namespace ly = pd::kernels::layers;
+
+namespace {
+
+/// Throws std::invalid_argument "KvCacheShape.<field> = <value> <rule>".
+[[noreturn]] void reject(const std::string& field, const std::string& value, const std::string& rule) {
+    throw std::invalid_argument("KvCacheShape." + field + " = " + value + " " + rule);
+}
+
+bool is_version(const std::vector<Version>& list, const std::string& name) {
+    return std::any_of(list.begin(), list.end(), [&](const Version& v) { return v.name == name; });
+}
+
+/// A cache of L layers, K and V each [L][layer_elements] of type T.
+template <typename T>
+struct Storage {
+    DeviceBuffer<T> k, v;
+    std::size_t layer_elements = 0;
+    Storage(int layers, std::size_t per_layer)
+        : k(std::size_t(layers) * per_layer), v(std::size_t(layers) * per_layer), layer_elements(per_layer) {}
+    T* k_of(int layer) { return k.data() + std::size_t(layer) * layer_elements; }
+    T* v_of(int layer) { return v.data() + std::size_t(layer) * layer_elements; }
+};
+
+// [slot_cache]
+/// Chapter 04's layout: slot b of a layer is [Hkv, S_max, d], the whole layer [slots, Hkv, S_max, d].
+template <typename T>
+class SlotCache final : public KvCache {
+public:
+    explicit SlotCache(const KvCacheShape& s)
+        : s_(s), layer_{s.slots, s.kv_heads, s.max_seq, s.head_dim}, store_(s.layers, layer_.elements()) {
+        // the workspace of the decode version, for the largest batch it may take (v4's splits
+        // grow as the batch shrinks, so every batch size is tried)
+        std::size_t floats = 1;
+        for (int b = 1; b <= s.slots; ++b)
+            floats = std::max(floats, at::decode_workspace_floats(s_.attention, decode_shape(b, s.max_seq), s.sm_count));
+        workspace_ = DeviceBuffer<float>(floats);
+    }
+
+    void append(int layer, const float* k, const float* v, const BatchView& b) override {
+        if (b.rows_in_order && b.uniform > 0)  // B sequences of n tokens in slots 0 ... B - 1: lab 04's append
+            ly::kv_append(k, v, store_.k_of(layer), store_.v_of(layer), b.context, b.uniform,
+                          {b.sequences, s_.kv_heads, s_.max_seq, s_.head_dim});
+        else  // each row to its slot and position
+            ly::kv_append_rows(k, v, store_.k_of(layer), store_.v_of(layer), b.row_seq, b.positions, b.tokens, layer_);
+    }
+    bool serves_decode(const BatchView& b) const override { return b.rows_in_order; }
+    void decode_attention(int layer, const float* q, float* out, const BatchView& b) override {
+        at::decode_attention(s_.attention, q, store_.k_of(layer), store_.v_of(layer), b.kv_len, out, workspace_.data(),
+                             decode_shape(b.sequences, b.max_kv_len), s_.sm_count);
+    }
+    void varlen_attention(int layer, const float* q, float* out, const BatchView& b) override {
+        const at::VarlenShape shape{.sequences = b.sequences, .tokens = b.tokens, .heads = s_.heads,
+                                    .kv_heads = s_.kv_heads, .head_dim = s_.head_dim, .slots = s_.slots,
+                                    .max_seq = s_.max_seq, .max_q_len = b.max_q_len};
+        at::varlen_attention(q, store_.k_of(layer), store_.v_of(layer), b.q_start, b.q_len, b.kv_len, b.slot, out,
+                             shape);
+    }
+    DType dtype() const override { return std::is_same_v<T, float> ? DType::fp32 : DType::bf16; }
+    double bytes() const override { return 2.0 * double(store_.k.size()) * sizeof(T); }
+    std::string describe() const override {
+        return std::to_string(s_.slots) + " slots of " + std::to_string(s_.max_seq) + " positions";
+    }
+    std::vector<float> download(bool values, int positions) const override {
+        if (positions < 0 || positions > s_.max_seq)
+            throw std::invalid_argument("download_cache: positions = " + std::to_string(positions) +
+                                        " must be in 0 .. " + std::to_string(s_.max_seq));
+        const std::vector<float> all = to_float_all<T>((values ? store_.v : store_.k).download());
+        // keep the first `positions` rows of each [S_max, d] block (one per layer, slot and KV head)
+        const std::size_t d = std::size_t(s_.head_dim), block = std::size_t(s_.max_seq) * d,
+                          keep = std::size_t(positions) * d;
+        std::vector<float> out;
+        out.reserve(all.size() / block * keep);
+        for (std::size_t at = 0; at < all.size(); at += block)
+            out.insert(out.end(), all.begin() + std::ptrdiff_t(at), all.begin() + std::ptrdiff_t(at + keep));
+        return out;
+    }
+
+private:
+    at::DecodeShape decode_shape(int sequences, int max_kv_len) const {
+        return {sequences, s_.heads, s_.kv_heads, s_.head_dim, s_.max_seq, std::max(max_kv_len, 1)};
+    }
+    KvCacheShape s_;
+    at::CacheShape layer_;
+    Storage<T> store_;
+    DeviceBuffer<float> workspace_;
+};
+// [slot_cache]
+
+// [paged_cache]
+/// Chapter 06's layout: a layer is [num_blocks, Hkv, block_size, d], a sequence's positions are
+/// wherever its row of the pass's block table says.
+template <typename T>
+class PagedKvCache final : public KvCache {
+public:
+    explicit PagedKvCache(const KvCacheShape& s)
+        : s_(s), max_blocks_(ceil_div(s.max_seq, s.block_size)),
+          store_(s.layers, std::size_t(s.num_blocks) * s.kv_heads * std::size_t(s.block_size) * s.head_dim) {
+        std::size_t floats = 1;
+        for (int b = 1; b <= s.slots; ++b)
+            floats = std::max(floats, at::paged_workspace_floats(s_.paged_attention, pages(b, s.max_seq), s.sm_count));
+        workspace_ = DeviceBuffer<float>(floats);
+    }
+
+    void append(int layer, const float* k, const float* v, const BatchView& b) override {
+        ly::paged_kv_append_rows(k, v, store_.k_of(layer), store_.v_of(layer), b.block_table, b.row_seq, b.positions,
+                                 b.tokens, pages(b.sequences, b.max_kv_len));
+    }
+    bool serves_decode(const BatchView&) const override { return true; }
+    void decode_attention(int layer, const float* q, float* out, const BatchView& b) override {
+        at::paged_decode_attention(s_.paged_attention, q, store_.k_of(layer), store_.v_of(layer), b.block_table, b.kv_len,
+                                   out, workspace_.data(), pages(b.sequences, b.max_kv_len), s_.sm_count);
+    }
+    void varlen_attention(int layer, const float* q, float* out, const BatchView& b) override {
+        at::paged_varlen_attention(q, store_.k_of(layer), store_.v_of(layer), b.q_start, b.q_len, b.kv_len,
+                                   b.block_table, out, pages(b.sequences, b.max_kv_len), b.tokens, b.max_q_len);
+    }
+    DType dtype() const override { return std::is_same_v<T, float> ? DType::fp32 : DType::bf16; }
+    double bytes() const override { return 2.0 * double(store_.k.size()) * sizeof(T); }
+    std::string describe() const override {
+        return std::to_string(s_.num_blocks) + " blocks of " + std::to_string(s_.block_size) + " positions";
+    }
+    std::vector<float> download(bool, int) const override {
+        throw std::invalid_argument("download_cache: the cache is paged");
+    }
+
+private:
+    at::PagedShape pages(int sequences, int max_kv_len) const {
+        return {.batch = sequences, .heads = s_.heads, .kv_heads = s_.kv_heads, .head_dim = s_.head_dim,
+                .block_size = s_.block_size, .num_blocks = s_.num_blocks, .max_blocks = max_blocks_,
+                .max_kv_len = std::max(max_kv_len, 1)};
+    }
+    KvCacheShape s_;
+    int max_blocks_;
+    Storage<T> store_;
+    DeviceBuffer<float> workspace_;
+};
+// [paged_cache]
+
+template <typename T>
+std::unique_ptr<KvCache> make_typed(const KvCacheShape& s) {
+    if (s.block_size > 0) return std::make_unique<PagedKvCache<T>>(s);
+    return std::make_unique<SlotCache<T>>(s);
+}
+
+}  // namespace
+
+std::unique_ptr<KvCache> make_kv_cache(const KvCacheShape& s, DType dtype) {
+    const std::pair<const char*, int> sizes[] = {{"layers", s.layers},     {"kv_heads", s.kv_heads},
+                                                 {"heads", s.heads},       {"head_dim", s.head_dim},
+                                                 {"slots", s.slots},       {"max_seq", s.max_seq}};
+    for (const auto& [name, v] : sizes)
+        if (v < 1) reject(name, std::to_string(v), "must be >= 1");
+    if (s.block_size < 0) reject("block_size", std::to_string(s.block_size), "must be >= 0");
+    if (s.block_size > 0 && s.num_blocks < 1) reject("num_blocks", std::to_string(s.num_blocks), "must be >= 1");
+    if (s.block_size == 0 && !is_version(at::decode_versions(), s.attention))
+        reject("attention", s.attention, "is not one of v1, v2, v3, v4");
+    if (s.block_size > 0 && !is_version(at::paged_versions(), s.paged_attention))
+        reject("paged_attention", s.paged_attention, "is not one of v1, v2");
+    // the kernels' own checks, once, with the cache's largest shapes
+    if (s.block_size > 0)
+        at::check_paged_shape({.batch = s.slots, .heads = s.heads, .kv_heads = s.kv_heads, .head_dim = s.head_dim,
+                               .block_size = s.block_size, .num_blocks = s.num_blocks,
+                               .max_blocks = ceil_div(s.max_seq, s.block_size), .max_kv_len = s.max_seq});
+    else
+        at::check_decode_shape({s.slots, s.heads, s.kv_heads, s.head_dim, s.max_seq, s.max_seq});
+    if (dtype == DType::fp32) return make_typed<float>(s);
+    if (dtype == DType::bf16) return make_typed<__nv_bfloat16>(s);
+    throw std::invalid_argument(std::string("KvCacheShape: the cache holds fp32 or bf16, not ") + to_string(dtype));
+}
+
+}  // namespace pd::model

@@ -1,0 +1,620 @@
+/// @file model.cu
+/// @brief Chapter 04's model (model.hpp): synthetic weights on the device, the plan of a batch,
+/// and the one forward pass over any batch, built from the kernels of chapters 01 to 06;
+/// prefill() and decode() build chapter 04's batches for it.
+#include "pd/model/model.hpp"
+
+#include "attention/attention.hpp"
+#include "attention/decode_attention.hpp"
+#include "gemm/gemm.hpp"
+#include "gemv/gemv.hpp"
+#include "layers/layers.hpp"
+
+#include "pd/common.hpp"
+#include "pd/cuda_check.hpp"
+#include "pd/step_cost.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace pd::model {
+
+namespace at = pd::kernels::attention;
+namespace ly = pd::kernels::layers;
+
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+// ---- synthetic weights ----------------------------------------------------------------------
+
+/// SplitMix64: a counter-based generator, so element i of a tensor is a function of (seed, i)
+/// only and every thread draws its own element without shared state.
+PD_HOST_DEVICE inline std::uint64_t mix64(std::uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+__device__ __forceinline__ void store_value(float* p, float x) { *p = x; }
+__device__ __forceinline__ void store_value(bf16* p, float x) { *p = __float2bfloat16_rn(x); }
+
+/// out[i] = uniform in [lo, hi) from 24 random bits of mix64(seed ^ i), a grid-stride loop.
+template <typename T>
+__global__ void fill_uniform_kernel(T* __restrict__ out, std::size_t n, std::uint64_t seed, float lo, float hi) {
+    for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+        const float u = float(mix64(seed ^ (i * 0xD1B54A32D192ED03ull)) >> 40) * 0x1.0p-24f;
+        store_value(out + i, lo + (hi - lo) * u);
+    }
+}
+
+template <typename T>
+void fill_uniform_device(DeviceBuffer<T>& buf, std::uint64_t seed, float bound, float center = 0.f) {
+    if (buf.size() == 0) return;
+    const unsigned blocks = unsigned(std::min<std::size_t>(ceil_div(buf.size(), std::size_t(256)), 4096));
+    fill_uniform_kernel<T><<<blocks, 256>>>(buf.data(), buf.size(), seed, center - bound, center + bound);
+    PD_CHECK_LAUNCH();
+}
+
+/// A matrix of @p n elements in the model's weight type.
+DeviceMatrix make_matrix(DType d, std::size_t n) {
+    DeviceMatrix m;
+    if (d == DType::fp32) m.f32 = DeviceBuffer<float>(n);
+    else m.b16 = DeviceBuffer<bf16>(n);
+    return m;
+}
+
+void fill_matrix(DeviceMatrix& m, std::uint64_t seed, float bound) {
+    if (m.f32.size() > 0) fill_uniform_device(m.f32, seed, bound);
+    else fill_uniform_device(m.b16, seed, bound);
+}
+
+void upload_matrix(DeviceMatrix& m, const std::vector<float>& host) {
+    if (m.f32.size() > 0) m.f32.upload(host);
+    else m.b16.upload(round_all<bf16>(host));
+}
+
+std::vector<float> download_matrix(const DeviceMatrix& m) {
+    if (m.f32.size() > 0) return m.f32.download();
+    return to_float_all<bf16>(m.b16.download());
+}
+
+/// The weights of type W of matrix @p m, from element @p offset (one layer's slice).
+template <typename W>
+const W* ptr(const DeviceMatrix& m, std::size_t offset = 0) {
+    if constexpr (std::is_same_v<W, float>) return m.f32.data() + offset;
+    else return m.b16.data() + offset;
+}
+
+
+/// Throws std::invalid_argument "ModelOptions.<field> = <value> <rule>".
+[[noreturn]] void reject(const std::string& field, const std::string& value, const std::string& rule) {
+    throw std::invalid_argument("ModelOptions." + field + " = " + value + " " + rule);
+}
+
+}  // namespace
+
+std::string to_string(Plan::Projections p) { return p == Plan::Projections::gemv ? "gemv" : "gemm"; }
+
+std::string to_string(Plan::Attention a) {
+    switch (a) {
+        case Plan::Attention::decode: return "decode";
+        case Plan::Attention::prefill: return "prefill";
+        case Plan::Attention::varlen: return "varlen";
+    }
+    return "?";
+}
+
+// ---- construction and weights ---------------------------------------------------------------
+
+void Model::check_options(const ModelConfig& config, const ModelOptions& o) {
+    config.check("model " + config.name);
+    if (o.batch < 1 || o.batch > kernels::gemv::kMaxBatch)
+        reject("batch", std::to_string(o.batch), "must be in 1 .. " + std::to_string(kernels::gemv::kMaxBatch));
+    if (o.max_seq < 0 || o.max_seq > config.max_seq)
+        reject("max_seq", std::to_string(o.max_seq), "must be in 0 .. the model's max_seq = " + std::to_string(config.max_seq));
+    if (config.head_dim > at::kMaxHeadDim)
+        throw std::invalid_argument("head_dim = " + std::to_string(config.head_dim) + " exceeds the decode kernels' " +
+                                    std::to_string(at::kMaxHeadDim));
+    if (o.block_size < 0) reject("block_size", std::to_string(o.block_size), "must be >= 0");
+    if (o.num_blocks < 0) reject("num_blocks", std::to_string(o.num_blocks), "must be >= 0");
+    if (o.max_step_tokens < 0) reject("max_step_tokens", std::to_string(o.max_step_tokens), "must be >= 0");
+}
+
+Model::Model(const ModelConfig& config, const ModelOptions& options) : config_(config), options_(options) {
+    check_options(config_, options_);
+    const ModelOptions& o = options_;
+    max_seq_ = o.max_seq > 0 ? o.max_seq : config_.max_seq;
+    max_step_tokens_ = o.max_step_tokens > 0 ? o.max_step_tokens : o.batch * max_seq_;
+
+    using S = std::size_t;
+    const S V = S(config_.vocab), D = S(config_.d_model), L = S(config_.layers), F = S(config_.ffn_dim);
+    const S q = S(config_.heads) * config_.head_dim, kv = S(config_.kv_heads) * config_.head_dim;
+    const DType w = o.weights;
+    embed_ = make_matrix(w, V * D);
+    wq_ = make_matrix(w, L * q * D);
+    wk_ = make_matrix(w, L * kv * D);
+    wv_ = make_matrix(w, L * kv * D);
+    wo_ = make_matrix(w, L * D * q);
+    w_gate_ = make_matrix(w, L * F * D);
+    w_up_ = make_matrix(w, L * F * D);
+    w_down_ = make_matrix(w, L * D * F);
+    if (!config_.tied_embeddings) lm_head_ = make_matrix(w, V * D);
+    attn_norm_ = DeviceBuffer<float>(L * D);
+    ffn_norm_ = DeviceBuffer<float>(L * D);
+    final_norm_ = DeviceBuffer<float>(D);
+
+    // the cache: slots of max_seq positions, or pages read through the passes' block tables
+    if (o.block_size > 0) {
+        max_blocks_ = ceil_div(max_seq_, o.block_size);
+        if (options_.num_blocks <= 0) options_.num_blocks = o.batch * max_blocks_;
+    }
+    try {
+        cache_ = make_kv_cache({.layers = config_.layers, .kv_heads = config_.kv_heads, .heads = config_.heads,
+                                .head_dim = config_.head_dim, .slots = o.batch, .max_seq = max_seq_,
+                                .block_size = o.block_size, .num_blocks = options_.num_blocks,
+                                .attention = o.attention, .paged_attention = o.paged_attention,
+                                .sm_count = std::max(o.sm_count, 1)},
+                               o.kv);
+    } catch (const std::invalid_argument& e) {  // the cache's fields are the model's options
+        std::string m = e.what();
+        for (const char* field : {"attention", "paged_attention", "block_size", "num_blocks"}) {
+            const std::string from = std::string("KvCacheShape.") + field, to = std::string("ModelOptions.") + field;
+            for (std::size_t at = m.find(from); at != std::string::npos; at = m.find(from, at)) m.replace(at, from.size(), to);
+        }
+        throw std::invalid_argument(m);
+    }
+
+    // the batch of a pass: its metadata, and the scan's scratch (no pass allocates)
+    const S B = S(o.batch), T = S(max_step_tokens_);
+    meta_host_.assign(3 * B, 0);
+    meta_ = DeviceBuffer<int>(3 * B);
+    q_start_ = DeviceBuffer<int>(B);
+    kv_len_ = DeviceBuffer<int>(B);
+    tokens_ = DeviceBuffer<int>(T);
+    positions_ = DeviceBuffer<int>(T);
+    row_seq_ = DeviceBuffer<int>(T);
+    if (o.block_size > 0) {
+        table_host_.assign(B * S(max_blocks_), -1);
+        block_table_ = DeviceBuffer<int>(B * S(max_blocks_));
+    }
+    scratch_ = DeviceBuffer<char>(ly::kPackBatchScratchBytes);
+
+    // the activations, for the largest pass: T rows; chapter 01's scores for S prompts of P
+    // tokens (S P <= T, P <= max_seq): S Hq P^2 <= Hq T min(T, max_seq)
+    for (DeviceBuffer<float>* b : {&x_, &h_, &y_}) *b = DeviceBuffer<float>(T * D);
+    for (DeviceBuffer<float>* b : {&q_, &o_, &qh_, &oh_}) *b = DeviceBuffer<float>(T * q);
+    for (DeviceBuffer<float>* b : {&k_, &v_, &kh_, &vh_}) *b = DeviceBuffer<float>(T * kv);
+    for (DeviceBuffer<float>* b : {&gate_, &up_, &act_}) *b = DeviceBuffer<float>(T * F);
+    if (w == DType::bf16) {
+        h16_ = DeviceBuffer<bf16>(T * D);
+        o16_ = DeviceBuffer<bf16>(T * q);
+        act16_ = DeviceBuffer<bf16>(T * F);
+    }
+    scores_ = DeviceBuffer<float>(S(config_.heads) * T * std::min(T, S(max_seq_)));
+    x_last_ = DeviceBuffer<float>(B * D);
+    logits_ = DeviceBuffer<float>(B * V);
+}
+
+Model::~Model() = default;
+Model::Model(Model&& other) noexcept = default;
+Model& Model::operator=(Model&& other) noexcept = default;
+
+void Model::init_synthetic(std::uint64_t seed) {
+    const double D = config_.d_model, F = config_.ffn_dim, q = double(config_.heads) * config_.head_dim;
+    const double residual = std::sqrt(2.0 * config_.layers);  // two residual branches per layer
+    // uniform(-a, a) has variance a^2 / 3: a = sqrt(3 / fan_in) keeps a projection's output at
+    // the variance of its input.
+    const auto bound = [](double fan_in) { return float(std::sqrt(3.0 / fan_in)); };
+    std::uint64_t stream = 0;
+    const auto next = [&] { return mix64(seed + 0x100 * ++stream); };
+    fill_matrix(embed_, next(), float(std::sqrt(3.0)));
+    fill_matrix(wq_, next(), bound(D));
+    fill_matrix(wk_, next(), bound(D));
+    fill_matrix(wv_, next(), bound(D));
+    fill_matrix(wo_, next(), float(bound(q) / residual));
+    fill_matrix(w_gate_, next(), bound(D));
+    fill_matrix(w_up_, next(), bound(D));
+    fill_matrix(w_down_, next(), float(bound(F) / residual));
+    if (!config_.tied_embeddings) fill_matrix(lm_head_, next(), bound(D));
+    fill_uniform_device(attn_norm_, next(), 0.1f, 1.f);
+    fill_uniform_device(ffn_norm_, next(), 0.1f, 1.f);
+    fill_uniform_device(final_norm_, next(), 0.1f, 1.f);
+    PD_CHECK_CUDA(cudaDeviceSynchronize());
+}
+
+void Model::load(const ModelWeights& w) {
+    w.check(config_, "weights for " + config_.name);
+    upload_matrix(embed_, w.embed);
+    upload_matrix(wq_, w.wq);
+    upload_matrix(wk_, w.wk);
+    upload_matrix(wv_, w.wv);
+    upload_matrix(wo_, w.wo);
+    upload_matrix(w_gate_, w.w_gate);
+    upload_matrix(w_up_, w.w_up);
+    upload_matrix(w_down_, w.w_down);
+    if (!config_.tied_embeddings) upload_matrix(lm_head_, w.lm_head);
+    attn_norm_.upload(w.attn_norm);
+    ffn_norm_.upload(w.ffn_norm);
+    final_norm_.upload(w.final_norm);
+}
+
+ModelWeights Model::download_weights() const {
+    ModelWeights w;
+    w.embed = download_matrix(embed_);
+    w.wq = download_matrix(wq_);
+    w.wk = download_matrix(wk_);
+    w.wv = download_matrix(wv_);
+    w.wo = download_matrix(wo_);
+    w.w_gate = download_matrix(w_gate_);
+    w.w_up = download_matrix(w_up_);
+    w.w_down = download_matrix(w_down_);
+    w.lm_head = config_.tied_embeddings ? w.embed : download_matrix(lm_head_);
+    w.attn_norm = attn_norm_.download();
+    w.ffn_norm = ffn_norm_.download();
+    w.final_norm = final_norm_.download();
+    return w;
+}
+
+std::vector<float> Model::download_cache(bool values, int positions) const {
+    return cache_->download(values, positions);
+}
+
+// ---- counts ---------------------------------------------------------------------------------
+
+double Model::weight_bytes() const {
+    const double matrices = config_.parameter_count() - double(config_.layers) * 2 * config_.d_model - config_.d_model;
+    return matrices * size_of(options_.weights) + (2.0 * config_.layers + 1) * config_.d_model * 4;  // norms in fp32
+}
+
+double Model::kv_bytes_per_token() const { return config_.kv_bytes_per_token(size_of(options_.kv)); }
+
+// [model_cost]
+Cost Model::cost(std::span<const StepSequence> sequences) const {
+    std::vector<StepItem> items;
+    for (const StepSequence& s : sequences) items.push_back({.tokens = double(s.tokens), .context = double(s.context)});
+    // chapter 01's attention computes every score of its square; the other kernels the causal ones
+    const AttentionCount count =
+        plan(sequences).attention == Plan::Attention::prefill ? AttentionCount::all_scores : AttentionCount::causal;
+    const StepCost c = step_cost(step_cost_shape(config_, size_of(options_.weights), size_of(options_.kv), 4), items, count);
+    return {c.flops, c.bytes};
+}
+// [model_cost]
+
+Cost Model::cost(int context, int tokens) const {
+    std::vector<StepSequence> rows(static_cast<std::size_t>(options_.batch));
+    for (int b = 0; b < options_.batch; ++b) rows[std::size_t(b)] = {.slot = b, .context = context, .tokens = tokens};
+    return cost(rows);
+}
+
+double Model::device_bytes(const ModelConfig& c, const ModelOptions& o) {
+    const double S = o.max_seq > 0 ? o.max_seq : c.max_seq, B = o.batch;
+    const double T = o.max_step_tokens > 0 ? o.max_step_tokens : B * S;
+    const double w = c.parameter_count() * size_of(o.weights);
+    const double positions = o.block_size > 0 && o.num_blocks > 0 ? double(o.num_blocks) * o.block_size : B * S;
+    const double cache = c.kv_bytes_per_token(size_of(o.kv)) * positions;
+    const double q = double(c.heads) * c.head_dim, kv = double(c.kv_heads) * c.head_dim;
+    // activations (fp32): x h y; q o qh oh; k v kh vh; gate up act; chapter 01's scores
+    const double act = 4.0 * T * (3 * c.d_model + 4 * q + 4 * kv + 3 * double(c.ffn_dim)) +
+                       4.0 * c.heads * T * std::min(T, S);
+    return w + cache + act + 4.0 * B * c.vocab;
+}
+
+// ---- the plan -------------------------------------------------------------------------------
+
+// [plan]
+Plan Model::plan(std::span<const StepSequence> sequences) const {
+    Plan p;
+    p.sequences = int(sequences.size());
+    bool decode = true, fresh = true, in_order = options_.block_size == 0;
+    for (std::size_t s = 0; s < sequences.size(); ++s) {
+        const StepSequence& q = sequences[s];
+        p.tokens += q.tokens;
+        decode = decode && q.tokens == 1;
+        fresh = fresh && q.context == 0 && q.tokens == sequences[0].tokens;  // prompts from 0, all alike
+        in_order = in_order && q.slot == int(s);
+    }
+    BatchView view;
+    view.sequences = p.sequences;
+    view.tokens = p.tokens;
+    view.rows_in_order = in_order;
+    view.uniform = decode ? 1 : 0;
+    p.projections = decode ? Plan::Projections::gemv : Plan::Projections::gemm;
+    if (decode && cache_->serves_decode(view)) p.attention = Plan::Attention::decode;
+    else if (fresh && !decode) p.attention = Plan::Attention::prefill;
+    else p.attention = Plan::Attention::varlen;
+    return p;
+}
+// [plan]
+
+// ---- the batch ------------------------------------------------------------------------------
+
+void Model::check(std::span<const int> tokens, std::span<const StepSequence> sequences) const {
+    const int S = int(sequences.size()), B = options_.batch;
+    if (S < 1 || S > B)
+        throw std::invalid_argument("forward: " + std::to_string(S) + " sequences, must be in 1 .. batch = " +
+                                    std::to_string(B));
+    std::vector<bool> taken(std::size_t(B), false);
+    long long T = 0;
+    for (int s = 0; s < S; ++s) {
+        const StepSequence& q = sequences[std::size_t(s)];
+        const std::string who = "forward: sequence " + std::to_string(s) + ": ";
+        if (q.slot < 0 || q.slot >= B)
+            throw std::invalid_argument(who + "slot = " + std::to_string(q.slot) + " must be in 0 .. " + std::to_string(B - 1));
+        if (taken[std::size_t(q.slot)]) throw std::invalid_argument(who + "slot " + std::to_string(q.slot) + " is used twice");
+        taken[std::size_t(q.slot)] = true;
+        if (q.tokens < 1 || q.context < 0 || q.context + q.tokens > max_seq_)
+            throw std::invalid_argument(who + "context " + std::to_string(q.context) + " + tokens " +
+                                        std::to_string(q.tokens) + " must fit in max_seq = " + std::to_string(max_seq_) +
+                                        " with tokens >= 1 and context >= 0");
+        if (options_.block_size > 0) {  // its block table covers its positions with blocks of the cache
+            const long long need = ceil_div<long long>(q.context + q.tokens, options_.block_size);
+            if (static_cast<long long>(q.blocks.size()) < need)
+                throw std::invalid_argument(who + std::to_string(q.blocks.size()) + " blocks for " +
+                                            std::to_string(q.context + q.tokens) + " positions of " +
+                                            std::to_string(options_.block_size));
+            for (std::size_t i = 0; i < std::size_t(need); ++i)
+                if (q.blocks[i] < 0 || q.blocks[i] >= options_.num_blocks)
+                    throw std::invalid_argument(who + "block " + std::to_string(q.blocks[i]) + " is not one of the cache's " +
+                                                std::to_string(options_.num_blocks));
+        }
+        T += q.tokens;
+    }
+    if (!tokens.empty() && T != static_cast<long long>(tokens.size()))
+        throw std::invalid_argument("forward: " + std::to_string(tokens.size()) + " tokens, the sequences bring " +
+                                    std::to_string(T));
+    if (T > max_step_tokens_)
+        throw std::invalid_argument("forward: " + std::to_string(T) + " tokens exceed ModelOptions.max_step_tokens = " +
+                                    std::to_string(max_step_tokens_) + " (the activations are allocated for it)");
+    for (std::size_t i = 0; i < tokens.size(); ++i)
+        if (tokens[i] < 0 || tokens[i] >= config_.vocab)
+            throw std::invalid_argument("token " + std::to_string(i) + " = " + std::to_string(tokens[i]) +
+                                        " is outside the vocabulary [0, " + std::to_string(config_.vocab) + ")");
+}
+
+/// Uploads the pass's metadata (q_len, context and slot of each sequence, and its block table),
+/// then computes on the device each sequence's first row and context after the pass, and each
+/// row's position and slot (or table row).
+void Model::upload_batch(std::span<const int> tokens, std::span<const StepSequence> sequences) {
+    const int S = int(sequences.size()), B = options_.batch;
+    const bool paged = options_.block_size > 0;
+    batch_ = BatchView{};
+    bool in_order = !paged, uniform = true;
+    for (int s = 0; s < S; ++s) {
+        const StepSequence& q = sequences[std::size_t(s)];
+        meta_host_[std::size_t(s)] = q.tokens;
+        meta_host_[std::size_t(B + s)] = q.context;
+        meta_host_[std::size_t(2 * B + s)] = paged ? s : q.slot;  // paged: row s of the pass's tables
+        if (paged) {
+            std::fill_n(table_host_.begin() + std::ptrdiff_t(s) * max_blocks_, max_blocks_, -1);
+            const std::size_t need = std::size_t(ceil_div(q.context + q.tokens, options_.block_size));
+            std::copy_n(q.blocks.begin(), need, table_host_.begin() + std::ptrdiff_t(s) * max_blocks_);
+        }
+        batch_.tokens += q.tokens;
+        batch_.max_q_len = std::max(batch_.max_q_len, q.tokens);
+        batch_.max_kv_len = std::max(batch_.max_kv_len, q.context + q.tokens);
+        in_order = in_order && q.slot == s;
+        uniform = uniform && q.tokens == sequences[0].tokens;
+    }
+    // asynchronous copies from members, which outlive them
+    if (!tokens.empty())
+        PD_CHECK_CUDA(cudaMemcpy(tokens_.data(), tokens.data(), tokens.size_bytes(), cudaMemcpyHostToDevice));
+    PD_CHECK_CUDA(cudaMemcpyAsync(meta_.data(), meta_host_.data(), meta_.bytes(), cudaMemcpyHostToDevice));
+    if (paged)
+        PD_CHECK_CUDA(cudaMemcpyAsync(block_table_.data(), table_host_.data(), block_table_.bytes(), cudaMemcpyHostToDevice));
+    const int* q_len = meta_.data();
+    ly::pack_batch(q_len, meta_.data() + B, meta_.data() + 2 * B, q_start_.data(), kv_len_.data(), positions_.data(),
+                   row_seq_.data(), S, scratch_.data(), scratch_.size());
+    batch_.sequences = S;
+    batch_.q_len = q_len;
+    batch_.context = meta_.data() + B;
+    batch_.slot = meta_.data() + 2 * B;
+    batch_.q_start = q_start_.data();
+    batch_.kv_len = kv_len_.data();
+    batch_.positions = positions_.data();
+    batch_.row_seq = row_seq_.data();
+    batch_.block_table = paged ? block_table_.data() : nullptr;
+    batch_.rows_in_order = in_order;
+    batch_.uniform = uniform ? sequences[0].tokens : 0;
+}
+
+// ---- the forward pass -----------------------------------------------------------------------
+
+void Model::forward(std::span<const int> tokens, std::span<const StepSequence> sequences) {
+    check(tokens, sequences);
+    if (tokens.empty()) throw std::invalid_argument("forward: no tokens");
+    upload_batch(tokens, sequences);
+    const Plan p = plan(sequences);
+    if (options_.weights == DType::fp32) forward_pass<float>(p);
+    else forward_pass<bf16>(p);
+}
+
+/// Y [T, N] = X [T, K] W [N, K]^T for the pass's T rows: chapter 03's GEMV for a decode batch
+/// (v3 for one row, v5 batched), chapter 02's GEMM otherwise (v6 in fp32, v7 on the tensor
+/// cores in bf16).
+template <typename W>
+void Model::project(const Plan& plan, const W* x, const DeviceMatrix& w, std::size_t offset, float* y, int N, int K) {
+    const int T = plan.tokens;
+    if (plan.projections == Plan::Projections::gemv)
+        kernels::gemv::gemv(T == 1 ? "v3" : "v5", ptr<W>(w, offset), x, y, kernels::gemv::Shape{T, N, K});
+    else
+        kernels::gemm::gemm(std::is_same_v<W, float> ? "v6" : "v7", x, ptr<W>(w, offset), y, kernels::gemm::Shape{T, N, K});
+}
+
+// [forward_pass]
+template <typename W>
+void Model::forward_pass(const Plan& plan) {
+    const ModelConfig& c = config_;
+    const int T = plan.tokens, S = plan.sequences, D = c.d_model, F = c.ffn_dim, d = c.head_dim;
+    const int Hq = c.heads, Hkv = c.kv_heads, q_dim = Hq * d, kv_dim = Hkv * d;
+    const float eps = float(c.norm_eps);
+    constexpr bool lowp = std::is_same_v<W, bf16>;
+    W* h = nullptr;  // the input of the projections: h_ (fp32) or h16_ (bf16)
+    W* a = nullptr;  // the FFN's activation: act_ or act16_
+    if constexpr (lowp) h = h16_.data(), a = act16_.data();
+    else h = h_.data(), a = act_.data();
+
+    ly::embedding(tokens_.data(), ptr<W>(embed_), x_.data(), T, D, c.vocab);
+    for (int l = 0; l < c.layers; ++l) {
+        const std::size_t Ld = std::size_t(l) * D;
+        // attention: norm, Q K V, RoPE at each row's position, K and V into the cache
+        ly::rmsnorm(x_.data(), attn_norm_.data() + Ld, h, T, D, eps);
+        project(plan, h, wq_, Ld * q_dim, q_.data(), q_dim, D);
+        project(plan, h, wk_, Ld * kv_dim, k_.data(), kv_dim, D);
+        project(plan, h, wv_, Ld * kv_dim, v_.data(), kv_dim, D);
+        ly::rope(q_.data(), positions_.data(), T, Hq, d, c.rope_theta);
+        ly::rope(k_.data(), positions_.data(), T, Hkv, d, c.rope_theta);
+        cache_->append(l, k_.data(), v_.data(), batch_);
+        if (plan.attention == Plan::Attention::prefill) {
+            // prompts from position 0: chapter 01's attention (head-major) on the fresh K and V,
+            // as the cache holds them (a bf16 cache rounds them) and later passes read them back
+            const int P = T / S;
+            ly::tokens_to_heads(q_.data(), qh_.data(), S, P, Hq, d);
+            ly::tokens_to_heads(k_.data(), kh_.data(), S, P, Hkv, d);
+            ly::tokens_to_heads(v_.data(), vh_.data(), S, P, Hkv, d);
+            if (cache_->dtype() == DType::bf16) {
+                ly::round_to_bf16(kh_.data(), std::size_t(T) * kv_dim);
+                ly::round_to_bf16(vh_.data(), std::size_t(T) * kv_dim);
+            }
+            at::naive_attention("v2", qh_.data(), kh_.data(), vh_.data(), oh_.data(), scores_.data(),
+                                {.batch = S, .heads = Hq, .q_len = P, .kv_len = P, .head_dim = d, .causal = true,
+                                 .kv_heads = Hkv});
+            ly::heads_to_tokens(oh_.data(), o_.data(), S, P, Hq, d);
+        } else if (plan.attention == Plan::Attention::decode) {
+            cache_->decode_attention(l, q_.data(), o_.data(), batch_);  // one query per sequence
+        } else {
+            cache_->varlen_attention(l, q_.data(), o_.data(), batch_);  // any batch
+        }
+        if constexpr (lowp) {
+            ly::to_bf16(o_.data(), o16_.data(), std::size_t(T) * q_dim);
+            project(plan, o16_.data(), wo_, Ld * q_dim, y_.data(), D, q_dim);
+        } else {
+            project(plan, o_.data(), wo_, Ld * q_dim, y_.data(), D, q_dim);
+        }
+        ly::add(x_.data(), y_.data(), std::size_t(T) * D);
+        // feed-forward: norm, gate and up, SwiGLU, down, residual
+        ly::rmsnorm(x_.data(), ffn_norm_.data() + Ld, h, T, D, eps);
+        project(plan, h, w_gate_, Ld * F, gate_.data(), F, D);
+        project(plan, h, w_up_, Ld * F, up_.data(), F, D);
+        ly::swiglu(gate_.data(), up_.data(), a, std::size_t(T) * F);
+        project(plan, a, w_down_, Ld * F, y_.data(), D, F);
+        ly::add(x_.data(), y_.data(), std::size_t(T) * D);
+    }
+    // the logits of each sequence's last row (a decode batch: every row)
+    if (T == S) {
+        final_logits(x_.data(), S);
+    } else {
+        ly::gather_last_rows(x_.data(), batch_.q_start, batch_.q_len, x_last_.data(), S, D);
+        final_logits(x_last_.data(), S);
+    }
+}
+// [forward_pass]
+
+/// logits [rows, V] = RMSNorm(x_last) * final_norm  lm_head^T (the embedding when tied), by GEMV.
+void Model::final_logits(const float* x_last, int rows) {
+    const ModelConfig& c = config_;
+    const int D = c.d_model;
+    const DeviceMatrix& head = c.tied_embeddings ? embed_ : lm_head_;
+    const char* version = rows == 1 ? "v3" : "v5";
+    if (options_.weights == DType::fp32) {
+        ly::rmsnorm(x_last, final_norm_.data(), h_.data(), rows, D, float(c.norm_eps));
+        kernels::gemv::gemv(version, head.f32.data(), h_.data(), logits_.data(), kernels::gemv::Shape{rows, c.vocab, D});
+    } else {
+        ly::rmsnorm(x_last, final_norm_.data(), h16_.data(), rows, D, float(c.norm_eps));
+        kernels::gemv::gemv(version, head.b16.data(), h16_.data(), logits_.data(), kernels::gemv::Shape{rows, c.vocab, D});
+    }
+    rows_ = rows;
+}
+
+// ---- chapter 04's batches -------------------------------------------------------------------
+
+void Model::prefill(std::span<const int> tokens, int P) {
+    const int B = options_.batch;
+    if (options_.block_size > 0) throw std::invalid_argument("prefill: a paged cache runs forward() with block tables");
+    if (P < 1 || P > max_seq_)
+        throw std::invalid_argument("prompt length " + std::to_string(P) + " must be in 1 .. max_seq = " +
+                                    std::to_string(max_seq_));
+    if (tokens.size() != std::size_t(B) * P)
+        throw std::invalid_argument("prefill: " + std::to_string(tokens.size()) + " tokens, expected B * P = " +
+                                    std::to_string(std::size_t(B) * P));
+    std::vector<StepSequence> rows(static_cast<std::size_t>(B));  // sequence b in slot b, from position 0
+    for (int b = 0; b < B; ++b) rows[std::size_t(b)] = {.slot = b, .context = 0, .tokens = P};
+    forward(tokens, rows);
+    length_ = P;
+}
+
+void Model::decode(std::span<const int> tokens) {
+    if (tokens.size() != std::size_t(options_.batch))
+        throw std::invalid_argument("decode: " + std::to_string(tokens.size()) + " tokens, expected B = " +
+                                    std::to_string(options_.batch));
+    for (std::size_t i = 0; i < tokens.size(); ++i)
+        if (tokens[i] < 0 || tokens[i] >= config_.vocab)
+            throw std::invalid_argument("token " + std::to_string(i) + " = " + std::to_string(tokens[i]) +
+                                        " is outside the vocabulary [0, " + std::to_string(config_.vocab) + ")");
+    PD_CHECK_CUDA(cudaMemcpy(tokens_.data(), tokens.data(), tokens.size_bytes(), cudaMemcpyHostToDevice));
+    decode(tokens_.data());
+}
+
+void Model::decode(const int* tokens_device) {
+    if (options_.block_size > 0) throw std::invalid_argument("decode: a paged cache runs forward() with block tables");
+    if (length_ < 1) throw std::invalid_argument("decode before prefill: the cache is empty");
+    if (length_ >= max_seq_)
+        throw std::invalid_argument("decode at position " + std::to_string(length_) + ": the cache holds max_seq = " +
+                                    std::to_string(max_seq_) + " positions");
+    const int B = options_.batch;
+    std::vector<StepSequence> rows(static_cast<std::size_t>(B));  // one token per sequence, at position length()
+    for (int b = 0; b < B; ++b) rows[std::size_t(b)] = {.slot = b, .context = length_, .tokens = 1};
+    check({}, rows);
+    if (tokens_device != tokens_.data())
+        PD_CHECK_CUDA(cudaMemcpyAsync(tokens_.data(), tokens_device, std::size_t(B) * sizeof(int), cudaMemcpyDeviceToDevice));
+    upload_batch({}, rows);
+    const Plan p = plan(rows);
+    if (options_.weights == DType::fp32) forward_pass<float>(p);
+    else forward_pass<bf16>(p);
+    ++length_;
+}
+
+void Model::rewind(int length) {
+    if (length < 1 || length > length_)
+        throw std::invalid_argument("rewind to " + std::to_string(length) + ": must be in 1 .. " + std::to_string(length_));
+    length_ = length;
+}
+
+void Model::argmax(int* out_device) const {
+    ly::argmax(logits_.data(), out_device, rows_ > 0 ? rows_ : options_.batch, config_.vocab);
+}
+
+// [warm_up]
+void Model::warm_up() {
+    const int B = options_.batch, bs = options_.block_size;
+    std::vector<int> blocks(std::size_t(B) * std::size_t(std::max(max_blocks_, 1)));
+    for (std::size_t i = 0; i < blocks.size(); ++i) blocks[i] = int(i % std::size_t(std::max(options_.num_blocks, 1)));
+    const auto table = [&](int s) {
+        return bs > 0 ? std::span<const int>(blocks).subspan(std::size_t(s) * max_blocks_, std::size_t(max_blocks_))
+                      : std::span<const int>();
+    };
+    // the largest pass: one prompt of as many tokens as a pass and a sequence take
+    const int n = std::min(max_step_tokens_, max_seq_);
+    const StepSequence prompt{.slot = 0, .context = 0, .tokens = n, .blocks = table(0)};
+    forward(std::vector<int>(std::size_t(n), 0), std::span(&prompt, 1));
+    // a mixed pass (varlen attention), when a sequence holds 3 positions and a pass 2 tokens
+    if (max_seq_ >= 3 && max_step_tokens_ >= 2) {
+        const StepSequence chunk{.slot = 0, .context = 1, .tokens = 2, .blocks = table(0)};
+        forward(std::vector<int>(2, 0), std::span(&chunk, 1));
+    }
+    // decode batches of one sequence and of every slot (GEMV v3 and v5, decode attention)
+    for (int S : {1, B}) {
+        if (S > max_step_tokens_) continue;
+        std::vector<StepSequence> rows(static_cast<std::size_t>(S));
+        for (int s = 0; s < S; ++s) rows[std::size_t(s)] = {.slot = s, .context = 0, .tokens = 1, .blocks = table(s)};
+        forward(std::vector<int>(std::size_t(S), 0), rows);
+    }
+    PD_CHECK_CUDA(cudaDeviceSynchronize());
+    length_ = 0;
+}
+// [warm_up]
+
+}  // namespace pd::model

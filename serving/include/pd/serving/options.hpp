@@ -1,0 +1,109 @@
+/// @file options.hpp
+/// @brief The serving options chapters 05 and 06 share, written once: the workload (`--scenario`,
+/// `--trace`, `--requests`, `--rate`, `--burstiness`, the lengths), the executor and the model
+/// it runs, the scheduler's limits, the timeline file. The one serving file that knows the
+/// command-line flags: the rest of the engine names its fields in its errors
+/// (`SchedulerConfig.token_budget = 0 must be >= 1`), and serving_flag_names() gives the flag
+/// each of them is set by.
+#pragma once
+
+#include "pd/cli.hpp"
+#include "pd/serving/types.hpp"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pd::serving {
+
+/// What `--scenario`, `--trace` and the workload options say.
+struct WorkloadOptions {
+    std::string scenario = "poisson";  ///< poisson, long-prompt or shared-prefix (those the program offers)
+    std::string trace;                 ///< `--trace FILE` (instead of the scenario)
+    int requests = 200;                ///< requests of the poisson and shared-prefix workloads
+    double rate = 4;                   ///< requests per second
+    double burstiness = 1;             ///< gamma shape of the gaps (1 = Poisson)
+    double prompt_len = 1000;          ///< mean prompt tokens
+    double output_len = 200;           ///< mean output tokens
+    std::string prompt_dist = "fixed";  ///< fixed, uniform (+-50%) or lognormal (sigma 1)
+    std::string output_dist = "fixed";  ///< as prompt_dist
+    int system_tokens = 1000;          ///< shared-prefix: the shared system prompt
+    int question_tokens = 100;         ///< shared-prefix: each request's own part
+    int max_len = 1 << 20;             ///< lengths drawn above it are clamped to it (a model's max_seq)
+};
+
+/// Everything chapters 05 and 06 take from the command line in common. A chapter sets its
+/// defaults before add_serving_options() (`--help` shows them).
+struct ServingOptions {
+    std::string executor = "cost";      ///< `--executor`: model (the model runs each step) or cost (the cost model)
+    std::string policy = "chunked";     ///< `--policy` (chapter 05 also takes "all")
+    std::string preset = "llama-3-8b";  ///< `--preset`: the model's shape
+    std::string gpu = "H100-SXM";       ///< `--gpu`: the cost model's machine
+    int tp = 1;                         ///< `--tp`: tensor-parallel GPUs of the cost model
+    std::string kv_dtype = "fp32";      ///< `--kv-dtype`: the model executor's cache
+    int token_budget = 512;             ///< `--token-budget`: tokens per step
+    int max_seqs = 64;                  ///< `--max-seqs`: requests running at once
+    std::string timeline;               ///< `--timeline FILE`
+    WorkloadOptions w;                  ///< the workload
+
+    /// True for `--executor model`.
+    bool on_model() const { return executor == "model"; }
+};
+
+/// The names `--scenario` (or `--policy`) takes, each described: (name, help).
+using Choices = std::vector<std::pair<std::string, std::string>>;
+
+/// Adds the shared options to @p app, writing into @p o, with the defaults already in @p o.
+/// @param app the program's options  @param o where they go
+/// @param policies the values `--policy` takes, described  @param scenarios those `--scenario` takes
+void add_serving_options(CLI::App& app, ServingOptions& o, const Choices& policies, const Choices& scenarios);
+
+/// What the model executor runs by default: on the simulator every thread of every kernel runs
+/// on the CPU, so a chapter sizes its workload for seconds on the tiny model.
+struct ModelExecutorDefaults {
+    int requests = 16;               ///< `--requests`
+    double rate = 40;                ///< `--rate`
+    double prompt_len = 16;          ///< `--prompt-len`
+    double output_len = 12;          ///< `--output-len`
+    std::string output_dist = "";    ///< `--output-dist` ("" keeps the chapter's)
+    int max_seqs = 16;               ///< `--max-seqs`
+    int token_budget = 64;           ///< `--token-budget`
+};
+
+/// Applies @p d, and the tiny preset, to the options the command line did not give (options
+/// given on the command line keep their values).
+/// @param app the parsed command line  @param o the options  @param d the defaults
+void apply_model_defaults(const CLI::App& app, ServingOptions& o, const ModelExecutorDefaults& d);
+
+/// True when the command line gave @p name. @param app the parsed command line  @param name "--rate"
+bool given(const CLI::App& app, const std::string& name);
+
+/// The fields the serving engine and the model executor name in their errors, with the flags of
+/// these options that set them (SchedulerConfig.token_budget: `--token-budget`; ModelOptions.batch:
+/// `--max-seqs`, a slot per running request; ...), for pd::guarded_main().
+FlagNames serving_flag_names();
+
+/// The workload @p o describes at @p rate requests per second (poisson and shared-prefix
+/// scenarios) or from its trace (the long-prompt scenario's defaults are the caller's).
+/// @param o the options  @param rate requests per second  @param seed the program's seed
+/// @param vocab token ids of the shared-prefix prompts are below it
+/// @throws std::invalid_argument naming the option for a trace it cannot read or lengths out of range
+std::vector<Request> make_workload(const WorkloadOptions& o, double rate, std::uint64_t seed, int vocab);
+
+/// "trace FILE", "long-prompt scenario", "poisson, 4 per second", or "shared-prefix scenario
+/// (1000-token system prompt + 100 each), 4 per second": the workload line of a report.
+/// @param o the options
+std::string describe(const WorkloadOptions& o);
+
+/// Writes `--timeline`'s file: {"executor", "token_budget", "timelines": [...]} (one timeline
+/// per policy or cache setup, as to_json() writes them).
+/// @param o the options (their timeline path and token budget)  @param executor the executor's description
+/// @param timelines the JSON array of timelines
+/// @throws std::invalid_argument naming `--timeline` when the file cannot be written
+void write_timelines(const ServingOptions& o, const std::string& executor, const nlohmann::json& timelines);
+
+}  // namespace pd::serving

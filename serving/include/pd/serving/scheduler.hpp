@@ -1,0 +1,174 @@
+/// @file scheduler.hpp
+/// @brief Chapter 05's iteration-level scheduler (host C++, no backend).
+///
+/// A request's life: it waits (first come, first served), is admitted to a cache slot, has its
+/// prompt prefilled (whole, or in chunks), then decodes one token per step until it has its
+/// output, and leaves, freeing its slot. Its cache holds `computed` positions: after a prefill
+/// of P positions the first output token is out; each decode step feeds the last token and
+/// emits the next. If the cache runs out, the newest running request is preempted: its cache
+/// is dropped and it waits again, at the front, to be prefilled anew with the prompt and the
+/// tokens it has generated (recomputation). The cache itself (slots, capacity, blocks, prefix
+/// hits) is the BlockManager's (block_manager.hpp).
+///
+/// The three policies build each step differently:
+///  - static: request-level batching. A batch is formed from the waiting requests when none
+///    is running; it prefills them whole, then decodes until its last request finishes; no
+///    request joins meanwhile.
+///  - continuous: iteration-level batching (Orca). When requests wait and fit, the step
+///    prefills whole prompts, first come first served, up to the token budget (at least one,
+///    even a longer one), and the running decodes pause; otherwise every running request
+///    decodes.
+///  - chunked: stall-free batching (Sarathi-Serve). Every step first takes one decode token
+///    of each running request, then continues the prefills in progress, then admits waiting
+///    requests, each prompt cut to what is left of the token budget. The batch is decided by
+///    build_chunked_step() (lab 05, chunked_step.hpp); the scheduler preempts and admits.
+///
+/// The engine loop is run_engine() (engine.hpp), the timeline's JSON to_json() (timeline.hpp).
+#pragma once
+
+#include "pd/serving/block_manager.hpp"
+#include "pd/serving/types.hpp"
+// The engine loop and the text and JSON forms, for the programs and tests that include only
+// this header:
+#include "pd/serving/engine.hpp"
+#include "pd/serving/timeline.hpp"
+
+#include <deque>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace pd::serving {
+
+/// How steps are built.
+enum class Policy { static_batch, continuous, chunked };
+/// "static", "continuous" or "chunked".
+std::string to_string(Policy p);
+/// The policy named @p name.
+/// @throws std::invalid_argument naming SchedulerConfig.policy and @p name otherwise
+Policy policy_from(const std::string& name);
+
+/// The scheduler's limits.
+struct SchedulerConfig {
+    Policy policy = Policy::chunked;  ///< how steps are built
+    int token_budget = 512;           ///< tokens per step (`--token-budget`); continuous may exceed it for one prompt
+    int max_seqs = 64;                ///< cache slots: requests running at once (`--max-seqs`)
+    long long kv_capacity = 1 << 20;  ///< positions the cache holds over all running requests
+    /// 0: the capacity counts the positions in use (chapter 05). > 0: a paged cache of
+    /// kv_capacity / block_size blocks (chapter 06), allocated as sequences grow.
+    int block_size = 0;
+    bool prefix_caching = false;      ///< paged only: reuse cached full prompt blocks (`--prefix-cache`)
+};
+
+/// A request inside the scheduler.
+struct Sequence {
+    Request request;     ///< as it arrived
+    int computed = 0;    ///< positions whose K and V are in its cache
+    int generated = 0;   ///< output tokens emitted so far
+    int prefill_len = 0; ///< positions to prefill since its admission: the prompt, plus after a preemption its generated tokens
+    int slot = -1;       ///< its cache slot while running, -1 while waiting
+    int preemptions = 0; ///< times its cache was dropped
+    int prefix_hit = 0;  ///< positions of its prompt found in the prefix cache at its admission
+    /// True while its prefill is not complete (it decodes afterwards).
+    bool prefilling() const { return computed < prefill_len; }
+};
+
+/// The scheduler of one engine: a waiting queue, the running requests, and their cache.
+class Scheduler {
+public:
+    /// @param config the limits
+    /// @throws std::invalid_argument naming the first field of @p config that cannot be run
+    ///         ("SchedulerConfig.token_budget = 0 must be >= 1"; under chunked, token_budget
+    ///         below max_seqs; on pages, a cache too small for its slots)
+    explicit Scheduler(const SchedulerConfig& config);
+
+    /// A request arrives and joins the waiting queue.
+    /// @param r the request (ids need not be dense here; run_engine() wants 0, 1, 2, ...)
+    /// @throws std::invalid_argument if its prompt or output is below 1 token, its prompt's
+    ///         token ids do not match prompt_tokens, or its prompt and output can never fit in
+    ///         the cache (prompt + output > capacity())
+    void arrive(const Request& r);
+    /// The next step: room made (preempting while the running decodes do not fit), the policy's
+    /// plan (admitting what it takes), and blocks for every new position. Empty when nothing
+    /// can run (nothing has arrived, or everything waits for a static batch to end).
+    Step next_step();
+    /// Records that @p step ran: advances each request's cache and output, frees the slots of
+    /// finished requests, and returns the ids of the requests that emitted a token, in order.
+    /// @param step the step next_step() returned
+    /// @throws std::logic_error for an item of a request that is not running, or at the wrong context
+    std::vector<int> complete(const Step& step);
+
+    /// True while a request waits or runs.
+    bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+    /// Preemptions so far.
+    int preemptions() const { return preemptions_; }
+    /// The running requests, in admission order.
+    const std::vector<Sequence>& running() const { return running_; }
+    /// The waiting requests, in queue order.
+    const std::deque<Sequence>& waiting() const { return waiting_; }
+    /// Positions held in the cache by the running requests. Paged: the positions they computed
+    /// beyond their prefix hits, plus every prefix block they share, counted once.
+    long long kv_used() const { return cache_.used(running_); }
+    /// The positions the policies may plan with: kv_capacity, or paged, kv_capacity less one
+    /// partly filled block per slot (block_size - 1 positions each), so that every plan fits
+    /// in whole blocks.
+    long long capacity() const { return cache_.capacity(); }
+    /// Positions holding K and V once @p step has run (what it is about to run counted in):
+    /// each position once, even in a block several requests share.
+    /// @param step the step about to run (its items belong to running requests)
+    long long kv_held(const Step& step) const { return cache_.held(running_, step); }
+    /// The paged cache (nullptr unless block_size > 0).
+    const PagedCache* paged() const { return cache_.paged(); }
+    /// The slots, the capacity and the paged cache.
+    const BlockManager& block_manager() const { return cache_; }
+    /// Times request @p id was preempted so far.
+    /// @param id a request id
+    int preemptions_of(int id) const;
+    /// Prompt positions of request @p id found in the prefix cache, over its admissions.
+    /// @param id a request id
+    long long prefix_hits_of(int id) const;
+    /// Throws std::logic_error naming the broken invariant: at most max_seqs run, no request
+    /// has more output than it asked for or holds more than prompt + output positions, the
+    /// waiting queue is in arrival order and no running request arrived after the waiting
+    /// queue's head (first come, first served), and the cache's
+    /// (BlockManager::check_invariants(): no slot leaked or shared, no more than the capacity).
+    void check_invariants() const;
+    /// The limits.
+    const SchedulerConfig& config() const { return config_; }
+
+private:
+    Step static_step();
+    Step continuous_step();
+    Step chunked_step();
+    const Sequence& admit_front();  // the first waiting request runs (valid until running_ changes)
+    int preempt_newest();           // drops the newest running request's cache; returns its id
+    void make_room_for_decodes();   // preempts the newest until every decode fits in the cache
+    Sequence* find(int id);
+
+    SchedulerConfig config_;
+    BlockManager cache_;
+    std::deque<Sequence> waiting_;
+    std::vector<Sequence> running_;
+    int preemptions_ = 0;
+    std::unordered_map<int, int> preempted_;    // preemptions per request
+    std::unordered_map<int, long long> hits_;   // prefix-cache positions per request
+};
+
+/// The most tokens a step that a Scheduler with @p config builds for @p requests can hold: a
+/// bound for a model that allocates its activations once. It is the smallest of
+///  - what any step holds: one item per running request, at most max_seqs of them, each no
+///    longer than that request's longest prefill, prompt + output - 1 (after a preemption
+///    with all but its last token generated); so the sum of the max_seqs longest;
+///  - the capacity the policies plan with (every step's new positions fit in the cache);
+///  - by policy: chunked, token_budget (every step is cut to the budget); continuous,
+///    max(token_budget, max_seqs, the longest prefill) (prompts join up to the budget, at
+///    least one however long; a decode step is one token per slot); static, no more (a
+///    batch's first step prefills each request whole, which the two bounds above cover).
+///
+/// @param config the limits (checked as the Scheduler checks them)
+/// @param requests the workload (prompt and output >= 1 token each)
+/// @return the bound, 0 for no requests
+/// @throws std::invalid_argument for a @p config that Scheduler's constructor rejects
+long long max_step_tokens(const SchedulerConfig& config, const std::vector<Request>& requests);
+
+}  // namespace pd::serving

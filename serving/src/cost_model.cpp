@@ -1,0 +1,121 @@
+// The roofline cost model of a serving step (see cost_model.hpp for the formulas and sources).
+#include "pd/serving/cost_model.hpp"
+
+#include "pd/report.hpp"
+
+#include <vector>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace pd::serving {
+
+namespace {
+
+[[noreturn]] void reject(const std::string& field, const std::string& why, double value) {
+    throw std::invalid_argument("CostModelConfig." + field + " must be " + why + ", got " + fmt("%g", value));
+}
+
+void require_positive(double v, const char* field) {
+    if (!(v > 0) || !std::isfinite(v)) reject(field, "a positive finite number", v);
+}
+
+void require_fraction(double v, const char* field) {
+    if (!(v > 0 && v <= 1)) reject(field, "in (0, 1]", v);
+}
+
+void require_non_negative(double v, const char* field) {
+    if (!(v >= 0) || !std::isfinite(v)) reject(field, "a finite number >= 0", v);
+}
+
+}  // namespace
+
+void CostModelConfig::check() const {
+    model.check("CostModelConfig.model");
+    if (machine.gpus < 1) reject("machine.gpus", ">= 1", machine.gpus);
+    require_positive(machine.peak_flops_per_s, "machine.peak_flops_per_s");
+    require_positive(machine.bytes_per_s, "machine.bytes_per_s");
+    require_positive(weight_bytes_per_param, "weight_bytes_per_param");
+    require_positive(kv_bytes_per_element, "kv_bytes_per_element");
+    require_positive(activation_bytes_per_element, "activation_bytes_per_element");
+    require_fraction(compute_efficiency, "compute_efficiency");
+    require_fraction(bandwidth_efficiency, "bandwidth_efficiency");
+    require_non_negative(step_overhead_s, "step_overhead_s");
+    require_non_negative(allreduce_latency_s, "allreduce_latency_s");
+    require_positive(allreduce_bus_bytes_per_s, "allreduce_bus_bytes_per_s");
+}
+
+CostModelConfig cost_model_config(const ModelConfig& model, const roofline::GpuSpec& gpu, int tp) {
+    CostModelConfig c;
+    c.model = model;
+    c.machine = roofline::machine_from(gpu, tp);
+    return c;
+}
+
+CostModel::CostModel(const CostModelConfig& config) : config_(config) {
+    config_.check();
+    // norms at the weights' width: every weight is counted at weight_bytes_per_param
+    shape_ = step_cost_shape(config_.model, config_.weight_bytes_per_param, config_.kv_bytes_per_element,
+                             config_.weight_bytes_per_param);
+}
+
+CostModel::Breakdown CostModel::breakdown(const Step& step) const {
+    Breakdown b;
+    if (step.empty()) return b;
+    std::vector<StepItem> items;
+    for (const BatchItem& item : step.items) {
+        if (item.tokens < 1)
+            throw std::invalid_argument("step item of request " + std::to_string(item.request) +
+                                        ": tokens must be >= 1, got " + std::to_string(item.tokens));
+        if (item.context < 0)
+            throw std::invalid_argument("step item of request " + std::to_string(item.request) +
+                                        ": context must be >= 0, got " + std::to_string(item.context));
+        items.push_back({.tokens = double(item.tokens), .context = double(item.context), .emits = item.emits});
+    }
+    // the FLOPs and bytes of the step's forward pass (pd/step_cost.hpp: the same counts as the
+    // model and the calculator)
+    const StepCost cost = step_cost(shape_, items);
+    b.flops = cost.flops;
+    b.bytes = cost.bytes;
+    const ModelConfig& m = config_.model;
+    double tokens = 0;
+    for (const StepItem& i : items) tokens += i.tokens;
+
+    const roofline::Machine& mc = config_.machine;
+    b.compute_s = b.flops / (config_.compute_efficiency * mc.peak_flops_per_s);
+    b.memory_s = b.bytes / (config_.bandwidth_efficiency * mc.bytes_per_s);
+    b.overhead_s = config_.step_overhead_s;
+    if (mc.gpus > 1 && config_.communication) {
+        // Megatron-style tensor parallelism: one all-reduce of the [T, D] activations after the
+        // attention output projection and one after the FFN's down projection, in every layer.
+        const double n = mc.gpus;
+        const double message = tokens * m.d_model * config_.activation_bytes_per_element;
+        const double one = config_.allreduce_latency_s + 2 * (n - 1) / n * message / config_.allreduce_bus_bytes_per_s;
+        b.comm_s = 2.0 * m.layers * one;
+    }
+    b.total_s = std::max(b.compute_s, b.memory_s) + b.overhead_s + b.comm_s;
+    return b;
+}
+
+double CostModel::run(const Step& step) {
+    return breakdown(step).total_s;
+}
+
+std::string CostModel::describe() const {
+    const CostModelConfig& c = config_;
+    const roofline::Machine& mc = c.machine;
+    std::string s = "cost model: " + c.model.name + ", " + mc.name + " (tp " + std::to_string(mc.gpus) + "), " +
+                    fmt("%g", c.weight_bytes_per_param) + "-byte weights, compute " +
+                    fmt("%.2f", c.compute_efficiency) + " x " + fmt("%.0f TFLOP/s", mc.peak_flops_per_s / 1e12) +
+                    ", memory " + fmt("%.2f", c.bandwidth_efficiency) + " x " + fmt("%.0f GB/s", mc.bytes_per_s / 1e9);
+    if (mc.gpus > 1)
+        s += c.communication ? ", all-reduce " + fmt("%.3g us", c.allreduce_latency_s * 1e6) + " + " +
+                                   fmt("%.0f GB/s bus", c.allreduce_bus_bytes_per_s / 1e9)
+                             : std::string(", ideal tensor parallelism (no communication)");
+    s += ", overhead " + fmt("%.3g ms", c.step_overhead_s * 1e3) + " per step";
+    return s;
+}
+
+}  // namespace pd::serving

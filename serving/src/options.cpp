@@ -1,0 +1,136 @@
+// The serving options chapters 05 and 06 share (options.hpp): the one serving file that knows flags.
+#include "pd/serving/options.hpp"
+
+#include "pd/model_config.hpp"
+#include "pd/roofline.hpp"
+#include "pd/serving/workload.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+namespace pd::serving {
+
+namespace {
+
+/// The names of @p choices, and "a (what), b (what) or c (what)" for the help text.
+std::pair<std::vector<std::string>, std::string> names_and_help(const Choices& choices) {
+    std::vector<std::string> names;
+    std::string help;
+    for (std::size_t i = 0; i < choices.size(); ++i) {
+        const auto& [name, what] = choices[i];
+        names.push_back(name);
+        help += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + name + (what.empty() ? "" : " (" + what + ")");
+    }
+    return {names, help};
+}
+
+}  // namespace
+
+void add_serving_options(CLI::App& app, ServingOptions& o, const Choices& policies, const Choices& scenarios) {
+    std::vector<std::string> gpus;
+    for (const roofline::GpuSpec& g : roofline::gpu_presets()) gpus.push_back(g.name);
+    const auto [policy_names, policy_help] = names_and_help(policies);
+    const auto [scenario_names, scenario_help] = names_and_help(scenarios);
+    app.add_option("--policy", o.policy, policy_help)->check(CLI::IsMember(policy_names))->capture_default_str();
+    app.add_option("--executor", o.executor,
+                   "model: chapter 04's model runs each step (GPU or simulator, timed); cost: the roofline cost model "
+                   "of chapter 05 predicts each step")
+        ->check(CLI::IsMember({"model", "cost"}))
+        ->capture_default_str();
+    app.add_option("--kv-dtype", o.kv_dtype, "Type of the model executor's KV cache")
+        ->check(CLI::IsMember({"fp32", "bf16"}))
+        ->capture_default_str();
+    app.add_option("--preset", o.preset, "Model shape")->check(CLI::IsMember(model_names()))->capture_default_str();
+    app.add_option("--gpu", o.gpu, "GPU preset of the cost model")->check(CLI::IsMember(gpus))->capture_default_str();
+    app.add_option("--tp", o.tp, "Tensor-parallel GPUs")->check(CLI::Range(1, 64))->capture_default_str();
+    WorkloadOptions& w = o.w;
+    app.add_option("--scenario", w.scenario, scenario_help)->check(CLI::IsMember(scenario_names))->capture_default_str();
+    app.add_option("--trace", w.trace, "CSV trace: arrival seconds, prompt tokens, output tokens (instead of --scenario)");
+    app.add_option("--requests", w.requests, "Requests of the generated workload")->check(CLI::Range(1, 1000000))->capture_default_str();
+    app.add_option("--rate", w.rate, "Requests per second")->check(CLI::Range(1e-6, 1e6))->capture_default_str();
+    app.add_option("--burstiness", w.burstiness, "Gamma shape of the gaps (1 = Poisson, < 1 burstier)")
+        ->check(CLI::Range(1e-3, 1e3))->capture_default_str();
+    app.add_option("--prompt-len", w.prompt_len, "Mean prompt tokens")->check(CLI::Range(1.0, 1e7))->capture_default_str();
+    app.add_option("--output-len", w.output_len, "Mean output tokens")->check(CLI::Range(1.0, 1e6))->capture_default_str();
+    app.add_option("--prompt-dist", w.prompt_dist, "fixed, uniform (+-50%) or lognormal (sigma 1)")
+        ->check(CLI::IsMember({"fixed", "uniform", "lognormal"}))->capture_default_str();
+    app.add_option("--output-dist", w.output_dist, "fixed, uniform (+-50%) or lognormal (sigma 1)")
+        ->check(CLI::IsMember({"fixed", "uniform", "lognormal"}))->capture_default_str();
+    app.add_option("--token-budget", o.token_budget, "Tokens per step (chunked; continuous's prefill steps)")
+        ->check(CLI::Range(1, 1 << 24))->capture_default_str();
+    app.add_option("--max-seqs", o.max_seqs, "Requests running at once (cache slots)")
+        ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+    app.add_option("--timeline", o.timeline, "Write every step and every token time as JSON to this file");
+}
+
+bool given(const CLI::App& app, const std::string& name) { return app.get_option(name)->count() > 0; }
+
+// [model_defaults]
+void apply_model_defaults(const CLI::App& app, ServingOptions& o, const ModelExecutorDefaults& d) {
+    if (!given(app, "--preset")) o.preset = "tiny";
+    if (!given(app, "--requests")) o.w.requests = d.requests;
+    if (!given(app, "--rate")) o.w.rate = d.rate;
+    if (!given(app, "--prompt-len")) o.w.prompt_len = d.prompt_len;
+    if (!given(app, "--output-len")) o.w.output_len = d.output_len;
+    if (!given(app, "--output-dist") && !d.output_dist.empty()) o.w.output_dist = d.output_dist;
+    if (!given(app, "--max-seqs")) o.max_seqs = d.max_seqs;
+    if (!given(app, "--token-budget")) o.token_budget = d.token_budget;
+}
+// [model_defaults]
+
+FlagNames serving_flag_names() {
+    return {{"SchedulerConfig.token_budget", "--token-budget"},
+            {"SchedulerConfig.max_seqs", "--max-seqs"},
+            {"SchedulerConfig.kv_capacity", "--kv-capacity"},
+            {"SchedulerConfig.block_size", "--block-size"},
+            {"SchedulerConfig.prefix_caching", "--prefix-cache"},
+            {"SchedulerConfig.policy", "--policy"},
+            {"PagedCache.block_size", "--block-size"},
+            {"ModelOptions.batch", "--max-seqs"},  // the model executor: a cache slot per running request
+            {"ModelOptions.block_size", "--block-size"},
+            {"ModelOptions.max_step_tokens", "--token-budget"},
+            {"Request.prompt_tokens", "--prompt-len"},
+            {"Request.output_tokens", "--output-len"}};
+}
+
+namespace {
+
+LengthSpec spec_of(const std::string& dist, double mean, int max_len) {
+    // uniform: +-50% of the mean; lognormal: sigma 1 of the log (a long tail, as chat outputs have)
+    const LengthDist d = dist == "uniform" ? LengthDist::uniform : dist == "lognormal" ? LengthDist::lognormal : LengthDist::fixed;
+    return LengthSpec{.dist = d, .mean = mean, .spread = d == LengthDist::lognormal ? 1.0 : mean / 2, .max = max_len};
+}
+
+}  // namespace
+
+std::vector<Request> make_workload(const WorkloadOptions& o, double rate, std::uint64_t seed, int vocab) {
+    if (!o.trace.empty()) return read_trace(o.trace);
+    if (o.scenario == "long-prompt") return long_prompt_scenario();
+    WorkloadSpec w{.requests = o.requests, .rate = rate, .burstiness = o.burstiness, .seed = seed};
+    w.prompt = spec_of(o.prompt_dist, o.prompt_len, o.max_len);
+    w.output = spec_of(o.output_dist, o.output_len, o.max_len);
+    if (o.scenario == "shared-prefix") return shared_prefix_scenario(w, o.system_tokens, o.question_tokens, vocab);
+    return poisson_workload(w);
+}
+
+std::string describe(const WorkloadOptions& o) {
+    char rate[64];
+    std::snprintf(rate, sizeof rate, "%.4g per second", o.rate);
+    if (!o.trace.empty()) return "trace " + o.trace;
+    if (o.scenario == "long-prompt") return "long-prompt scenario";
+    if (o.scenario == "shared-prefix")
+        return "shared-prefix scenario (" + std::to_string(o.system_tokens) + "-token system prompt + " +
+               std::to_string(o.question_tokens) + " each), " + rate;
+    return std::string("poisson, ") + rate;
+}
+
+void write_timelines(const ServingOptions& o, const std::string& executor, const nlohmann::json& timelines) {
+    std::ofstream f(o.timeline);
+    if (!f) throw std::invalid_argument("--timeline " + o.timeline + ": cannot write the file");
+    f << nlohmann::json{{"executor", executor}, {"token_budget", o.token_budget}, {"timelines", timelines}}.dump(1)
+      << "\n";
+}
+
+}  // namespace pd::serving

@@ -1,0 +1,308 @@
+#include "pd/serving/scheduler.hpp"
+
+#include "pd/serving/chunked_plan.hpp"
+#include "pd/serving/chunked_step.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <stdexcept>
+#include <string>
+
+namespace pd::serving {
+
+std::string to_string(Policy p) {
+    switch (p) {
+        case Policy::static_batch: return "static";
+        case Policy::continuous: return "continuous";
+        case Policy::chunked: return "chunked";
+    }
+    return "?";
+}
+
+Policy policy_from(const std::string& name) {
+    for (Policy p : {Policy::static_batch, Policy::continuous, Policy::chunked})
+        if (to_string(p) == name) return p;
+    throw std::invalid_argument("SchedulerConfig.policy = " + name + " is not one of static, continuous, chunked");
+}
+
+/// @p config, if a scheduler can run with it; std::invalid_argument naming the first field
+/// that it cannot otherwise (the cache's own rules are BlockManager's).
+static const SchedulerConfig& checked(const SchedulerConfig& config) {
+    const auto at_least_one = [](const char* field, long long value, const char* unit) {
+        if (value < 1)
+            throw std::invalid_argument(std::string("SchedulerConfig.") + field + " = " + std::to_string(value) +
+                                        " must be >= 1" + unit);
+    };
+    at_least_one("token_budget", config.token_budget, "");
+    at_least_one("max_seqs", config.max_seqs, "");
+    at_least_one("kv_capacity", config.kv_capacity, " position");
+    // chunked never skips a running decode, so one step must hold a decode of every slot
+    if (config.policy == Policy::chunked && config.token_budget < config.max_seqs)
+        throw std::invalid_argument("SchedulerConfig.token_budget (" + std::to_string(config.token_budget) +
+                                    ") must be >= SchedulerConfig.max_seqs (" + std::to_string(config.max_seqs) +
+                                    ") under chunked: every running request decodes in every step");
+    return config;
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config) : config_(checked(config)), cache_(config_) {}
+
+void Scheduler::arrive(const Request& r) {
+    if (r.prompt_tokens < 1 || r.output_tokens < 1)
+        throw std::invalid_argument("request " + std::to_string(r.id) + ": prompt and output must be >= 1 token");
+    if (!r.prompt.empty() && static_cast<int>(r.prompt.size()) != r.prompt_tokens)
+        throw std::invalid_argument("request " + std::to_string(r.id) + ": " + std::to_string(r.prompt.size()) +
+                                    " prompt tokens given for a prompt of " + std::to_string(r.prompt_tokens));
+    // so that one request alone always fits: the policies rely on it to make progress
+    if (static_cast<long long>(r.prompt_tokens) + r.output_tokens > cache_.capacity())
+        throw std::invalid_argument("request " + std::to_string(r.id) + ": prompt + output = " +
+                                    std::to_string(r.prompt_tokens + r.output_tokens) +
+                                    " positions never fit in the cache's " + std::to_string(cache_.capacity()));
+    waiting_.push_back(Sequence{.request = r});
+}
+
+int Scheduler::preemptions_of(int id) const {
+    const auto it = preempted_.find(id);
+    return it == preempted_.end() ? 0 : it->second;
+}
+
+long long Scheduler::prefix_hits_of(int id) const {
+    const auto it = hits_.find(id);
+    return it == hits_.end() ? 0 : it->second;
+}
+
+// ---- one step: make room, plan, allocate ---------------------------------------------------
+
+Step Scheduler::next_step() {
+    // Make room and plan: each policy preempts before it plans decodes, and admits what its
+    // plan takes, each admission starting after its prefix hit.
+    Step step;
+    switch (config_.policy) {
+        case Policy::static_batch: step = static_step(); break;
+        case Policy::continuous: step = continuous_step(); break;
+        case Policy::chunked: step = chunked_step(); break;
+    }
+    // Allocate: blocks for every new position (a plan within capacity() always finds them),
+    // and each item's slot, where its cache lives.
+    for (BatchItem& item : step.items) {
+        cache_.append(item);
+        item.slot = find(item.request)->slot;
+    }
+    return step;
+}
+
+const Sequence& Scheduler::admit_front() {
+    Sequence s = waiting_.front();
+    waiting_.pop_front();
+    cache_.allocate(s);  // a slot, and its prefix hit counted as computed
+    hits_[s.request.id] += s.prefix_hit;
+    running_.push_back(s);
+    return running_.back();
+}
+
+int Scheduler::preempt_newest() {
+    auto newest = std::max_element(running_.begin(), running_.end(),
+                                   [](const Sequence& a, const Sequence& b) { return a.request.id < b.request.id; });
+    Sequence s = *newest;
+    running_.erase(newest);
+    cache_.release(s);  // it keeps what it generated, and will compute its positions again
+    ++s.preemptions;
+    ++preemptions_;
+    ++preempted_[s.request.id];
+    // back to the waiting queue, in arrival order: ahead of every request that arrived after it
+    auto at = std::find_if(waiting_.begin(), waiting_.end(),
+                           [&](const Sequence& w) { return w.request.id > s.request.id; });
+    waiting_.insert(at, s);
+    return s.request.id;
+}
+
+void Scheduler::make_room_for_decodes() {
+    const auto decoding = [this] {
+        return static_cast<long long>(
+            std::count_if(running_.begin(), running_.end(), [](const Sequence& s) { return !s.prefilling(); }));
+    };
+    while (!running_.empty() && cache_.used(running_) + decoding() > cache_.capacity()) preempt_newest();
+}
+
+/// The decode items of every running request that has finished its prefill.
+static std::vector<BatchItem> decodes_of(const std::vector<Sequence>& running) {
+    std::vector<BatchItem> items;
+    for (const Sequence& s : running)
+        if (!s.prefilling()) items.push_back({s.request.id, 1, s.computed, false, true});
+    return items;
+}
+
+/// The rest of @p s's prefill in one item: from its first position not computed (after its
+/// prefix hit, when just admitted) to its end, which emits its next token.
+static BatchItem rest_of_prefill(const Sequence& s) {
+    return {s.request.id, s.prefill_len - s.computed, s.computed, true, true};
+}
+
+// ---- the policies --------------------------------------------------------------------------
+// Admissions are planned with whole prefills, prefix hits included: an upper bound on what a
+// request adds to the cache (its hit's blocks, shared or not, and what it computes), so a
+// static or continuous step always fits.
+
+// [static_step]
+Step Scheduler::static_step() {
+    Step step;
+    if (running_.empty()) {  // a new batch: every waiting request that fits, whole
+        long long kv = 0;
+        while (!waiting_.empty()) {
+            const Allocation a = cache_.can_allocate(waiting_.front());
+            const long long need = a.prefill + 1;  // its prefill and its first decode
+            if (!a.slot || (kv + need > cache_.capacity() && kv > 0)) break;
+            kv += need;
+            admit_front();
+        }
+    }
+    if (std::any_of(running_.begin(), running_.end(), [](const Sequence& s) { return s.prefilling(); })) {
+        for (const Sequence& s : running_)  // the batch's first step: every prompt, whole
+            if (s.prefilling()) step.items.push_back(rest_of_prefill(s));
+        return step;
+    }
+    make_room_for_decodes();
+    step.items = decodes_of(running_);
+    return step;
+}
+// [static_step]
+
+// [continuous_step]
+Step Scheduler::continuous_step() {
+    Step step;
+    // Waiting prompts first, whole, first come first served, up to the budget (at least one);
+    // the running decodes pause for this step.
+    long long kv = cache_.used(running_);
+    int tokens = 0;
+    while (!waiting_.empty()) {
+        const Allocation a = cache_.can_allocate(waiting_.front());
+        if (!a.slot) break;
+        if (tokens > 0 && tokens + a.prefill > config_.token_budget) break;
+        if (kv + a.prefill > cache_.capacity()) break;  // no preemption to admit: it waits
+        kv += a.prefill;
+        tokens += a.prefill;
+        step.items.push_back(rest_of_prefill(admit_front()));
+    }
+    if (!step.empty()) return step;
+    // Otherwise one decode token for every running request.
+    make_room_for_decodes();
+    step.items = decodes_of(running_);
+    return step;
+}
+// [continuous_step]
+
+// [chunked_step]
+Step Scheduler::chunked_step() {
+    for (;;) {
+        // Every running decode must fit in the cache: preempt the newest until they do.
+        make_room_for_decodes();
+        // The batch is the lab's decision (build_chunked_step, <lab tree>/05_batching), made on
+        // copies of the queues; only the waiting queue's head can be admitted, one per free slot.
+        std::vector<RunningRequest> running;
+        for (const Sequence& s : running_) running.push_back({s.request.id, s.computed, s.prefill_len});
+        std::vector<WaitingRequest> waiting;
+        for (std::size_t i = 0; i < waiting_.size() && static_cast<int>(i) < cache_.free_slots(); ++i)
+            waiting.push_back({waiting_[i].request.id, cache_.can_allocate(waiting_[i]).prefill});
+        const StepRoom room{config_.token_budget, cache_.free_slots(), cache_.capacity() - cache_.used(running_)};
+        ChunkedPlan plan = build_chunked_step(running, waiting, room);
+        check_chunked_plan(plan, running, waiting, room);  // the lab's code is a student's
+        // The lab plans a new request from position 0: admitted, its chunk starts after its
+        // prefix hit instead, no longer than what is left of its prefill.
+        for (int i = 0; i < plan.admitted; ++i) admit_front();
+        for (BatchItem& item : plan.step.items) {
+            const Sequence& s = *find(item.request);
+            if (!item.prefill || item.context >= s.computed) continue;
+            item.context = s.computed;
+            item.tokens = std::min(item.tokens, s.prefill_len - s.computed);
+            item.emits = item.context + item.tokens == s.prefill_len;
+        }
+        // A hit on blocks no running request held takes them from the free cache, which the
+        // plan did not count: while the step does not fit, the newest admissions give theirs
+        // back (preempted, they wait again at the front).
+        while (!plan.step.empty() && cache_.used(running_) + plan.step.tokens() > cache_.capacity()) {
+            const int newest = preempt_newest();
+            std::erase_if(plan.step.items, [newest](const BatchItem& i) { return i.request == newest; });
+        }
+        if (!plan.step.empty() || running_.empty()) return plan.step;
+        // Partial prefills fill the cache with no decode left to run: drop the newest and plan
+        // again (one request alone always fits: arrive() checked it).
+        preempt_newest();
+    }
+}
+// [chunked_step]
+
+// ---- after a step --------------------------------------------------------------------------
+
+Sequence* Scheduler::find(int id) {
+    for (Sequence& s : running_)
+        if (s.request.id == id) return &s;
+    return nullptr;
+}
+
+std::vector<int> Scheduler::complete(const Step& step) {
+    std::vector<int> emitted;
+    for (const BatchItem& item : step.items) {
+        Sequence* s = find(item.request);
+        if (!s) throw std::logic_error("complete: request " + std::to_string(item.request) + " is not running");
+        if (item.context != s->computed)
+            throw std::logic_error("complete: request " + std::to_string(item.request) + " ran at context " +
+                                   std::to_string(item.context) + " but holds " + std::to_string(s->computed));
+        s->computed += item.tokens;
+        cache_.commit(*s);  // its full prompt blocks become cached prefixes
+        if (item.emits) {
+            ++s->generated;
+            emitted.push_back(item.request);
+        }
+    }
+    // finished requests leave and give back their slots and blocks
+    for (auto it = running_.begin(); it != running_.end();) {
+        if (it->generated == it->request.output_tokens) {
+            cache_.release(*it);
+            it = running_.erase(it);
+        } else {
+            ++it;
+        }
+    }
+    return emitted;
+}
+
+void Scheduler::check_invariants() const {
+    const auto fail = [](const std::string& what) { throw std::logic_error("scheduler invariant: " + what); };
+    if (static_cast<int>(running_.size()) > config_.max_seqs) fail("more requests run than there are slots");
+    for (const Sequence& s : running_) {
+        if (s.generated > s.request.output_tokens)
+            fail("request " + std::to_string(s.request.id) + " has too many tokens");
+        if (s.computed > s.request.prompt_tokens + s.request.output_tokens)
+            fail("request " + std::to_string(s.request.id) + " holds more positions than prompt + output");
+    }
+    cache_.check_invariants(running_, waiting_);
+    for (std::size_t i = 1; i < waiting_.size(); ++i)
+        if (waiting_[i - 1].request.id > waiting_[i].request.id) fail("the waiting queue is out of arrival order");
+    for (const Sequence& r : running_)
+        if (!waiting_.empty() && r.request.id > waiting_.front().request.id)
+            fail("request " + std::to_string(r.request.id) + " runs while the earlier request " +
+                 std::to_string(waiting_.front().request.id) + " waits (first come, first served)");
+}
+
+// ---- the bound on a step -------------------------------------------------------------------
+
+long long max_step_tokens(const SchedulerConfig& config, const std::vector<Request>& requests) {
+    const long long capacity = BlockManager::capacity_of(checked(config));
+    std::vector<long long> longest;  // each request's longest prefill: after a preemption at its last token
+    for (const Request& r : requests) longest.push_back(static_cast<long long>(r.prompt_tokens) + r.output_tokens - 1);
+    std::sort(longest.begin(), longest.end(), std::greater<>());
+    long long any = 0;  // one item per running request, each at most its longest prefill
+    for (std::size_t i = 0; i < longest.size() && static_cast<int>(i) < config.max_seqs; ++i) any += longest[i];
+    // every policy plans its new positions within the capacity (make_room_for_decodes, the admission checks)
+    const long long bound = std::min(any, capacity);
+    switch (config.policy) {
+        case Policy::chunked: return std::min<long long>(bound, config.token_budget);  // check_chunked_plan
+        case Policy::continuous: {  // whole prompts up to the budget, at least one; or a decode per slot
+            const long long prompts = std::max<long long>(config.token_budget, longest.empty() ? 0 : longest[0]);
+            return std::min(bound, std::max<long long>(prompts, config.max_seqs));
+        }
+        case Policy::static_batch: return bound;  // a batch's whole prefills, within the capacity
+    }
+    return bound;
+}
+
+}  // namespace pd::serving

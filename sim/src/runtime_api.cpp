@@ -1,0 +1,875 @@
+// The CUDA runtime API subset of the simulator, with the toolkit's own declarations, types and
+// error codes. Device memory is host memory; streams and events run in order, so every call
+// completes before it returns, and events read the host clock.
+//
+// Every cudaMalloc allocation sits between two guard zones filled with a pattern. After each
+// launch the guards of every live allocation are compared with their pattern, so a kernel that
+// wrote past the end (or before the start) of a buffer is named, with the allocation, before
+// the program can print a wrong "success". In the sanitizer build there are no guard zones:
+// AddressSanitizer's own redzones around each allocation report the access itself, and
+// __asan_on_error() (below) first names the kernel, block and thread that made it.
+#include "sim_internal.hpp"
+
+#include <cxxabi.h>
+#include <elf.h>
+#include <fcntl.h>
+#include <link.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define PD_SIM_ASAN 1
+#endif
+
+// The opaque handle types the runtime declares; the simulator defines them.
+struct CUstream_st {
+    unsigned flags = 0;
+};
+struct CUevent_st {
+    std::chrono::steady_clock::time_point time{};
+    bool recorded = false;
+};
+
+namespace pd::sim::detail {
+
+// The architecture the program's device code was compiled for (cuda_sim.hpp registers it).
+std::atomic<int> modelled_architecture{900};
+
+int model_architecture(int arch) {
+    modelled_architecture = arch;
+    return arch;
+}
+
+namespace {
+
+std::mutex state_mutex;
+cudaError_t sticky = cudaSuccess;
+thread_local cudaError_t last_error = cudaSuccess;
+std::string diagnostic;
+std::map<const void*, std::size_t> dynamic_shared_limits;
+std::map<const void*, std::size_t> host_allocations;
+std::size_t allocated_bytes = 0;
+int current_device = 0;
+
+// ---- device allocations and their guard zones ------------------------------------------------
+
+#if defined(PD_SIM_ASAN)
+constexpr std::size_t kGuardBytes = 0;  // AddressSanitizer's redzones guard the allocations
+#else
+constexpr std::size_t kGuardBytes = 256;  // before the start; after the end, past the slack to 256
+#endif
+constexpr std::size_t kAlignment = 256;  // what cudaMalloc guarantees
+
+std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+
+/// One cudaMalloc (or cudaMallocManaged) allocation. In memory: `kGuardBytes` of guard, the
+/// `bytes` the program asked for (256-byte aligned), then the guard after the end: the slack up
+/// to the next multiple of 256, plus `kGuardBytes`.
+struct DeviceAllocation {
+    unsigned char* block = nullptr;  ///< what operator new returned
+    std::size_t bytes = 0;           ///< as requested
+    std::size_t tail = 0;            ///< guard bytes after the end
+    std::uint64_t pattern = 0;       ///< the guard's contents, one 8-byte word repeated
+    std::uint64_t number = 0;        ///< 1 for the program's first device allocation, ...
+    std::size_t guard_index = 0;     ///< its entry in guard_zones
+    const char* function = "cudaMalloc";
+    std::source_location site{};     ///< where it was called, if known (file_name() "" if not)
+
+    unsigned char* begin() const { return block + kGuardBytes; }
+    unsigned char* end() const { return begin() + bytes; }
+};
+std::map<const void*, DeviceAllocation> device_allocations;  // by the pointer the program got
+
+/// 16 bytes, compared at once (one SSE2 instruction).
+typedef std::uint64_t Chunk __attribute__((vector_size(16)));
+
+/// The guard zones of one live allocation, as the check after each launch reads them: the
+/// front guard, and the tail guard from the 16-byte boundary at or before the end of the
+/// program's data, whose bytes in the first chunk `first_mask` leaves out.
+struct GuardZones {
+    const Chunk* front;
+    const Chunk* tail;
+    std::size_t tail_chunks;
+    Chunk first_mask;
+    Chunk pattern;
+    const void* data;  ///< the allocation's key in device_allocations
+};
+/// The guard zones of every live allocation, in one array: they are checked after every launch.
+std::vector<GuardZones> guard_zones;
+std::uint64_t device_allocation_count = 0;
+
+/// The guard pattern of the @p number-th allocation. Each 16-bit half of each word reads as a
+/// number between 2 and 8 in magnitude, whether as part of a float or a double, or as a __half or
+/// a __nv_bfloat16: not a NaN, because arithmetic on a NaN keeps its bits, so `x[i] += 1.0f` one
+/// element past the end would store the pattern back unnoticed, and not a huge number, which
+/// adding a small one leaves unchanged. The sign and the low 7 bits of each half depend on the
+/// allocation, so a value read from one buffer's guard and stored into another's still differs.
+std::uint64_t guard_pattern(std::uint64_t number) {
+    std::uint64_t h = number * 0x9E3779B97F4A7C15ull;
+    h ^= h >> 29;
+    std::uint64_t word = 0;
+    for (int half = 0; half < 4; ++half) {
+        const std::uint64_t bits = (h >> (8 * half)) & 0xFF;
+        const std::uint64_t unit = 0x4080 | (bits & 0x7F) | ((bits & 0x80) << 8);
+        word |= unit << (16 * half);
+    }
+    return word;
+}
+
+/// The pattern's byte at address @p a (the word is laid down on 8-byte aligned addresses).
+unsigned char pattern_byte(std::uint64_t pattern, const unsigned char* a) {
+    return static_cast<unsigned char>(pattern >> (8 * (reinterpret_cast<std::uintptr_t>(a) % 8)));
+}
+
+void fill_guard(unsigned char* from, unsigned char* to, std::uint64_t pattern) {
+    for (unsigned char* a = from; a < to; ++a) *a = pattern_byte(pattern, a);
+}
+
+/// True if [from, to) still holds the pattern; @p to is 8-byte aligned. This runs after every
+/// launch over every live allocation, so it compares whole words without branches: the bytes
+/// of the first word that lie before @p from (the end of the program's data) are masked out.
+bool guard_intact(const unsigned char* from, const unsigned char* to, std::uint64_t pattern) {
+    const std::size_t skip = reinterpret_cast<std::uintptr_t>(from) % 8;
+    const unsigned char* word = from - skip;
+    std::uint64_t w;
+    std::memcpy(&w, word, 8);
+    std::uint64_t differ = (w ^ pattern) & (~std::uint64_t{0} << (8 * skip));
+    for (word += 8; word < to; word += 8) {
+        std::memcpy(&w, word, 8);
+        differ |= w ^ pattern;
+    }
+    return differ == 0;
+}
+
+/// True if both guard zones of @p g still hold the pattern: the check after every launch, over
+/// every live allocation, so it reads whole 16-byte chunks and branches once.
+bool guards_intact(const GuardZones& g) {
+    Chunk differ = (g.tail[0] ^ g.pattern) & g.first_mask;
+    for (std::size_t i = 0; i < kGuardBytes / sizeof(Chunk); ++i) differ |= g.front[i] ^ g.pattern;
+    for (std::size_t i = 1; i < g.tail_chunks; ++i) differ |= g.tail[i] ^ g.pattern;
+    return (differ[0] | differ[1]) == 0;
+}
+
+GuardZones guard_zones_of(const DeviceAllocation& a) {
+    GuardZones g{};
+    const auto end = reinterpret_cast<std::uintptr_t>(a.end());
+    const std::size_t skip = end % sizeof(Chunk);  // bytes of the program's data in the first chunk
+    g.front = reinterpret_cast<const Chunk*>(a.block);
+    g.tail = reinterpret_cast<const Chunk*>(a.end() - skip);
+    g.tail_chunks = (a.tail + skip) / sizeof(Chunk);
+    for (int i = 0; i < 2; ++i) {
+        g.pattern[i] = a.pattern;
+        const std::size_t from = 8 * std::size_t(i);  // byte offset of this word in the chunk
+        g.first_mask[i] = skip <= from ? ~std::uint64_t{0}
+                                       : (skip >= from + 8 ? 0 : ~std::uint64_t{0} << (8 * (skip - from)));
+    }
+    g.data = a.begin();
+    return g;
+}
+
+/// The first and last byte of [from, to) that no longer hold the pattern, as offsets from @p from.
+std::pair<std::size_t, std::size_t> changed_range(const unsigned char* from, const unsigned char* to,
+                                                  std::uint64_t pattern) {
+    std::size_t first = SIZE_MAX, last = 0;
+    for (const unsigned char* a = from; a < to; ++a)
+        if (*a != pattern_byte(pattern, a)) {
+            first = std::min(first, std::size_t(a - from));
+            last = std::size_t(a - from);
+        }
+    return {first, last};
+}
+
+/// "a 4000-byte allocation made by cudaMalloc at prog.cu:12 (device allocation #2)".
+std::string describe(const DeviceAllocation& a) {
+    std::ostringstream out;
+    out << "a " << a.bytes << "-byte allocation made by " << a.function;
+    if (a.site.file_name()[0] != '\0') out << " at " << a.site.file_name() << ":" << a.site.line();
+    out << " (device allocation #" << a.number << ")";
+    return out.str();
+}
+
+/// What is wrong with the guards of @p a ("" if they are intact): where the changed bytes are,
+/// counted from the allocation as AddressSanitizer counts (the byte just past the end is 0 bytes
+/// past it, the byte just before the start 1 byte before it), widened to whole 4-byte words: the
+/// guard shows which bytes changed, not how wide the write was (`x[n] += 1.0f` changes 1 or 2).
+std::string guard_damage(const DeviceAllocation& a) {
+    std::string text;
+    const auto word_start = [](unsigned char* p) { return p - reinterpret_cast<std::uintptr_t>(p) % 4; };
+    if (!guard_intact(a.block, a.begin(), a.pattern)) {
+        const auto [first, last] = changed_range(a.block, a.begin(), a.pattern);
+        const unsigned char* far = word_start(a.block + first);
+        const unsigned char* near = std::min(word_start(a.block + last) + 4, a.begin());
+        text += "wrote at bytes " + std::to_string(a.begin() - (near - 1)) + " to " + std::to_string(a.begin() - far) +
+                " before the start of " + describe(a);
+    }
+    if (!guard_intact(a.end(), a.end() + a.tail, a.pattern)) {
+        const auto [first, last] = changed_range(a.end(), a.end() + a.tail, a.pattern);
+        const unsigned char* near = std::max(word_start(a.end() + first), a.end());
+        const unsigned char* far = word_start(a.end() + last) + 3;
+        if (!text.empty()) text += ", and ";
+        text += "wrote at bytes " + std::to_string(near - a.end()) + " to " + std::to_string(far - a.end()) +
+                " past the end of " + describe(a);
+    }
+    return text;
+}
+
+/// The allocation that @p p points into, or into whose guard zones it points (null if none).
+/// In the sanitizer build, where there are no guard zones, the 16 bytes on either side (the
+/// smallest redzone AddressSanitizer leaves around an allocation) count as its guards.
+/// Called with state_mutex held.
+const DeviceAllocation* allocation_around(const void* p) {
+    constexpr std::size_t kNear = kGuardBytes > 0 ? kGuardBytes : 16;
+    if (device_allocations.empty()) return nullptr;
+    const auto q = reinterpret_cast<std::uintptr_t>(p);
+    auto next = device_allocations.upper_bound(p);
+    if (next != device_allocations.begin()) {
+        const DeviceAllocation& a = std::prev(next)->second;
+        if (q < reinterpret_cast<std::uintptr_t>(a.end()) + std::max(a.tail, kNear)) return &a;
+    }
+    if (next != device_allocations.end() && q + kNear >= reinterpret_cast<std::uintptr_t>(next->second.begin()))
+        return &next->second;
+    return nullptr;
+}
+
+/// Checks that a copy or memset of @p bytes at @p p stays inside the device allocation that
+/// @p p points into (if it points into one); otherwise records why in the diagnostic.
+bool copy_in_bounds(const char* call, const char* role, const void* p, std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(state_mutex);
+    const DeviceAllocation* a = allocation_around(p);
+    if (a == nullptr) return true;
+    const auto* q = static_cast<const unsigned char*>(p);
+    std::ostringstream why;
+    why << call << ": the " << role << " range of " << bytes << " bytes ";
+    if (q < a->begin())
+        why << "starts " << (a->begin() - q) << " bytes before the start of " << describe(*a);
+    else if (q >= a->end() && bytes > 0)
+        why << "starts " << (q - a->end()) << " bytes past the end of " << describe(*a);
+    else if (std::size_t(a->end() - q) < bytes)
+        why << "at offset " << (q - a->begin()) << " runs " << (bytes - std::size_t(a->end() - q))
+            << " bytes past the end of " << describe(*a);
+    else
+        return true;
+    diagnostic = why.str();
+    return false;
+}
+
+// ---- the name of a kernel, from its address: looked up only to write a message -------------------
+
+struct LoadedObject {
+    const void* address;
+    std::uintptr_t bias = 0;
+    std::string path;
+    bool found = false;
+};
+
+/// The executable or shared library that holds @p address, and where it was loaded.
+LoadedObject object_holding(const void* address) {
+    LoadedObject o{address};
+    dl_iterate_phdr(
+        [](dl_phdr_info* info, std::size_t, void* data) -> int {
+            auto& o = *static_cast<LoadedObject*>(data);
+            const auto a = reinterpret_cast<std::uintptr_t>(o.address);
+            for (int i = 0; i < info->dlpi_phnum; ++i) {
+                const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+                const std::uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+                if (ph.p_type == PT_LOAD && a >= start && a < start + ph.p_memsz) {
+                    o.bias = info->dlpi_addr;
+                    o.path = info->dlpi_name && info->dlpi_name[0] ? info->dlpi_name : "/proc/self/exe";
+                    o.found = true;
+                    return 1;
+                }
+            }
+            return 0;
+        },
+        &o);
+    return o;
+}
+
+/// The mangled name of the function symbol that holds @p address, from the symbol table of the
+/// file it was loaded from (the static one, which also lists functions that are not exported).
+std::string symbol_at(const void* address) {
+    const LoadedObject o = object_holding(address);
+    if (!o.found) return {};
+    const int fd = open(o.path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return {};
+    struct stat st {};
+    void* map = fstat(fd, &st) == 0 ? mmap(nullptr, std::size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    close(fd);
+    if (map == MAP_FAILED) return {};
+    const std::size_t size = std::size_t(st.st_size);
+    const auto* file = static_cast<const unsigned char*>(map);
+    std::string name;
+    const auto* eh = reinterpret_cast<const ElfW(Ehdr)*>(file);
+    const bool valid = size >= sizeof(ElfW(Ehdr)) && std::memcmp(eh->e_ident, ELFMAG, SELFMAG) == 0 &&
+                       eh->e_ident[EI_CLASS] == ELFCLASS64 && eh->e_shoff + eh->e_shnum * sizeof(ElfW(Shdr)) <= size;
+    if (valid) {
+        const auto* sections = reinterpret_cast<const ElfW(Shdr)*>(file + eh->e_shoff);
+        const std::uintptr_t target = reinterpret_cast<std::uintptr_t>(address) - o.bias;
+        for (unsigned type : {unsigned(SHT_SYMTAB), unsigned(SHT_DYNSYM)}) {
+            for (int i = 0; i < eh->e_shnum && name.empty(); ++i) {
+                const ElfW(Shdr)& sh = sections[i];
+                if (sh.sh_type != type || sh.sh_link >= eh->e_shnum || sh.sh_offset + sh.sh_size > size) continue;
+                const ElfW(Shdr)& strings = sections[sh.sh_link];
+                const auto* syms = reinterpret_cast<const ElfW(Sym)*>(file + sh.sh_offset);
+                for (std::size_t k = 0; k < sh.sh_size / sizeof(ElfW(Sym)); ++k) {
+                    const ElfW(Sym)& sym = syms[k];
+                    if (ELF64_ST_TYPE(sym.st_info) != STT_FUNC || sym.st_name >= strings.sh_size) continue;
+                    if (target >= sym.st_value && target < sym.st_value + std::max<ElfW(Xword)>(sym.st_size, 1)) {
+                        name = reinterpret_cast<const char*>(file + strings.sh_offset + sym.st_name);
+                        break;
+                    }
+                }
+            }
+            if (!name.empty()) break;
+        }
+    }
+    munmap(map, size);
+    return name;
+}
+
+/// The source name of the function at @p address, without its parameters ("ramp",
+/// "tiled_gemm<float>", "pd::kernels::gemv::decode_warp_per_row"), or "" if it is not found.
+std::string function_symbol(const void* address) {
+    const std::string mangled = symbol_at(address);
+    if (mangled.empty()) return {};
+    int status = 0;
+    std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status),
+                                                     std::free);
+    if (status != 0 || !demangled) return mangled;  // an extern "C" kernel
+    std::string name = demangled.get();
+    // Drop the parameter list: the parenthesis that closes the name, and its match.
+    if (!name.empty() && name.back() == ')') {
+        int depth = 0;
+        for (std::size_t i = name.size(); i-- > 0;) {
+            if (name[i] == ')') ++depth;
+            else if (name[i] == '(' && --depth == 0) {
+                name.erase(i);
+                break;
+            }
+        }
+    }
+    // A template's name starts with its return type, which a kernel's is: void.
+    if (name.rfind("void ", 0) == 0) name.erase(0, 5);
+    return name;
+}
+
+/// Reports damaged guards (one line each, naming @p culprit) and stops the program.
+[[noreturn]] void stop_on_damaged_guards(const std::vector<std::string>& damage, const std::string& culprit,
+                                         const char* advice) {
+    std::fflush(stdout);
+    for (const std::string& d : damage) std::fprintf(stderr, "pd::sim: %s %s\n", culprit.c_str(), d.c_str());
+    std::fprintf(stderr, "pd::sim: %s\n", advice);
+    std::exit(EXIT_FAILURE);
+}
+
+std::size_t simulated_memory_bytes() {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    const std::size_t physical = pages > 0 && page > 0 ? std::size_t(pages) * std::size_t(page) : (8ull << 30);
+    return std::min<std::size_t>(physical / 2, 16ull << 30);
+}
+
+/// Returns @p code after recording it as the last error (success is not recorded).
+cudaError_t fail(cudaError_t code) {
+    set_error(code);
+    return code;
+}
+
+void* aligned_block(std::size_t bytes) {
+    return ::operator new(std::max<std::size_t>(bytes, 1), std::align_val_t(256), std::nothrow);
+}
+
+}  // namespace
+
+void set_error(cudaError_t code) {
+    if (code != cudaSuccess) last_error = code;
+}
+void set_sticky_error(cudaError_t code) {
+    std::lock_guard<std::mutex> lock(state_mutex);
+    sticky = code;
+    last_error = code;
+}
+cudaError_t sticky_error() {
+    std::lock_guard<std::mutex> lock(state_mutex);
+    return sticky;
+}
+cudaError_t take_last_error() {
+    const cudaError_t s = sticky_error();
+    if (s != cudaSuccess) return s;
+    const cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+cudaError_t peek_last_error() {
+    const cudaError_t s = sticky_error();
+    return s != cudaSuccess ? s : last_error;
+}
+void reset_errors() {
+    std::lock_guard<std::mutex> lock(state_mutex);
+    sticky = cudaSuccess;
+    last_error = cudaSuccess;
+    diagnostic.clear();
+}
+std::optional<std::size_t> max_dynamic_shared(const void* kernel) {
+    std::lock_guard<std::mutex> lock(state_mutex);
+    const auto it = dynamic_shared_limits.find(kernel);
+    if (it == dynamic_shared_limits.end()) return std::nullopt;
+    return it->second;
+}
+void set_max_dynamic_shared(const void* kernel, std::size_t bytes) {
+    std::lock_guard<std::mutex> lock(state_mutex);
+    dynamic_shared_limits[kernel] = bytes;
+}
+void set_last_diagnostic(const std::string& text) {
+    std::lock_guard<std::mutex> lock(state_mutex);
+    diagnostic = text;
+}
+
+}  // namespace pd::sim::detail
+
+namespace pd::sim {
+std::string last_diagnostic() {
+    std::lock_guard<std::mutex> lock(detail::state_mutex);
+    return detail::diagnostic;
+}
+int worker_count() { return detail::settings().workers; }
+std::uint64_t device_allocations() {
+    std::lock_guard<std::mutex> lock(detail::state_mutex);
+    return detail::device_allocation_count;
+}
+}  // namespace pd::sim
+
+using namespace pd::sim::detail;
+
+// ---- errors ----------------------------------------------------------------------------------
+
+cudaError_t cudaGetLastError() { return take_last_error(); }
+cudaError_t cudaPeekAtLastError() { return peek_last_error(); }
+
+const char* cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+#define PD_SIM_ERROR(name) \
+    case name: return #name;
+        PD_SIM_ERROR(cudaSuccess)
+        PD_SIM_ERROR(cudaErrorInvalidValue)
+        PD_SIM_ERROR(cudaErrorMemoryAllocation)
+        PD_SIM_ERROR(cudaErrorInitializationError)
+        PD_SIM_ERROR(cudaErrorInvalidConfiguration)
+        PD_SIM_ERROR(cudaErrorInvalidDevice)
+        PD_SIM_ERROR(cudaErrorInvalidDevicePointer)
+        PD_SIM_ERROR(cudaErrorInvalidMemcpyDirection)
+        PD_SIM_ERROR(cudaErrorInvalidDeviceFunction)
+        PD_SIM_ERROR(cudaErrorInvalidResourceHandle)
+        PD_SIM_ERROR(cudaErrorInvalidSymbol)
+        PD_SIM_ERROR(cudaErrorNotReady)
+        PD_SIM_ERROR(cudaErrorNoDevice)
+        PD_SIM_ERROR(cudaErrorInsufficientDriver)
+        PD_SIM_ERROR(cudaErrorNotSupported)
+        PD_SIM_ERROR(cudaErrorIllegalAddress)
+        PD_SIM_ERROR(cudaErrorMisalignedAddress)
+        PD_SIM_ERROR(cudaErrorLaunchOutOfResources)
+        PD_SIM_ERROR(cudaErrorAssert)
+        PD_SIM_ERROR(cudaErrorIllegalInstruction)
+        PD_SIM_ERROR(cudaErrorLaunchFailure)
+        PD_SIM_ERROR(cudaErrorUnknown)
+#undef PD_SIM_ERROR
+        default: return "cudaErrorUnknown";
+    }
+}
+
+const char* cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+        case cudaSuccess: return "no error";
+        case cudaErrorInvalidValue: return "invalid argument";
+        case cudaErrorMemoryAllocation: return "out of memory";
+        case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+        case cudaErrorInvalidDevice: return "invalid device ordinal";
+        case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+        case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
+        case cudaErrorInvalidDeviceFunction: return "invalid device function";
+        case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+        case cudaErrorNotReady: return "device not ready";
+        case cudaErrorNotSupported: return "operation not supported";
+        case cudaErrorAssert: return "device-side assert triggered";
+        case cudaErrorMisalignedAddress: return "misaligned address";
+        case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
+        case cudaErrorLaunchFailure: return "unspecified launch failure";
+        default: return "unknown error";
+    }
+}
+
+// ---- device -----------------------------------------------------------------------------------
+
+cudaError_t cudaGetDeviceCount(int* count) {
+    if (count == nullptr) return fail(cudaErrorInvalidValue);
+    *count = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) {
+    if (device != 0) return fail(cudaErrorInvalidDevice);
+    current_device = device;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDevice(int* device) {
+    if (device == nullptr) return fail(cudaErrorInvalidValue);
+    *device = current_device;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+    if (prop == nullptr) return fail(cudaErrorInvalidValue);
+    if (device != 0) return fail(cudaErrorInvalidDevice);
+    *prop = cudaDeviceProp{};
+    std::snprintf(prop->name, sizeof prop->name, "pd::sim CPU simulator (%d worker threads)", settings().workers);
+    prop->totalGlobalMem = simulated_memory_bytes();
+    prop->sharedMemPerBlock = kSharedPerBlock;
+    prop->sharedMemPerBlockOptin = kSharedPerBlockOptin;
+    prop->sharedMemPerMultiprocessor = kSharedPerSM;
+    prop->regsPerBlock = 65536;
+    prop->regsPerMultiprocessor = 65536;
+    prop->warpSize = pd::sim::kWarpSize;
+    prop->maxThreadsPerBlock = kMaxThreadsPerBlock;
+    prop->maxThreadsDim[0] = kMaxBlockDimX;
+    prop->maxThreadsDim[1] = kMaxBlockDimY;
+    prop->maxThreadsDim[2] = kMaxBlockDimZ;
+    prop->maxGridSize[0] = int(kMaxGridDimX);
+    prop->maxGridSize[1] = int(kMaxGridDimY);
+    prop->maxGridSize[2] = int(kMaxGridDimZ);
+    prop->totalConstMem = 64 * 1024;
+    prop->major = modelled_architecture / 100;  // PD_SIM_CUDA_ARCH of the program: 9.0 by default
+    prop->minor = modelled_architecture % 100 / 10;
+    prop->multiProcessorCount = settings().workers;
+    prop->maxThreadsPerMultiProcessor = 2048;
+    prop->maxBlocksPerMultiProcessor = 32;
+    prop->l2CacheSize = 0;  // no cache is simulated
+    prop->unifiedAddressing = 1;
+    prop->managedMemory = 1;
+    prop->concurrentKernels = 0;
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+    if (value == nullptr) return fail(cudaErrorInvalidValue);
+    if (device != 0) return fail(cudaErrorInvalidDevice);
+    switch (attr) {
+        case cudaDevAttrMaxThreadsPerBlock: *value = kMaxThreadsPerBlock; break;
+        case cudaDevAttrMaxBlockDimX: *value = kMaxBlockDimX; break;
+        case cudaDevAttrMaxBlockDimY: *value = kMaxBlockDimY; break;
+        case cudaDevAttrMaxBlockDimZ: *value = kMaxBlockDimZ; break;
+        case cudaDevAttrMaxGridDimX: *value = int(kMaxGridDimX); break;
+        case cudaDevAttrMaxGridDimY: *value = int(kMaxGridDimY); break;
+        case cudaDevAttrMaxGridDimZ: *value = int(kMaxGridDimZ); break;
+        case cudaDevAttrMaxSharedMemoryPerBlock: *value = int(kSharedPerBlock); break;
+        case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = int(kSharedPerBlockOptin); break;
+        case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = int(kSharedPerSM); break;
+        case cudaDevAttrWarpSize: *value = pd::sim::kWarpSize; break;
+        case cudaDevAttrMultiProcessorCount: *value = settings().workers; break;
+        case cudaDevAttrComputeCapabilityMajor: *value = modelled_architecture / 100; break;
+        case cudaDevAttrComputeCapabilityMinor: *value = modelled_architecture % 100 / 10; break;
+        case cudaDevAttrMaxThreadsPerMultiProcessor: *value = 2048; break;
+        case cudaDevAttrMaxRegistersPerBlock: *value = 65536; break;
+        default: *value = 0; break;  // clocks, bus width, cache sizes: not simulated
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() { return sticky_error(); }
+cudaError_t cudaDeviceReset() {
+    reset_errors();
+    return cudaSuccess;
+}
+cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
+    if (free_bytes == nullptr || total_bytes == nullptr) return fail(cudaErrorInvalidValue);
+    std::lock_guard<std::mutex> lock(state_mutex);
+    *total_bytes = simulated_memory_bytes();
+    *free_bytes = *total_bytes > allocated_bytes ? *total_bytes - allocated_bytes : 0;
+    return cudaSuccess;
+}
+cudaError_t cudaRuntimeGetVersion(int* v) {
+    if (v == nullptr) return fail(cudaErrorInvalidValue);
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+cudaError_t cudaDriverGetVersion(int* v) {
+    if (v == nullptr) return fail(cudaErrorInvalidValue);
+    *v = CUDART_VERSION;
+    return cudaSuccess;
+}
+cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
+    if (func == nullptr) return fail(cudaErrorInvalidDeviceFunction);
+    if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
+        if (value < 0 || std::size_t(value) > kSharedPerBlockOptin) return fail(cudaErrorInvalidValue);
+        set_max_dynamic_shared(func, std::size_t(value));
+    }
+    return cudaSuccess;
+}
+
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, const void* func) {
+    if (attr == nullptr || func == nullptr) return fail(cudaErrorInvalidValue);
+    *attr = cudaFuncAttributes{};
+    attr->maxThreadsPerBlock = kMaxThreadsPerBlock;
+    attr->maxDynamicSharedSizeBytes = int(max_dynamic_shared(func).value_or(kSharedPerBlock));
+    attr->numRegs = 0;          // not simulated
+    attr->sharedSizeBytes = 0;  // static shared memory is not measured by the simulator
+    return cudaSuccess;
+}
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const void* func, int block_size,
+                                                          std::size_t dynamic_shared) {
+    if (blocks == nullptr || func == nullptr || block_size < 1) return fail(cudaErrorInvalidValue);
+    // Threads and shared memory only: the simulator knows no register counts.
+    int by_threads = 2048 / block_size;
+    const int by_shared = dynamic_shared > 0 ? int(kSharedPerSM / dynamic_shared) : 32;
+    *blocks = std::max(0, std::min({by_threads, by_shared, 32}));
+    return cudaSuccess;
+}
+
+// ---- memory -----------------------------------------------------------------------------------
+
+namespace {
+
+/// cudaMalloc and cudaMallocManaged: the allocation between its guard zones, recorded with
+/// the call site @p site when the caller's file was compiled for the simulator.
+cudaError_t allocate_device(void** ptr, std::size_t bytes, const char* function, const std::source_location& site) {
+    if (ptr == nullptr) return fail(cudaErrorInvalidValue);
+    if (const cudaError_t s = sticky_error()) return s;
+    {
+        std::lock_guard<std::mutex> lock(state_mutex);
+        if (allocated_bytes + bytes > simulated_memory_bytes()) {
+            *ptr = nullptr;
+            return fail(cudaErrorMemoryAllocation);
+        }
+    }
+    DeviceAllocation a;
+    a.bytes = bytes;
+    a.tail = kGuardBytes == 0 ? 0 : round_up(bytes, kAlignment) - bytes + kGuardBytes;
+    a.block = static_cast<unsigned char*>(aligned_block(kGuardBytes + bytes + a.tail));
+    if (a.block == nullptr) {
+        *ptr = nullptr;
+        return fail(cudaErrorMemoryAllocation);
+    }
+    a.function = function;
+    a.site = site;
+    std::lock_guard<std::mutex> lock(state_mutex);
+    a.number = ++device_allocation_count;
+    a.pattern = guard_pattern(a.number);
+    fill_guard(a.block, a.begin(), a.pattern);
+    fill_guard(a.end(), a.end() + a.tail, a.pattern);
+    if (kGuardBytes > 0) {
+        a.guard_index = guard_zones.size();
+        guard_zones.push_back(guard_zones_of(a));
+    }
+    device_allocations[a.begin()] = a;
+    allocated_bytes += bytes;
+    *ptr = a.begin();
+    return cudaSuccess;
+}
+
+}  // namespace
+
+namespace pd::sim::detail {
+
+std::string kernel_name(const void* kernel) {
+    std::string name = function_symbol(kernel);
+    if (name.empty()) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%p", kernel);
+        return std::string("at ") + buf;
+    }
+    return name;
+}
+
+void check_device_memory_guards(const void* kernel) {
+    if (kGuardBytes == 0) return;
+    std::vector<std::string> damage;
+    {
+        std::lock_guard<std::mutex> lock(state_mutex);
+        for (const GuardZones& g : guard_zones)
+            if (!guards_intact(g)) damage.push_back(guard_damage(device_allocations.at(g.data)));
+    }
+    if (damage.empty()) return;
+    stop_on_damaged_guards(damage, "kernel '" + kernel_name(kernel) + "'",
+                           "an index of that kernel went out of bounds (a bounds check such as `if (i < n)` missing "
+                           "or off by one?); scripts/simcc --sanitize names the line, the block and the thread "
+                           "of the access");
+}
+
+}  // namespace pd::sim::detail
+
+cudaError_t pd_sim_cudaMalloc(const std::source_location& site, void** ptr, std::size_t bytes) {
+    return allocate_device(ptr, bytes, "cudaMalloc", site);
+}
+cudaError_t pd_sim_cudaMallocManaged(const std::source_location& site, void** ptr, std::size_t bytes, unsigned int) {
+    return allocate_device(ptr, bytes, "cudaMallocManaged", site);
+}
+cudaError_t(cudaMalloc)(void** ptr, std::size_t bytes) {
+    return allocate_device(ptr, bytes, "cudaMalloc", std::source_location{});
+}
+cudaError_t(cudaMallocManaged)(void** ptr, std::size_t bytes, unsigned int) {
+    return allocate_device(ptr, bytes, "cudaMallocManaged", std::source_location{});
+}
+cudaError_t cudaFree(void* ptr) {
+    if (ptr == nullptr) return cudaSuccess;
+    DeviceAllocation a;
+    std::string damage;
+    {
+        std::lock_guard<std::mutex> lock(state_mutex);
+        const auto it = device_allocations.find(ptr);
+        if (it == device_allocations.end()) return fail(cudaErrorInvalidValue);
+        a = it->second;
+        if (kGuardBytes > 0) damage = guard_damage(a);
+        allocated_bytes -= a.bytes;
+        device_allocations.erase(it);
+        if (kGuardBytes > 0) {
+            guard_zones[a.guard_index] = guard_zones.back();
+            guard_zones.pop_back();
+            if (a.guard_index < guard_zones.size())
+                device_allocations.at(guard_zones[a.guard_index].data).guard_index = a.guard_index;
+        }
+    }
+    // Every launch checks the guards when it ends, so only host code can have changed them
+    // since: device memory is host memory here, and host code can write through a device pointer.
+    if (!damage.empty())
+        stop_on_damaged_guards({damage}, "cudaFree: host code",
+                               "device memory is host memory on the simulator, so host code can write it through "
+                               "a device pointer (on a GPU that access crashes); every kernel launch checks the "
+                               "guard zones when it ends, so no kernel wrote these bytes");
+    ::operator delete(a.block, std::align_val_t(256));
+    return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) {
+    if (ptr == nullptr) return fail(cudaErrorInvalidValue);
+    void* p = aligned_block(bytes);
+    if (p == nullptr) return fail(cudaErrorMemoryAllocation);
+    std::lock_guard<std::mutex> lock(state_mutex);
+    host_allocations[p] = bytes;
+    *ptr = p;
+    return cudaSuccess;
+}
+cudaError_t cudaHostAlloc(void** ptr, std::size_t bytes, unsigned int) { return cudaMallocHost(ptr, bytes); }
+cudaError_t cudaFreeHost(void* ptr) {
+    if (ptr == nullptr) return cudaSuccess;
+    {
+        std::lock_guard<std::mutex> lock(state_mutex);
+        if (host_allocations.erase(ptr) == 0) return fail(cudaErrorInvalidValue);
+    }
+    ::operator delete(ptr, std::align_val_t(256));
+    return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+    if (const cudaError_t s = sticky_error()) return s;
+    if (int(kind) < 0 || int(kind) > int(cudaMemcpyDefault)) return fail(cudaErrorInvalidMemcpyDirection);
+    if (bytes == 0) return cudaSuccess;
+    if (dst == nullptr || src == nullptr) return fail(cudaErrorInvalidValue);
+    if (!copy_in_bounds("cudaMemcpy", "destination", dst, bytes) || !copy_in_bounds("cudaMemcpy", "source", src, bytes))
+        return fail(cudaErrorInvalidValue);
+    std::memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
+    return cudaMemcpy(dst, src, bytes, kind);
+}
+cudaError_t cudaMemset(void* dst, int value, std::size_t bytes) {
+    if (const cudaError_t s = sticky_error()) return s;
+    if (bytes == 0) return cudaSuccess;
+    if (dst == nullptr) return fail(cudaErrorInvalidValue);
+    if (!copy_in_bounds("cudaMemset", "destination", dst, bytes)) return fail(cudaErrorInvalidValue);
+    std::memset(dst, value, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* dst, int value, std::size_t bytes, cudaStream_t) {
+    return cudaMemset(dst, value, bytes);
+}
+cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, std::size_t bytes, std::size_t offset,
+                               cudaMemcpyKind kind) {
+    return cudaMemcpy(static_cast<char*>(const_cast<void*>(symbol)) + offset, src, bytes, kind);
+}
+cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, std::size_t bytes, std::size_t offset,
+                                 cudaMemcpyKind kind) {
+    return cudaMemcpy(dst, static_cast<const char*>(symbol) + offset, bytes, kind);
+}
+
+// ---- streams and events: executed in order; events read the host clock ------------------------
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) {
+    if (stream == nullptr) return fail(cudaErrorInvalidValue);
+    *stream = new CUstream_st{};
+    return cudaSuccess;
+}
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+    const cudaError_t e = cudaStreamCreate(stream);
+    if (e == cudaSuccess) (*stream)->flags = flags;
+    return e;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+    if (stream == nullptr) return fail(cudaErrorInvalidResourceHandle);
+    delete stream;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t) { return sticky_error(); }
+cudaError_t cudaStreamQuery(cudaStream_t) { return sticky_error(); }
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) { return sticky_error(); }
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) {
+    if (event == nullptr) return fail(cudaErrorInvalidValue);
+    *event = new CUevent_st{};
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) { return cudaEventCreate(event); }
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+    if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+    delete event;
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+    if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+    event->time = std::chrono::steady_clock::now();
+    event->recorded = true;
+    return sticky_error();
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+    if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+    return sticky_error();
+}
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+    if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+    return sticky_error();
+}
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+    if (ms == nullptr) return fail(cudaErrorInvalidValue);
+    if (start == nullptr || end == nullptr) return fail(cudaErrorInvalidResourceHandle);
+    if (!start->recorded || !end->recorded) return fail(cudaErrorInvalidResourceHandle);
+    *ms = std::chrono::duration<float, std::milli>(end->time - start->time).count();
+    return cudaSuccess;
+}
+
+#if defined(PD_SIM_ASAN)
+// AddressSanitizer calls this just before it prints a report. Its report names the OS thread
+// ("thread T1"); when the bad access was made by a kernel, this line first names the CUDA
+// thread, as compute-sanitizer does.
+extern "C" void __asan_on_error() {
+    const ThreadState* thread = current;
+    const BlockInfo* block = current_block;
+    const void* kernel = running_kernel();
+    if (thread == nullptr || block == nullptr || kernel == nullptr) return;
+    const uint3 b = block->block_idx, t = thread->thread_idx;
+    std::fprintf(stderr,
+                 "pd::sim: the access AddressSanitizer reports below was made by kernel '%s', block (%u,%u,%u) "
+                 "thread (%u,%u,%u)\n",
+                 kernel_name(kernel).c_str(), b.x, b.y, b.z, t.x, t.y, t.z);
+}
+#endif
