@@ -69,7 +69,8 @@ nlohmann::json generate(pd::Bench& bench, const Options& o, md::Model& model, co
     const DType d = model.options().weights;
     std::optional<md::Generation> cached, recomputed;
     if (o.mode != "recompute") cached = md::generate_cached(model, prompt, P, G);
-    if (cached) md::dump_cache(bench, model, total);  // the final cache of the cached run, before recompute overwrites it
+    if (cached)
+        md::dump_cache(bench, model, total);  // the final cache of the cached run, before recompute overwrites it
     if (o.mode != "cache") recomputed = md::generate_recompute(model, prompt, P, G);
 
     // ---- checks: the two generations agree; the model matches the reference model ----
@@ -98,14 +99,18 @@ nlohmann::json generate(pd::Bench& bench, const Options& o, md::Model& model, co
         for (int i : {1, G / 2, G - 1}) {  // the first, middle and last decode steps
             if (i < 1 || i >= G || (i == G / 2 && (i == 1 || i == G - 1))) continue;
             const int context = P + i;  // positions the step attends to, its own included
-            const pd::Kernel k{.name = mode, .dtype = d,
+            const pd::Kernel k{.name = mode,
+                               .dtype = d,
                                .units = d == DType::bf16 && !is_cache ? pd::Units::tensor_cores : pd::Units::simt,
-                               .cost = is_cache ? model.cost(context - 1, 1) : model.cost(0, context), .tokens = double(B),
+                               .cost = is_cache ? model.cost(context - 1, 1) : model.cost(0, context),
+                               .tokens = double(B),
                                .point = {{"step", i}, {"context", context}}};
-            steps.push_back(bench.timed_row(k, bench.timing() ? std::optional<double>(g->ms[std::size_t(i)]) : std::nullopt, true));
+            steps.push_back(
+                bench.timed_row(k, bench.timing() ? std::optional<double>(g->ms[std::size_t(i)]) : std::nullopt, true));
         }
     }
-    if (bench.dumping()) md::dump_generation(bench, model, cached ? &*cached : nullptr, recomputed ? &*recomputed : nullptr);
+    if (bench.dumping())
+        md::dump_generation(bench, model, cached ? &*cached : nullptr, recomputed ? &*recomputed : nullptr);
     return gen;
 }
 
@@ -123,16 +128,19 @@ void sweep_context(pd::Bench& bench, const Options& o, md::Model& model, std::ve
         const md::StepAtContext s = md::step_at_context(bench, model, seq, C, tolerance);
         passed = passed && s.agree;
         const pd::Cost cached = model.cost(C - 1, 1), recomputed = model.cost(0, C);  // one step at context C
-        const nlohmann::json speedup = s.cached_ms && s.recomputed_ms ? nlohmann::json(*s.recomputed_ms / *s.cached_ms)
-                                                                      : nlohmann::json(nullptr);
-        const nlohmann::json point{{"context", C}, {"flops_ratio", recomputed.flops / cached.flops},
+        const nlohmann::json speedup =
+            s.cached_ms && s.recomputed_ms ? nlohmann::json(*s.recomputed_ms / *s.cached_ms) : nlohmann::json(nullptr);
+        const nlohmann::json point{{"context", C},
+                                   {"flops_ratio", recomputed.flops / cached.flops},
                                    {"bytes_ratio", recomputed.bytes / cached.bytes},
-                                   {"max_logit_diff", s.max_logit_diff}, {"speedup", speedup}};
+                                   {"max_logit_diff", s.max_logit_diff},
+                                   {"speedup", speedup}};
         const double B = o.batch;
         sweep.push_back(bench.timed_row({.name = "cache", .dtype = d, .cost = cached, .tokens = B, .point = point},
                                         s.cached_ms, s.agree));
-        sweep.push_back(bench.timed_row({.name = "recompute", .dtype = d, .cost = recomputed, .tokens = B, .point = point},
-                                        s.recomputed_ms, s.agree));
+        sweep.push_back(
+            bench.timed_row({.name = "recompute", .dtype = d, .cost = recomputed, .tokens = B, .point = point},
+                            s.recomputed_ms, s.agree));
     }
 }
 // [ch04_sweep]
@@ -141,29 +149,36 @@ void sweep_context(pd::Bench& bench, const Options& o, md::Model& model, std::ve
 /// Every selected decode attention version on one layer's cache of the model's shape (ragged
 /// contexts, random Q, K and V), validated against the CPU reference, then timed against the
 /// copy bandwidth: a step must read each sequence's K and V once.
-std::vector<pd::Row> attention_versions(pd::Bench& bench, const Options& o, const pd::ModelConfig& config, int sm_count) {
+std::vector<pd::Row> attention_versions(pd::Bench& bench, const Options& o, const pd::ModelConfig& config,
+                                        int sm_count) {
     std::ostream& out = bench.out();
     out << "\ndecode attention on one layer's cache: B = " << o.attn_batch << ", Hq = " << config.heads
         << ", Hkv = " << config.kv_heads << ", d = " << config.head_dim;
-    if (o.attn_batch == 1) out << ", context " << o.attn_context;
-    else out << ", contexts " << o.attn_context << " down to " << std::max(1, o.attn_context - 3 * (o.attn_batch - 1)) << " (ragged)";
+    if (o.attn_batch == 1)
+        out << ", context " << o.attn_context;
+    else
+        out << ", contexts " << o.attn_context << " down to " << std::max(1, o.attn_context - 3 * (o.attn_batch - 1))
+            << " (ragged)";
     out << "; reference: CPU, double\n";
     md::DecodeAttentionBench attention(bench, config, o.attn_batch, o.attn_context);
-    bench.require_fits(attention.device_bytes(), "the decode attention benchmark's caches", "lower --attn-batch or --attn-context");
+    bench.require_fits(attention.device_bytes(), "the decode attention benchmark's caches",
+                       "lower --attn-batch or --attn-context");
     std::vector<pd::Row> rows;
     for (DType d : bench.dtypes())
         for (const pd::Version& ver : at::decode_versions()) {
             if (!bench.selects(ver)) continue;
             const int splits = ver.name == "v4" ? at::decode_splits(attention.contiguous(), sm_count) : 1;
             rows.push_back(attention.measure_contiguous(
-                ver.name, d, {.name = ver.name, .units = ver.units,
-                              .point = {{"batch", o.attn_batch}, {"context", o.attn_context}, {"splits", splits}},
-                              .dump = "attention_" + ver.name + (d == DType::fp32 ? "" : "_bf16")}));
+                ver.name, d,
+                {.name = ver.name,
+                 .units = ver.units,
+                 .point = {{"batch", o.attn_batch}, {"context", o.attn_context}, {"splits", splits}},
+                 .dump = "attention_" + ver.name + (d == DType::fp32 ? "" : "_bf16")}));
         }
     out << pd::render(rows, {"kernel", "dtype", "time ms", "GB/s", "of copy", "max abs err", "status"})
         << "GB/s counts K and V once per sequence (v1 and v2 read them once per query head: from L2 when they fit); "
-           "v4 splits the context in " << at::decode_splits(attention.contiguous(), sm_count) << " for "
-        << sm_count << " SMs.\n";
+           "v4 splits the context in "
+        << at::decode_splits(attention.contiguous(), sm_count) << " for " << sm_count << " SMs.\n";
     return rows;
 }
 // [ch04_attention_versions]
@@ -185,12 +200,15 @@ int run(int argc, char** argv) {
                  CLI::IsMember({"recompute", "cache", "both"}));
     bench.add_dtype_option();
     bench.option("--kv-dtype", o.kv_dtype, "Type of the KV cache", CLI::IsMember({"fp32", "bf16"}));
-    bench.option("--attention", o.attention, "Decode attention version the model uses", CLI::IsMember({"v1", "v2", "v3", "v4"}));
+    bench.option("--attention", o.attention, "Decode attention version the model uses",
+                 CLI::IsMember({"v1", "v2", "v3", "v4"}));
     bench.option("--attn-batch", o.attn_batch, "Sequences of the decode attention benchmark", CLI::Range(1, 65535));
-    bench.option("--attn-context", o.attn_context, "Longest context of the decode attention benchmark", CLI::Range(1, 1 << 20));
+    bench.option("--attn-context", o.attn_context, "Longest context of the decode attention benchmark",
+                 CLI::Range(1, 1 << 20));
     bench.app.add_flag("--sweep-context", o.sweep, "Also time one decode step against the context: cache vs recompute");
     bench.option("--sweep-max", o.sweep_max, "Longest context of the sweep", CLI::Range(2, 1 << 20));
-    bench.app.add_option("--checkpoint", o.checkpoint, "A llama2.c checkpoint (e.g. stories15M.bin) instead of --preset");
+    bench.app.add_option("--checkpoint", o.checkpoint,
+                         "A llama2.c checkpoint (e.g. stories15M.bin) instead of --preset");
     bench.app.add_option("--tokenizer", o.tokenizer, "Its tokenizer.bin (for --prompt and to print the text)");
     bench.app.add_option("--prompt", o.prompt, "Prompt text (needs --tokenizer)");
     if (auto code = bench.parse(argc, argv)) return *code;
@@ -207,15 +225,19 @@ int run(int argc, char** argv) {
     const std::vector<int> prompt = make_prompt(o, config.vocab, tok ? &*tok : nullptr, bench.options.seed, P);
     const int B = o.batch, G = o.gen, total = P + G - 1;  // positions in the cache at the end
     if (P + G > config.max_seq)
-        throw std::invalid_argument("--prompt-len + --gen = " + std::to_string(P + G) + " exceeds the model's max_seq = " +
-                                    std::to_string(config.max_seq) + " (" + config.name + ")");
+        throw std::invalid_argument("--prompt-len + --gen = " + std::to_string(P + G) +
+                                    " exceeds the model's max_seq = " + std::to_string(config.max_seq) + " (" +
+                                    config.name + ")");
     const std::vector<DType> dtypes = bench.dtypes();
     const DType kv = o.kv_dtype == "bf16" ? DType::bf16 : DType::fp32;
     std::ostream& out = bench.out();
     const pd::DeviceInfo& dev = bench.device();
-    md::ModelOptions mo{.weights = dtypes.front(), .kv = kv, .batch = B,
+    md::ModelOptions mo{.weights = dtypes.front(),
+                        .kv = kv,
+                        .batch = B,
                         .max_seq = std::max(P + G, o.sweep ? std::min(o.sweep_max, config.max_seq) : 0),
-                        .attention = o.attention, .sm_count = std::max(dev.sm_count, 1)};
+                        .attention = o.attention,
+                        .sm_count = std::max(dev.sm_count, 1)};
     bench.require_fits(md::Model::device_bytes(config, mo), "the model, its cache and the activations",
                        "choose a smaller --preset, or lower --batch, --prompt-len, --gen or --sweep-max");
     bench.measure_roofs();
@@ -226,8 +248,8 @@ int run(int argc, char** argv) {
         << ", L = " << config.layers << ", Hq = " << config.heads << ", Hkv = " << config.kv_heads
         << ", d = " << config.head_dim << ", F = " << config.ffn_dim << "; " << fmt("%.3g", config.parameter_count())
         << " parameters\n"
-        << "run: B = " << B << (B == 1 ? " sequence" : " sequences") << ", prompt P = " << P << ", generate G = " << G << " (greedy), decode attention "
-        << o.attention << ", mode " << o.mode << "\n"
+        << "run: B = " << B << (B == 1 ? " sequence" : " sequences") << ", prompt P = " << P << ", generate G = " << G
+        << " (greedy), decode attention " << o.attention << ", mode " << o.mode << "\n"
         << "KV cache (" << o.kv_dtype << "): 2 x " << config.layers << " layers x " << config.kv_heads << " KV heads x "
         << config.head_dim << " x " << pd::size_of(kv) << " bytes = " << pd::format_bytes(kv_token) << " per token; "
         << B << " x " << total << " tokens = " << pd::format_bytes(kv_token * B * total) << " at the end of the run\n";
@@ -239,16 +261,19 @@ int run(int argc, char** argv) {
     for (DType d : dtypes) {
         mo.weights = d;
         md::Model model(config, mo);
-        if (ckpt) model.load(ckpt->weights);
-        else model.init_synthetic(bench.options.seed);
+        if (ckpt)
+            model.load(ckpt->weights);
+        else
+            model.init_synthetic(bench.options.seed);
         out << "\n" << to_string(d) << " weights (" << pd::format_bytes(model.weight_bytes()) << "):\n";
         generations.push_back(generate(bench, o, model, prompt, P, tok ? &*tok : nullptr, steps, all_agree));
         if (o.sweep) sweep_context(bench, o, model, sweep, all_agree);
     }
 
     out << "\ndecode steps (context = positions attended, the new token's included; bytes: weights + the KV read):\n"
-        << pd::render(steps, {"kernel", "dtype", pd::Column::point("step", "step"), pd::Column::point("context", "context"),
-                              "step ms", "GB/s", "floor ms", "of copy", "tokens/s"})
+        << pd::render(steps,
+                      {"kernel", "dtype", pd::Column::point("step", "step"), pd::Column::point("context", "context"),
+                       "step ms", "GB/s", "floor ms", "of copy", "tokens/s"})
         << "recompute runs the whole prefix as a prefill (its bytes: weights + the cache it writes); 'of copy' is the "
            "step's bytes over its time, as a fraction of the copy bandwidth"
         << (bench.sim() ? " (no copy bandwidth on the simulator)" : "") << ".\n";
@@ -268,12 +293,19 @@ int run(int argc, char** argv) {
         std::vector<std::int32_t> p32(prompt.begin(), prompt.end());
         bench.dump<std::int32_t>("prompt", p32, {std::size_t(B), std::size_t(P)});
         out << "dumped config.json, the weights, prompt, tokens, logits_cache, logits_recompute, k_cache and v_cache "
-               "(bf16: *_bf16.npy) to " << bench.dump_dir() << "\n";
+               "(bf16: *_bf16.npy) to "
+            << bench.dump_dir() << "\n";
     }
 
-    nlohmann::json report = bench.report({{"preset", config.name}, {"batch", B}, {"prompt_len", P}, {"gen", G},
-                                          {"mode", o.mode}, {"kv_dtype", o.kv_dtype}, {"attention", o.attention},
-                                          {"attn_batch", o.attn_batch}, {"attn_context", o.attn_context},
+    nlohmann::json report = bench.report({{"preset", config.name},
+                                          {"batch", B},
+                                          {"prompt_len", P},
+                                          {"gen", G},
+                                          {"mode", o.mode},
+                                          {"kv_dtype", o.kv_dtype},
+                                          {"attention", o.attention},
+                                          {"attn_batch", o.attn_batch},
+                                          {"attn_context", o.attn_context},
                                           {"dtype", dtypes.size() == 2 ? "all" : to_string(dtypes[0])}},
                                          rows);
     report["kv_cache"] = {{"bytes_per_token", kv_token}, {"bytes_run", kv_token * B * total}};
@@ -291,6 +323,7 @@ int run(int argc, char** argv) {
 
 int main(int argc, char** argv) {
     return pd::guarded_main(run, argc, argv,
-                            {{"ModelOptions.batch", "--batch"}, {"ModelOptions.attention", "--attention"},
+                            {{"ModelOptions.batch", "--batch"},
+                             {"ModelOptions.attention", "--attention"},
                              {"ModelOptions.max_seq", "--prompt-len + --gen"}});
 }

@@ -39,7 +39,7 @@ namespace md = pd::model;
 using pd::fmt;
 
 struct Options {
-    sv::ServingOptions s;  // the executor, the policy, the model, the workload, the scheduler's limits
+    sv::ServingOptions s;       // the executor, the policy, the model, the workload, the scheduler's limits
     long long kv_capacity = 0;  // 0: what the GPUs' memory holds beside the weights
     double slo_ttft_ms = 0, slo_tpot_ms = 0;
     bool find_capacity = false;
@@ -49,8 +49,13 @@ struct Options {
 /// The model executor's workload on the simulator: seconds on the tiny model, a budget of 64
 /// tokens (16 decodes beside chunks of 48), and 17 slots (the long-prompt scenario's 16
 /// streams and its long prompt).
-const sv::ModelExecutorDefaults kModelDefaults{.requests = 24, .rate = 40, .prompt_len = 16, .output_len = 12,
-                                              .output_dist = "uniform", .max_seqs = 17, .token_budget = 64};
+const sv::ModelExecutorDefaults kModelDefaults{.requests = 24,
+                                               .rate = 40,
+                                               .prompt_len = 16,
+                                               .output_len = 12,
+                                               .output_dist = "uniform",
+                                               .max_seqs = 17,
+                                               .token_budget = 64};
 // [ch05_model_defaults]
 
 /// The workload of the options: a trace file, the long-prompt scenario, or seeded arrivals at @p rate.
@@ -60,8 +65,8 @@ std::vector<sv::Request> make_workload(const Options& o, double rate, std::uint6
         // the scenario at the simulator's scale: 16 streams of 4-token prompts generating 24
         // tokens each, then a 192-token prompt arriving while they decode
         const int long_output = 4;
-        return sv::long_prompt_scenario(16, std::min(192, m.max_seq - long_output), 1e-6, 4, std::min(24, m.max_seq / 4),
-                                        long_output);
+        return sv::long_prompt_scenario(16, std::min(192, m.max_seq - long_output), 1e-6, 4,
+                                        std::min(24, m.max_seq / 4), long_output);
     }
     return sv::make_workload(o.s.w, rate, seed, m.vocab);
 }
@@ -70,7 +75,9 @@ std::vector<sv::Request> make_workload(const Options& o, double rate, std::uint6
 pd::DType model_weights(const pd::Bench& bench) {
     return bench.dtypes().size() == 1 ? bench.dtypes().front() : pd::DType::fp32;
 }
-pd::DType kv_type(const Options& o) { return o.s.kv_dtype == "bf16" ? pd::DType::bf16 : pd::DType::fp32; }
+pd::DType kv_type(const Options& o) {
+    return o.s.kv_dtype == "bf16" ? pd::DType::bf16 : pd::DType::fp32;
+}
 
 /// One policy's scheduler: its limits from the options.
 sv::SchedulerConfig scheduler_config(const Options& o, sv::Policy p, long long kv_capacity) {
@@ -95,12 +102,14 @@ sv::Timeline serve(const Options& o, const std::vector<sv::Request>& requests, c
 /// queue would pass: the wait shows in TTFT, not in ITL; the median TTFT stands for the
 /// scheduling delay here), by bisection on the rate of the same seeded workload, each run at
 /// least two minutes of arrivals long.
-double find_capacity(const Options& o, sv::Policy p, long long kv, const sv::CostModelConfig& cost, std::uint64_t seed) {
+double find_capacity(const Options& o, sv::Policy p, long long kv, const sv::CostModelConfig& cost,
+                     std::uint64_t seed) {
     const double slo = o.slo_tpot_ms * 1e-3;
     const auto ok = [&](double rate) {
         Options steady = o;  // at least two minutes of arrivals, so that an overloaded queue has time to grow
         steady.s.w.requests = std::max(o.s.w.requests, static_cast<int>(std::ceil(rate * 120)));
-        const sv::Metrics m = sv::compute_metrics(serve(o, make_workload(steady, rate, seed), scheduler_config(o, p, kv), cost));
+        const sv::Metrics m =
+            sv::compute_metrics(serve(o, make_workload(steady, rate, seed), scheduler_config(o, p, kv), cost));
         return m.itl_s.p99 <= slo && m.ttft_s.p50 <= 2.0;
     };
     double lo = 0, hi = 0.25;
@@ -121,29 +130,33 @@ int run(int argc, char** argv) {
     o.s.policy = "all";
     o.s.preset = "llama-3-70b";
     o.s.tp = 8;
-    pd::Bench bench{"05_batching", "chunked prefill and continuous batching",
+    pd::Bench bench{"05_batching",
+                    "chunked prefill and continuous batching",
                     "Chapter 05: chunked prefill and continuous batching. Replays a workload under the static, "
                     "continuous and chunked policies, on chapter 04's model (--executor model) or with the roofline "
                     "cost model, and reports TTFT, TPOT, ITL, end-to-end latency and throughput as vLLM's serving "
                     "benchmark defines them.",
                     {}};
-    sv::add_serving_options(bench.app, o.s,
-                            {{"static", ""}, {"continuous", ""}, {"chunked", ""}, {"all", "side by side on the same workload"}},
-                            {{"poisson", "seeded arrivals at --rate"}, {"long-prompt", "16 streams, then one 50,000-token prompt"}});
+    sv::add_serving_options(
+        bench.app, o.s,
+        {{"static", ""}, {"continuous", ""}, {"chunked", ""}, {"all", "side by side on the same workload"}},
+        {{"poisson", "seeded arrivals at --rate"}, {"long-prompt", "16 streams, then one 50,000-token prompt"}});
     bench.add_dtype_option();
     bench.option("--kv-capacity", o.kv_capacity, "Cache positions (0: the GPUs' memory beside the weights)",
                  CLI::Range(0LL, 1LL << 40));
     bench.option("--slo-ttft-ms", o.slo_ttft_ms, "TTFT bound of the goodput (0: none)", CLI::Range(0.0, 1e9));
     bench.option("--slo-tpot-ms", o.slo_tpot_ms, "TPOT bound of the goodput and ITL bound of --find-capacity (0: none)",
                  CLI::Range(0.0, 1e9));
-    bench.app.add_flag("--find-capacity", o.find_capacity, "Bisect the highest rate whose p99 ITL meets --slo-tpot-ms with a median TTFT below 2 s");
+    bench.app.add_flag("--find-capacity", o.find_capacity,
+                       "Bisect the highest rate whose p99 ITL meets --slo-tpot-ms with a median TTFT below 2 s");
     if (auto code = bench.parse(argc, argv)) return *code;
     if (o.find_capacity && (o.slo_tpot_ms <= 0 || o.s.w.scenario != "poisson" || !o.s.w.trace.empty()))
         throw std::invalid_argument("--find-capacity needs --slo-tpot-ms > 0 and the poisson scenario (no --trace)");
     const bool on_model = o.s.on_model();
     if (on_model) {
         sv::apply_model_defaults(bench.app, o.s, kModelDefaults);
-        if (o.find_capacity) throw std::invalid_argument("--find-capacity runs with --executor cost (hundreds of replays)");
+        if (o.find_capacity)
+            throw std::invalid_argument("--find-capacity runs with --executor cost (hundreds of replays)");
     }
 
     // ---- the setup: model, machine, cache ----
@@ -164,7 +177,8 @@ int run(int argc, char** argv) {
         const long long slots = static_cast<long long>(o.s.max_seqs) * model.max_seq;
         if (kv > slots)
             throw std::invalid_argument("--kv-capacity " + std::to_string(kv) + " exceeds the model's " +
-                                        std::to_string(o.s.max_seqs) + " slots x " + std::to_string(model.max_seq) + " positions");
+                                        std::to_string(o.s.max_seqs) + " slots x " + std::to_string(model.max_seq) +
+                                        " positions");
         if (kv == 0) kv = slots;
         kv_per_token = model.kv_bytes_per_token(pd::size_of(kv_type(o)));
         executor = md::describe_engine_model(
@@ -177,8 +191,10 @@ int run(int argc, char** argv) {
         if (kv == 0) {
             const double free_bytes = 0.9 * cost.machine.memory_bytes - weights;  // 10% kept for activations
             if (free_bytes < kv_per_token)
-                throw std::invalid_argument(o.s.preset + " (" + pd::format_bytes(weights) + " of weights) leaves no room "
-                                            "for a cache on " + cost.machine.name + ": raise --tp or set --kv-capacity");
+                throw std::invalid_argument(o.s.preset + " (" + pd::format_bytes(weights) +
+                                            " of weights) leaves no room "
+                                            "for a cache on " +
+                                            cost.machine.name + ": raise --tp or set --kv-capacity");
             kv = static_cast<long long>(free_bytes / kv_per_token);
         }
         executor = sv::CostModel(cost).describe();
@@ -186,7 +202,8 @@ int run(int argc, char** argv) {
     // a slot holds the longest sequence: the model's max_seq (the cost model also stretches it to
     // the longest request, as the 50,000-token prompt of the long-prompt scenario)
     long long slot_len = model.max_seq;
-    for (const sv::Request& r : requests) if (!on_model) slot_len = std::max<long long>(slot_len, r.prompt_tokens + r.output_tokens);
+    for (const sv::Request& r : requests)
+        if (!on_model) slot_len = std::max<long long>(slot_len, r.prompt_tokens + r.output_tokens);
     out << "executor: " << executor << "\n"
         << "cache: " << kv << " positions (" << pd::format_bytes(double(kv) * kv_per_token) << ", "
         << pd::format_bytes(kv_per_token) << " per token); --max-seqs " << o.s.max_seqs << ", --token-budget "
@@ -202,8 +219,10 @@ int run(int argc, char** argv) {
         const sv::Metrics m = sv::compute_metrics(t, slo);
         pd::Row row = sv::replay_row(sv::to_string(p), t, m);
         const sv::CacheStats cache = sv::cache_stats(t, 0, slot_len);  // each running request reserves a slot
-        row.point.update({{"running_peak", cache.running_max}, {"kv_used_peak", cache.used_max},
-                          {"kv_reserved_peak", cache.reserved_max}, {"kv_unused_share", cache.waste}});
+        row.point.update({{"running_peak", cache.running_max},
+                          {"kv_used_peak", cache.used_max},
+                          {"kv_reserved_peak", cache.reserved_max},
+                          {"kv_unused_share", cache.waste}});
         rows.push_back(row);
         if (o.find_capacity) rows.back().point["capacity_rps"] = find_capacity(o, p, kv, cost, bench.options.seed);
         nlohmann::json mj = sv::to_json(m);
@@ -213,17 +232,24 @@ int run(int argc, char** argv) {
     }
     using C = pd::Column;
     const C policy = C::name("policy");
-    std::vector<C> cols = {policy, C::point("steps", "steps"), C::point("preempt", "preemptions"),
-                           C::point("TTFT p50 ms", "ttft_p50_ms"), C::point("TTFT p99 ms", "ttft_p99_ms"),
-                           C::point("TPOT ms", "tpot_mean_ms"), C::point("ITL p50 ms", "itl_p50_ms"),
-                           C::point("ITL p99 ms", "itl_p99_ms"), C::point("ITL max ms", "itl_max_ms"),
-                           C::point("E2E p50 s", "e2e_p50_s"), C::point("tok/s", "output_tokens_per_s")};
+    std::vector<C> cols = {policy,
+                           C::point("steps", "steps"),
+                           C::point("preempt", "preemptions"),
+                           C::point("TTFT p50 ms", "ttft_p50_ms"),
+                           C::point("TTFT p99 ms", "ttft_p99_ms"),
+                           C::point("TPOT ms", "tpot_mean_ms"),
+                           C::point("ITL p50 ms", "itl_p50_ms"),
+                           C::point("ITL p99 ms", "itl_p99_ms"),
+                           C::point("ITL max ms", "itl_max_ms"),
+                           C::point("E2E p50 s", "e2e_p50_s"),
+                           C::point("tok/s", "output_tokens_per_s")};
     if (o.find_capacity) cols.push_back(C::point("capacity req/s", "capacity_rps"));
     out << pd::render(rows, cols)
         << "TTFT: first token - arrival; TPOT: (E2E - TTFT) / (output - 1), mean over "
            "requests; ITL: every gap between a request's tokens, pooled; E2E: last token - arrival (vLLM's "
            "definitions). "
-        << (on_model ? std::string("Times are the model's steps, timed on ") + (pd::Bench::sim() ? "the simulator (CPU figures)" : "the GPU") + ".\n"
+        << (on_model ? std::string("Times are the model's steps, timed on ") +
+                           (pd::Bench::sim() ? "the simulator (CPU figures)" : "the GPU") + ".\n"
                      : std::string("Times come from the cost model's steps, not from this machine's clock.\n"));
     if (o.find_capacity)
         out << "capacity: the highest rate whose p99 ITL is within --slo-tpot-ms " << o.slo_tpot_ms
@@ -239,10 +265,15 @@ int run(int argc, char** argv) {
         out << "timeline of every policy written to " << o.s.timeline << "\n";
     }
 
-    nlohmann::json report = bench.report({{"preset", o.s.preset}, {"gpu", o.s.gpu}, {"tp", o.s.tp}, {"executor", o.s.executor},
+    nlohmann::json report = bench.report({{"preset", o.s.preset},
+                                          {"gpu", o.s.gpu},
+                                          {"tp", o.s.tp},
+                                          {"executor", o.s.executor},
                                           {"scenario", o.s.w.trace.empty() ? o.s.w.scenario : "trace"},
-                                          {"requests", requests.size()}, {"rate", o.s.w.rate},
-                                          {"token_budget", o.s.token_budget}, {"max_seqs", o.s.max_seqs},
+                                          {"requests", requests.size()},
+                                          {"rate", o.s.w.rate},
+                                          {"token_budget", o.s.token_budget},
+                                          {"max_seqs", o.s.max_seqs},
                                           {"kv_capacity", kv}},
                                          rows, on_model ? bench.device_json() : nlohmann::json{{"executor", executor}});
     report["executor"] = executor;

@@ -57,8 +57,8 @@ struct Options {
 /// shared-prefix scenario: a 96-token system prompt and 16 tokens each). Options given on the
 /// command line keep their values.
 void model_defaults(Options& o, const CLI::App& app) {
-    sv::apply_model_defaults(app, o.s, {.requests = 16, .rate = 40, .prompt_len = 40, .output_len = 16,
-                                        .max_seqs = 48, .token_budget = 96});
+    sv::apply_model_defaults(
+        app, o.s, {.requests = 16, .rate = 40, .prompt_len = 40, .output_len = 16, .max_seqs = 48, .token_budget = 96});
     if (!sv::given(app, "--kv-memory")) {
         const pd::ModelConfig m = *pd::find_model(o.s.preset);
         o.kv_memory_gib = 4.0 * m.max_seq * m.kv_bytes_per_token(o.s.kv_dtype == "bf16" ? 2 : 4) / (1ull << 30);
@@ -85,8 +85,9 @@ std::vector<CacheSetup> setups(const Options& o, sv::Policy policy, long long po
     if (o.kv != "paged") {
         const long long slots = std::min<long long>(o.s.max_seqs, positions / max_seq);
         if (slots < 1)
-            throw std::invalid_argument("--kv-memory holds " + std::to_string(positions) + " positions, not one slot of " +
-                                        std::to_string(max_seq) + " (the model's max_seq): raise --kv-memory");
+            throw std::invalid_argument("--kv-memory holds " + std::to_string(positions) +
+                                        " positions, not one slot of " + std::to_string(max_seq) +
+                                        " (the model's max_seq): raise --kv-memory");
         sv::SchedulerConfig c = base;
         c.max_seqs = static_cast<int>(slots);
         c.kv_capacity = slots * max_seq;
@@ -108,13 +109,15 @@ std::vector<CacheSetup> setups(const Options& o, sv::Policy policy, long long po
 // [ch06_setups]
 
 /// The model executor's weights: `--dtype`'s type (all: fp32).
-DType model_weights(const pd::Bench& b) { return b.dtypes().size() == 1 ? b.dtypes().front() : DType::fp32; }
+DType model_weights(const pd::Bench& b) {
+    return b.dtypes().size() == 1 ? b.dtypes().front() : DType::fp32;
+}
 
 /// One setup on the workload: with the cost model, or on chapter 04's model (a fresh one for
 /// every setup, its cache the setup's slots or blocks); @p tokens then receives what each
 /// request generated.
-sv::Timeline serve(const std::vector<sv::Request>& requests, const CacheSetup& setup, const Options& o, pd::Bench& bench,
-                   const sv::CostModelConfig& cost, std::vector<std::vector<int>>& tokens) {
+sv::Timeline serve(const std::vector<sv::Request>& requests, const CacheSetup& setup, const Options& o,
+                   pd::Bench& bench, const sv::CostModelConfig& cost, std::vector<std::vector<int>>& tokens) {
     if (o.s.on_model())
         return md::serve_on_model(cost.model, setup.config, requests, model_weights(bench),
                                   o.s.kv_dtype == "bf16" ? DType::bf16 : DType::fp32, bench.device().sm_count,
@@ -131,12 +134,17 @@ pd::Row setup_row(const CacheSetup& setup, const sv::Timeline& t, double kv_per_
     const sv::CacheStats c = sv::cache_stats(t, setup.config.block_size, setup.slot_positions);
     const double gib = kv_per_token / (1ull << 30);
     pd::Row row = sv::replay_row(setup.name, t, m);  // run_engine checked the scheduler's and the cache's invariants
-    row.point.update({{"running_max", c.running_max}, {"reserved_max_gib", double(c.reserved_max) * gib},
-                      {"used_max_gib", double(c.used_max) * gib}, {"waste", c.waste},
+    row.point.update({{"running_max", c.running_max},
+                      {"reserved_max_gib", double(c.reserved_max) * gib},
+                      {"used_max_gib", double(c.used_max) * gib},
+                      {"waste", c.waste},
                       {"prefill_tokens", c.prefill_tokens},
                       {"prefix_hit_rate", c.prompt_tokens ? double(c.prefix_hits) / double(c.prompt_tokens) : 0.0}});
-    details.push_back({{"cache", setup.name}, {"metrics", sv::to_json(m)}, {"kv", sv::to_json(c)},
-                       {"block_size", setup.config.block_size}, {"slot_positions", setup.slot_positions},
+    details.push_back({{"cache", setup.name},
+                       {"metrics", sv::to_json(m)},
+                       {"kv", sv::to_json(c)},
+                       {"block_size", setup.config.block_size},
+                       {"slot_positions", setup.slot_positions},
                        {"max_seqs", setup.config.max_seqs}});
     return row;
 }
@@ -151,8 +159,9 @@ std::vector<pd::Row> attention_rows(pd::Bench& bench, const Options& o, const pd
     bench.measure_roofs();
     bench.out() << "\ndecode attention on one layer's cache, contiguous (chapter 04) and paged: B = " << o.attn_batch
                 << ", Hq = " << model.heads << ", Hkv = " << model.kv_heads << ", d = " << model.head_dim
-                << ", contexts " << o.attn_context << " down to " << std::max(1, o.attn_context - 3 * (o.attn_batch - 1))
-                << " (ragged), blocks of " << o.block_size << " shuffled; reference: CPU, double\n";
+                << ", contexts " << o.attn_context << " down to "
+                << std::max(1, o.attn_context - 3 * (o.attn_batch - 1)) << " (ragged), blocks of " << o.block_size
+                << " shuffled; reference: CPU, double\n";
     md::DecodeAttentionBench attention(bench, model, o.attn_batch, o.attn_context, o.block_size);
     bench.require_fits(attention.device_bytes(), "the decode attention benchmark's caches",
                        "lower --attn-batch or --attn-context");
@@ -160,29 +169,37 @@ std::vector<pd::Row> attention_rows(pd::Bench& bench, const Options& o, const pd
     for (DType d : bench.dtypes()) {
         // chapter 04's v4 on the contiguous cache: the bandwidth the pages are held to
         const int splits = at::decode_splits(attention.contiguous(), sm);
-        rows.push_back(
-            attention.measure_contiguous("v4", d, {.name = "contiguous v4", .point = {{"block_size", 0}, {"splits", splits}}}));
+        rows.push_back(attention.measure_contiguous(
+            "v4", d, {.name = "contiguous v4", .point = {{"block_size", 0}, {"splits", splits}}}));
         const std::size_t base = rows.size() - 1;
         for (const pd::Version& ver : at::paged_versions()) {
             if (!bench.selects(ver)) continue;
             const int vs = ver.name == "v2" ? at::paged_splits(attention.paged(), sm) : 1;
-            rows.push_back(attention.measure_paged(
-                ver.name, d, {.name = "paged " + ver.name, .units = ver.units, .baseline = &rows[base],
-                              .point = {{"block_size", o.block_size}, {"splits", vs}},
-                              .dump = "paged_attention_" + ver.name + (d == DType::fp32 ? "" : "_bf16")}));
+            rows.push_back(
+                attention.measure_paged(ver.name, d,
+                                        {.name = "paged " + ver.name,
+                                         .units = ver.units,
+                                         .baseline = &rows[base],
+                                         .point = {{"block_size", o.block_size}, {"splits", vs}},
+                                         .dump = "paged_attention_" + ver.name + (d == DType::fp32 ? "" : "_bf16")}));
         }
     }
-    bench.out() << pd::render(rows, {"kernel", "dtype", "time ms", "GB/s", "of copy", "vs baseline", "max abs err", "status"})
-                << "GB/s counts K and V once per sequence; 'vs baseline': contiguous v4's time over this one's, the same "
-                   "bytes (the bandwidth ratio; the target is >= 0.9 for v2 at blocks of 16)"
-                << (pd::Bench::sim() ? "; on the simulator these are CPU times, not GPU bandwidth" : "") << ".\n";
+    bench.out()
+        << pd::render(rows, {"kernel", "dtype", "time ms", "GB/s", "of copy", "vs baseline", "max abs err", "status"})
+        << "GB/s counts K and V once per sequence; 'vs baseline': contiguous v4's time over this one's, the same "
+           "bytes (the bandwidth ratio; the target is >= 0.9 for v2 at blocks of 16)"
+        << (pd::Bench::sim() ? "; on the simulator these are CPU times, not GPU bandwidth" : "") << ".\n";
     return rows;
 }
 // [ch06_attention]
 
 int run(int argc, char** argv) {
     Options o;
-    o.s.w = {.requests = 400, .rate = 20, .prompt_len = 600, .output_len = 250, .prompt_dist = "lognormal",
+    o.s.w = {.requests = 400,
+             .rate = 20,
+             .prompt_len = 600,
+             .output_len = 250,
+             .prompt_dist = "lognormal",
              .output_dist = "lognormal"};
     o.s.max_seqs = 256;
     pd::Bench bench{"06_paged_kv", "paged KV cache and prefix caching",
@@ -194,12 +211,13 @@ int run(int argc, char** argv) {
                     at::paged_versions()};
     sv::add_serving_options(bench.app, o.s, {{"static", ""}, {"continuous", ""}, {"chunked", ""}},
                             {{"poisson", "seeded arrivals at --rate"},
-                             {"shared-prefix", "every prompt starts with the same 1,000-token system prompt, then 100 "
-                                               "tokens of its own (model executor: 96 and 16)"}});
+                             {"shared-prefix",
+                              "every prompt starts with the same 1,000-token system prompt, then 100 "
+                              "tokens of its own (model executor: 96 and 16)"}});
     bench.add_dtype_option();
     bench.option("--kv", o.kv, "slots, paged, or both (side by side)", CLI::IsMember({"slots", "paged", "both"}));
-    bench.option("--block-size", o.block_size, "Positions per block of the paged cache (and of the attention benchmark)",
-                 CLI::Range(1, 1 << 16));
+    bench.option("--block-size", o.block_size,
+                 "Positions per block of the paged cache (and of the attention benchmark)", CLI::Range(1, 1 << 16));
     bench.option("--kv-memory", o.kv_memory_gib,
                  "The KV cache's memory in GiB, over all GPUs (model executor: four slots of the model's max_seq)",
                  CLI::Range(1e-6, 1e6));
@@ -216,7 +234,8 @@ int run(int argc, char** argv) {
     std::ostream& out = bench.out();
     const pd::ModelConfig model = *pd::find_model(o.s.preset);
     const sv::CostModelConfig cost = sv::cost_model_config(model, *pd::roofline::find_gpu(o.s.gpu), o.s.tp);
-    const double kv_per_token = model.kv_bytes_per_token(on_model ? (o.s.kv_dtype == "bf16" ? 2 : 4) : cost.kv_bytes_per_element);
+    const double kv_per_token =
+        model.kv_bytes_per_token(on_model ? (o.s.kv_dtype == "bf16" ? 2 : 4) : cost.kv_bytes_per_element);
     const long long positions = static_cast<long long>(o.kv_memory_gib * (1ull << 30) / kv_per_token);
     o.s.w.max_len = model.max_seq / 2;  // a prompt and its output fit in a slot of max_seq
     const std::vector<sv::Request> requests = sv::make_workload(o.s.w, o.s.w.rate, bench.options.seed, model.vocab);
@@ -268,12 +287,18 @@ int run(int argc, char** argv) {
         }
     }
     using C = pd::Column;
-    std::vector<C> cols = {C::name("cache"), C::point("running max", "running_max"),
-                           C::point("reserved GiB", "reserved_max_gib"), C::point("used GiB", "used_max_gib"),
-                           C::percent("waste", "waste"), C::point("preempt", "preemptions"),
-                           C::point("prefill tokens", "prefill_tokens"), C::percent("hits", "prefix_hit_rate"),
-                           C::point("TTFT p50 ms", "ttft_p50_ms"), C::point("ITL p99 ms", "itl_p99_ms"),
-                           C::point("E2E p50 s", "e2e_p50_s"), C::point("tok/s", "output_tokens_per_s")};
+    std::vector<C> cols = {C::name("cache"),
+                           C::point("running max", "running_max"),
+                           C::point("reserved GiB", "reserved_max_gib"),
+                           C::point("used GiB", "used_max_gib"),
+                           C::percent("waste", "waste"),
+                           C::point("preempt", "preemptions"),
+                           C::point("prefill tokens", "prefill_tokens"),
+                           C::percent("hits", "prefix_hit_rate"),
+                           C::point("TTFT p50 ms", "ttft_p50_ms"),
+                           C::point("ITL p99 ms", "itl_p99_ms"),
+                           C::point("E2E p50 s", "e2e_p50_s"),
+                           C::point("tok/s", "output_tokens_per_s")};
     if (on_model) cols.push_back(C::percent("same tokens", "same_tokens"));
     out << pd::render(rows, cols)
         << "reserved, used: the most at once; waste: 1 - used / reserved over the run, weighted by step time; "
@@ -290,13 +315,22 @@ int run(int argc, char** argv) {
 
     const std::vector<pd::Row> arows = attention_rows(bench, o, model);  // what the block table costs the kernel
 
-    nlohmann::json report = bench.report({{"preset", o.s.preset}, {"gpu", o.s.gpu}, {"tp", o.s.tp}, {"executor", o.s.executor},
-                                          {"policy", o.s.policy}, {"kv", o.kv}, {"block_size", o.block_size},
-                                          {"kv_memory_gib", o.kv_memory_gib}, {"kv_positions", positions},
+    nlohmann::json report = bench.report({{"preset", o.s.preset},
+                                          {"gpu", o.s.gpu},
+                                          {"tp", o.s.tp},
+                                          {"executor", o.s.executor},
+                                          {"policy", o.s.policy},
+                                          {"kv", o.kv},
+                                          {"block_size", o.block_size},
+                                          {"kv_memory_gib", o.kv_memory_gib},
+                                          {"kv_positions", positions},
                                           {"scenario", o.s.w.trace.empty() ? o.s.w.scenario : "trace"},
-                                          {"requests", requests.size()}, {"rate", o.s.w.rate},
-                                          {"token_budget", o.s.token_budget}, {"max_seqs", o.s.max_seqs},
-                                          {"attn_batch", o.attn_batch}, {"attn_context", o.attn_context}},
+                                          {"requests", requests.size()},
+                                          {"rate", o.s.w.rate},
+                                          {"token_budget", o.s.token_budget},
+                                          {"max_seqs", o.s.max_seqs},
+                                          {"attn_batch", o.attn_batch},
+                                          {"attn_context", o.attn_context}},
                                          rows, bench.device_json());
     report["executor"] = executor;
     report["caches"] = details;

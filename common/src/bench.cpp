@@ -112,7 +112,8 @@ const DeviceInfo& Bench::device() {
         throw std::invalid_argument("no CUDA device (" + reason + "); run ch" + chapter_ +
                                     "-sim, the same program on the CPU simulator");
     if (!device_printed_)
-        out() << "device: " << device_->name << (sim() ? " (timings are CPU figures, not GPU performance)" : "") << "\n";
+        out() << "device: " << device_->name << (sim() ? " (timings are CPU figures, not GPU performance)" : "")
+              << "\n";
     device_printed_ = true;
     return *device_;
 }

@@ -83,7 +83,9 @@ int guarded_main(int (*run)(int, char**), int argc, char** argv, const FlagNames
     }
 }
 
-std::ostream& text_out(const CommonOptions& options) { return options.json == "-" ? std::cerr : std::cout; }
+std::ostream& text_out(const CommonOptions& options) {
+    return options.json == "-" ? std::cerr : std::cout;
+}
 
 std::string prepare_dump_dir(const CommonOptions& options) {
     if (options.dump.empty()) return {};

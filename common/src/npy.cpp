@@ -3,10 +3,10 @@
 
 #include <bit>
 #include <cstring>
-#include <type_traits>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 
 namespace pd {
 
@@ -14,13 +14,20 @@ namespace {
 
 template <typename T>
 constexpr const char* npy_descr() {
-    if constexpr (std::is_same_v<T, float>) return "<f4";
-    else if constexpr (std::is_same_v<T, double>) return "<f8";
-    else if constexpr (std::is_same_v<T, __half>) return "<f2";
-    else if constexpr (std::is_same_v<T, std::int32_t>) return "<i4";
-    else if constexpr (std::is_same_v<T, std::int64_t>) return "<i8";
-    else if constexpr (std::is_same_v<T, std::uint8_t>) return "|u1";
-    else static_assert(sizeof(T) == 0, "write_npy: unsupported element type");
+    if constexpr (std::is_same_v<T, float>)
+        return "<f4";
+    else if constexpr (std::is_same_v<T, double>)
+        return "<f8";
+    else if constexpr (std::is_same_v<T, __half>)
+        return "<f2";
+    else if constexpr (std::is_same_v<T, std::int32_t>)
+        return "<i4";
+    else if constexpr (std::is_same_v<T, std::int64_t>)
+        return "<i8";
+    else if constexpr (std::is_same_v<T, std::uint8_t>)
+        return "|u1";
+    else
+        static_assert(sizeof(T) == 0, "write_npy: unsupported element type");
 }
 
 std::size_t product(const std::vector<std::size_t>& shape) {
@@ -35,11 +42,12 @@ template <typename T>
 void write_npy(const std::string& path, std::span<const T> data, std::vector<std::size_t> shape) {
     static_assert(std::endian::native == std::endian::little, "write_npy assumes little-endian");
     if (product(shape) != data.size())
-        throw std::invalid_argument("write_npy(" + path + "): shape does not match " +
-                                    std::to_string(data.size()) + " elements");
+        throw std::invalid_argument("write_npy(" + path + "): shape does not match " + std::to_string(data.size()) +
+                                    " elements");
     std::ostringstream dict;
     dict << "{'descr': '" << npy_descr<T>() << "', 'fortran_order': False, 'shape': (";
-    for (std::size_t i = 0; i < shape.size(); ++i) dict << shape[i] << (shape.size() == 1 || i + 1 < shape.size() ? "," : "");
+    for (std::size_t i = 0; i < shape.size(); ++i)
+        dict << shape[i] << (shape.size() == 1 || i + 1 < shape.size() ? "," : "");
     dict << "), }";
     std::string header = dict.str();
     // Magic (6) + version (2) + length (2) + header + '\n' must be a multiple of 64.
@@ -66,7 +74,9 @@ template void write_npy<std::int32_t>(const std::string&, std::span<const std::i
 template void write_npy<std::int64_t>(const std::string&, std::span<const std::int64_t>, std::vector<std::size_t>);
 template void write_npy<std::uint8_t>(const std::string&, std::span<const std::uint8_t>, std::vector<std::size_t>);
 
-std::size_t NpyArray::size() const { return product(shape); }
+std::size_t NpyArray::size() const {
+    return product(shape);
+}
 
 std::vector<float> NpyArray::as_float() const {
     if (descr != "<f4") throw std::runtime_error("NpyArray::as_float: dtype is " + descr + ", not <f4");

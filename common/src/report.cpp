@@ -40,8 +40,8 @@ nlohmann::json to_json(const KernelResult& r) {
 
 void Table::add_row(std::vector<std::string> cells) {
     if (cells.size() != headers_.size())
-        throw std::invalid_argument("Table::add_row: expected " + std::to_string(headers_.size()) +
-                                    " cells, got " + std::to_string(cells.size()));
+        throw std::invalid_argument("Table::add_row: expected " + std::to_string(headers_.size()) + " cells, got " +
+                                    std::to_string(cells.size()));
     rows_.push_back(std::move(cells));
 }
 
@@ -57,8 +57,10 @@ std::string Table::render() const {
             const std::size_t pad = width[c] - cells[c].size();
             const bool right = !header && c > 0 && is_numeric_cell(cells[c]);
             if (c > 0) out << "  ";
-            if (right) out << std::string(pad, ' ') << cells[c];
-            else out << cells[c] << (c + 1 < cells.size() ? std::string(pad, ' ') : "");
+            if (right)
+                out << std::string(pad, ' ') << cells[c];
+            else
+                out << cells[c] << (c + 1 < cells.size() ? std::string(pad, ' ') : "");
         }
         out << '\n';
     };
@@ -119,13 +121,15 @@ std::optional<double> Roofs::floor_s(const Cost& cost, Units u) const {
     const std::optional<double> p = peak(u);
     if ((cost.bytes > 0 && !bytes_per_s) || (cost.flops > 0 && !p) || (cost.bytes <= 0 && cost.flops <= 0))
         return std::nullopt;
-    const double compute = cost.flops > 0 ? cost.flops / *p : 0, memory = cost.bytes > 0 ? cost.bytes / *bytes_per_s : 0;
+    const double compute = cost.flops > 0 ? cost.flops / *p : 0,
+                 memory = cost.bytes > 0 ? cost.bytes / *bytes_per_s : 0;
     return std::max(compute, memory);
 }
 
 std::optional<roofline::Bound> Roofs::bound(const Cost& cost, Units u) const {
     if (!floor_s(cost, u)) return std::nullopt;
-    const double compute = cost.flops > 0 ? cost.flops / *peak(u) : 0, memory = cost.bytes > 0 ? cost.bytes / *bytes_per_s : 0;
+    const double compute = cost.flops > 0 ? cost.flops / *peak(u) : 0,
+                 memory = cost.bytes > 0 ? cost.bytes / *bytes_per_s : 0;
     return compute >= memory ? roofline::Bound::Compute : roofline::Bound::Memory;  // as roofline::bound_at()
 }
 
@@ -237,7 +241,7 @@ nlohmann::json make_report(const std::string& chapter, const std::string& backen
         all_passed = all_passed && r.result.passed;
     }
     return {{"chapter", chapter}, {"backend", backend}, {"device", device},
-            {"problem", problem}, {"results", list},     {"passed", all_passed}};
+            {"problem", problem}, {"results", list},    {"passed", all_passed}};
 }
 
 void write_json(const nlohmann::json& j, const std::string& path) {

@@ -57,7 +57,9 @@ Bound bound_at(double intensity, double ridge) {
     return intensity < ridge ? Bound::Memory : Bound::Compute;
 }
 
-const char* to_string(Bound b) { return b == Bound::Memory ? "memory-bound" : "compute-bound"; }
+const char* to_string(Bound b) {
+    return b == Bound::Memory ? "memory-bound" : "compute-bound";
+}
 
 const std::vector<GpuSpec>& gpu_presets() {
     // Vendor datasheet figures. Tensor rates are dense: where a datasheet quotes BF16/FP16 "with
@@ -70,10 +72,8 @@ const std::vector<GpuSpec>& gpu_presets() {
          "NVIDIA H200 Tensor Core GPU datasheet, SXM column (BF16 1,979 TFLOPS with sparsity)"},
         {"A100-80GB", 2039, 312, 19.5, 80,
          "NVIDIA A100 Tensor Core GPU datasheet, 80GB SXM column (BF16 312 TFLOPS dense)"},
-        {"L4", 300, 121, 30.3, 24,
-         "NVIDIA L4 Tensor Core GPU datasheet (BF16 242 TFLOPS with sparsity)"},
-        {"T4", 320, 65, 8.1, 16,
-         "NVIDIA T4 datasheet (no BF16: mixed-precision FP16/FP32 65 TFLOPS is used)"},
+        {"L4", 300, 121, 30.3, 24, "NVIDIA L4 Tensor Core GPU datasheet (BF16 242 TFLOPS with sparsity)"},
+        {"T4", 320, 65, 8.1, 16, "NVIDIA T4 datasheet (no BF16: mixed-precision FP16/FP32 65 TFLOPS is used)"},
         {"RTX-4090", 1008, 165.2, 82.6, 24,
          "NVIDIA Ada Lovelace GPU architecture whitepaper, appendix: FP16/BF16 tensor with FP32 "
          "accumulate 165.2 TFLOPS dense"},
@@ -268,14 +268,16 @@ std::string describe(const Workload& w, const Machine& m, const std::string& mac
     out << "\n\n";
     Table t({"phase", "FLOPs", "bytes", "FLOP/byte", "bound", "floor"});
     t.add_row({"prefill", format_flops(a.prefill.flops), fmt("%.3g GB", a.prefill.bytes / 1e9),
-               fmt("%.4g", a.prefill.intensity), to_string(a.prefill.bound), format_time(a.prefill.floor_s) + " (TTFT)"});
+               fmt("%.4g", a.prefill.intensity), to_string(a.prefill.bound),
+               format_time(a.prefill.floor_s) + " (TTFT)"});
     t.add_row({"decode", format_flops(a.decode.flops), fmt("%.3g GB", a.decode.bytes / 1e9),
                fmt("%.4g", a.decode.intensity), to_string(a.decode.bound),
                format_time(a.decode.floor_s) + " per token (ITL)"});
     out << t.render() << "\n";
-    out << "decode reads every weight for " << w.batch << " token(s) per step: "
-        << fmt("%.0f", double(w.batch) / a.decode.floor_s) << " tokens/s at best; it turns compute-bound only at B >= "
-        << fmt("%.0f", std::ceil(a.critical_batch)) << " (2*B/b = ridge, weights only)\n";
+    out << "decode reads every weight for " << w.batch
+        << " token(s) per step: " << fmt("%.0f", double(w.batch) / a.decode.floor_s)
+        << " tokens/s at best; it turns compute-bound only at B >= " << fmt("%.0f", std::ceil(a.critical_batch))
+        << " (2*B/b = ridge, weights only)\n";
     if (w.model) {
         out << "KV cache: " << format_bytes(a.kv_bytes_per_token) << " per token (2 x " << w.model->layers
             << " layers x " << w.model->kv_heads << " KV heads x " << w.model->head_dim << " x "
@@ -330,28 +332,28 @@ nlohmann::json to_json(const Workload& w, const Machine& m, const std::string& s
         {"bytes_total", known(a.kv_bytes_total)},
         {"decode_share", known(a.kv_bytes_total / a.decode.bytes)},
         {"max_sequences", a.max_sequences ? nlohmann::json(*a.max_sequences) : nlohmann::json(nullptr)}};
-    return {{"params", w.params},
-            {"bytes_per_param", w.bytes_per_param},
-            {"batch", w.batch},
-            {"prompt_tokens", w.prompt_tokens},
-            {"model", w.model ? nlohmann::json(w.model->name) : nlohmann::json(nullptr)},
-            {"machine",
-             {{"name", m.name},
-              {"gpus", m.gpus},
-              {"bandwidth_gbps", m.bytes_per_s / 1e9},
-              {"peak_tflops", m.peak_flops_per_s / 1e12},
-              {"fp32_tflops",
-               m.fp32_flops_per_s > 0 ? nlohmann::json(m.fp32_flops_per_s / 1e12) : nlohmann::json(nullptr)},
-              {"memory_gb", m.memory_bytes > 0 ? nlohmann::json(m.memory_bytes / 1e9) : nlohmann::json(nullptr)},
-              {"source", source}}},
-            {"ridge_point", a.ridge},
-            {"ridge_point_fp32", a.ridge_fp32 > 0 ? nlohmann::json(a.ridge_fp32) : nlohmann::json(nullptr)},
-            {"critical_decode_batch", a.critical_batch},
-            {"weight_bytes", a.weight_bytes},
-            {"kv_cache", kv_cache},
-            {"terms", a.terms},
-            {"prefill", prefill},
-            {"decode", decode}};
+    return {
+        {"params", w.params},
+        {"bytes_per_param", w.bytes_per_param},
+        {"batch", w.batch},
+        {"prompt_tokens", w.prompt_tokens},
+        {"model", w.model ? nlohmann::json(w.model->name) : nlohmann::json(nullptr)},
+        {"machine",
+         {{"name", m.name},
+          {"gpus", m.gpus},
+          {"bandwidth_gbps", m.bytes_per_s / 1e9},
+          {"peak_tflops", m.peak_flops_per_s / 1e12},
+          {"fp32_tflops", m.fp32_flops_per_s > 0 ? nlohmann::json(m.fp32_flops_per_s / 1e12) : nlohmann::json(nullptr)},
+          {"memory_gb", m.memory_bytes > 0 ? nlohmann::json(m.memory_bytes / 1e9) : nlohmann::json(nullptr)},
+          {"source", source}}},
+        {"ridge_point", a.ridge},
+        {"ridge_point_fp32", a.ridge_fp32 > 0 ? nlohmann::json(a.ridge_fp32) : nlohmann::json(nullptr)},
+        {"critical_decode_batch", a.critical_batch},
+        {"weight_bytes", a.weight_bytes},
+        {"kv_cache", kv_cache},
+        {"terms", a.terms},
+        {"prefill", prefill},
+        {"decode", decode}};
 }
 
 }  // namespace pd::roofline

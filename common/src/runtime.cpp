@@ -117,9 +117,9 @@ double measure_copy_gbps(std::size_t bytes, int warmup, int iters) {
     PD_CHECK_CUDA(cudaMemcpy(&first, dst.data(), 1, cudaMemcpyDeviceToHost));
     PD_CHECK_CUDA(cudaMemcpy(&last, dst.data() + bytes - 1, 1, cudaMemcpyDeviceToHost));
     if (first != 0x5A || last != 0x5A) throw std::runtime_error("measure_copy_gbps: the copy is wrong");
-    const TimingStats t = time_device(
-        [&] { PD_CHECK_CUDA(cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice)); }, warmup,
-        iters);
+    const TimingStats t =
+        time_device([&] { PD_CHECK_CUDA(cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice)); },
+                    warmup, iters);
     return 2.0 * double(bytes) / (t.median_ms * 1e-3) / 1e9;
 }
 

@@ -57,9 +57,8 @@ void launch_decode_v2(const float* q, const T* k, const T* v, const int* kv_len,
                       cudaStream_t stream) {
     check_decode_shape(s);
     const dim3 grid(unsigned(s.heads), unsigned(s.batch));
-    decode_attention_v2_kernel<T><<<grid, kDecodeThreads, 0, stream>>>(q, k, v, kv_len, out, s.heads, s.kv_heads,
-                                                                       s.head_dim, s.max_seq,
-                                                                       1.0f / std::sqrt(float(s.head_dim)));
+    decode_attention_v2_kernel<T><<<grid, kDecodeThreads, 0, stream>>>(
+        q, k, v, kv_len, out, s.heads, s.kv_heads, s.head_dim, s.max_seq, 1.0f / std::sqrt(float(s.head_dim)));
     PD_CHECK_LAUNCH();
 }
 
@@ -68,8 +67,8 @@ void decode_attention_v2(const float* q, const float* k, const float* v, const i
     launch_decode_v2(q, k, v, kv_len, out, s, stream);
 }
 
-void decode_attention_v2(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len,
-                         float* out, const DecodeShape& s, cudaStream_t stream) {
+void decode_attention_v2(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len, float* out,
+                         const DecodeShape& s, cudaStream_t stream) {
     launch_decode_v2(q, k, v, kv_len, out, s, stream);
 }
 

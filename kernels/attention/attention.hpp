@@ -88,7 +88,9 @@ struct Shape {
 };
 
 /// Keys query @p i of @p s may attend to: allowed_keys() with the sizes of @p s.
-inline int allowed_keys(const Shape& s, int i) { return allowed_keys(i, s.q_len, s.kv_len, s.causal); }
+inline int allowed_keys(const Shape& s, int i) {
+    return allowed_keys(i, s.q_len, s.kv_len, s.causal);
+}
 
 /// Throws std::invalid_argument naming the first parameter out of range (sizes below 1,
 /// Sq > Sk, H not a multiple of Hkv, B * H above the grid limit of 65535, Sq above 524280).

@@ -76,7 +76,7 @@ struct PagedRows {
             if (j < 0 || j / block_size >= max_blocks) return -1;
             const int p = table[j / block_size];  // the physical block holding logical position j
             if (p < 0 || p >= num_blocks) return -1;
-            return ((long long)(p) * kv_heads + kvh) * block_size * d + (long long)(j % block_size) * d;
+            return ((long long)(p)*kv_heads + kvh) * block_size * d + (long long)(j % block_size) * d;
         }
     };
     /// True when @p b is a row of the table.

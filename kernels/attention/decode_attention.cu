@@ -4,8 +4,8 @@
 /// shape checks, v4's split rule and the dispatch. The v3/v4 kernel body also reads chapter
 /// 06's paged cache, through its block table (paged v2, launched here too). v2 is lab 04
 /// (decode_attention_online.cu).
-#include "attention/decode_attention.hpp"
 #include "attention/cache_rows.cuh"
+#include "attention/decode_attention.hpp"
 #include "attention/online_softmax.cuh"
 #include "attention/paged_attention.hpp"
 
@@ -22,7 +22,8 @@ void check_cache_shape(const CacheShape& s) {
     const std::pair<const char*, int> sizes[] = {
         {"batch", s.batch}, {"kv_heads", s.kv_heads}, {"max_seq", s.max_seq}, {"head_dim", s.head_dim}};
     for (const auto& [name, v] : sizes)
-        if (v < 1) throw std::invalid_argument(std::string("kv cache: ") + name + " must be >= 1, got " + std::to_string(v));
+        if (v < 1)
+            throw std::invalid_argument(std::string("kv cache: ") + name + " must be >= 1, got " + std::to_string(v));
 }
 
 void check_decode_shape(const DecodeShape& s) {
@@ -37,8 +38,8 @@ void check_decode_shape(const DecodeShape& s) {
     if (s.head_dim > kMaxHeadDim)
         fail("head_dim = " + std::to_string(s.head_dim) + " exceeds " + std::to_string(kMaxHeadDim));
     if (s.max_kv_len > s.max_seq)
-        fail("max_kv_len = " + std::to_string(s.max_kv_len) + " exceeds the cache's max_seq = " +
-             std::to_string(s.max_seq));
+        fail("max_kv_len = " + std::to_string(s.max_kv_len) +
+             " exceeds the cache's max_seq = " + std::to_string(s.max_seq));
     if (s.batch > 65535 || s.heads > 65535)
         fail("batch and heads must be <= 65535 (grid limits), got " + std::to_string(s.batch) + " and " +
              std::to_string(s.heads));
@@ -148,7 +149,7 @@ __global__ void decode_attention_gqa_kernel(const float* __restrict__ q, const T
             if (at[u] < 0) continue;  // the same for the whole warp: its shuffles stay converged
 #pragma unroll
             for (int g = 0; g < kG; ++g) {
-                if (g >= group) break;  // `group` is the same in the whole block
+                if (g >= group) break;                                 // `group` is the same in the whole block
                 online_update(st[g], dot_lanes(qr[g], kr[u]), vr[u]);  // the online softmax of v2, per query
             }
         }
@@ -199,7 +200,9 @@ __global__ void decode_combine_kernel(const float* __restrict__ partials, float*
 
 namespace {
 
-float scale_of(const DecodeShape& s) { return 1.0f / std::sqrt(float(s.head_dim)); }
+float scale_of(const DecodeShape& s) {
+    return 1.0f / std::sqrt(float(s.head_dim));
+}
 
 template <typename T>
 void launch_v1(const float* q, const T* k, const T* v, const int* kv_len, float* out, float* scores,
@@ -224,9 +227,9 @@ template <typename T, int kG, typename Rows>
 void launch_gqa_for(const float* q, const T* k, const T* v, const Rows& rows, const int* kv_len, float* out,
                     float* partials, const GqaLaunch& g, cudaStream_t stream) {
     const dim3 grid(unsigned(g.kv_heads), unsigned(g.batch), unsigned(g.splits));
-    decode_attention_gqa_kernel<T, kG, Rows><<<grid, kDecodeThreads, 0, stream>>>(
-        q, k, v, rows, kv_len, out, partials, g.heads, g.kv_heads, g.head_dim, g.limit, g.chunk,
-        1.0f / std::sqrt(float(g.head_dim)));
+    decode_attention_gqa_kernel<T, kG, Rows>
+        <<<grid, kDecodeThreads, 0, stream>>>(q, k, v, rows, kv_len, out, partials, g.heads, g.kv_heads, g.head_dim,
+                                              g.limit, g.chunk, 1.0f / std::sqrt(float(g.head_dim)));
     PD_CHECK_LAUNCH();
 }
 
@@ -236,11 +239,16 @@ template <typename T, typename Rows>
 void launch_gqa(const float* q, const T* k, const T* v, const Rows& rows, const int* kv_len, float* out,
                 float* partials, const GqaLaunch& g, cudaStream_t stream) {
     const int group = g.heads / g.kv_heads;
-    if (group <= 1) launch_gqa_for<T, 1>(q, k, v, rows, kv_len, out, partials, g, stream);
-    else if (group <= 2) launch_gqa_for<T, 2>(q, k, v, rows, kv_len, out, partials, g, stream);
-    else if (group <= 4) launch_gqa_for<T, 4>(q, k, v, rows, kv_len, out, partials, g, stream);
-    else if (group <= 8) launch_gqa_for<T, 8>(q, k, v, rows, kv_len, out, partials, g, stream);
-    else launch_gqa_for<T, 16>(q, k, v, rows, kv_len, out, partials, g, stream);
+    if (group <= 1)
+        launch_gqa_for<T, 1>(q, k, v, rows, kv_len, out, partials, g, stream);
+    else if (group <= 2)
+        launch_gqa_for<T, 2>(q, k, v, rows, kv_len, out, partials, g, stream);
+    else if (group <= 4)
+        launch_gqa_for<T, 4>(q, k, v, rows, kv_len, out, partials, g, stream);
+    else if (group <= 8)
+        launch_gqa_for<T, 8>(q, k, v, rows, kv_len, out, partials, g, stream);
+    else
+        launch_gqa_for<T, 16>(q, k, v, rows, kv_len, out, partials, g, stream);
     if (g.splits > 1) {
         decode_combine_kernel<<<dim3(unsigned(g.heads), unsigned(g.batch)), kDecodeThreads, 0, stream>>>(
             partials, out, g.heads, g.head_dim, g.splits);
@@ -260,7 +268,8 @@ void launch_contiguous(const float* q, const T* k, const T* v, const int* kv_len
     if (splits < 1 || splits > kMaxSplits)
         throw std::invalid_argument("decode attention v4: splits = " + std::to_string(splits) + " must be in 1 .. " +
                                     std::to_string(kMaxSplits));
-    const SlotRows rows{.slot = nullptr, .slots = s.batch, .kv_heads = s.kv_heads, .max_seq = s.max_seq, .d = s.head_dim};
+    const SlotRows rows{
+        .slot = nullptr, .slots = s.batch, .kv_heads = s.kv_heads, .max_seq = s.max_seq, .d = s.head_dim};
     launch_gqa(q, k, v, rows, kv_len, out, partials,
                {s.batch, s.heads, s.kv_heads, s.head_dim, s.max_seq, ceil_div(s.max_kv_len, splits), splits}, stream);
 }
@@ -272,15 +281,20 @@ void launch_paged(const float* q, const T* k, const T* v, const int* table, cons
                   float* partials, int splits, const PagedShape& s, cudaStream_t stream) {
     check_paged_shape(s);
     if (s.group() > kMaxGroup)
-        throw std::invalid_argument("paged attention v2: heads / kv_heads = " + std::to_string(s.group()) + " exceeds " +
-                                    std::to_string(kMaxGroup));
+        throw std::invalid_argument("paged attention v2: heads / kv_heads = " + std::to_string(s.group()) +
+                                    " exceeds " + std::to_string(kMaxGroup));
     if (splits < 1 || splits > kMaxSplits)
         throw std::invalid_argument("paged attention v2: splits = " + std::to_string(splits) + " must be in 1 .. " +
                                     std::to_string(kMaxSplits));
     if (splits > 1 && partials == nullptr)
         throw std::invalid_argument("paged attention v2: partials is null with splits = " + std::to_string(splits));
-    const PagedRows rows{.block_table = table, .batch = s.batch, .max_blocks = s.max_blocks, .block_size = s.block_size,
-                         .num_blocks = s.num_blocks, .kv_heads = s.kv_heads, .d = s.head_dim};
+    const PagedRows rows{.block_table = table,
+                         .batch = s.batch,
+                         .max_blocks = s.max_blocks,
+                         .block_size = s.block_size,
+                         .num_blocks = s.num_blocks,
+                         .kv_heads = s.kv_heads,
+                         .d = s.head_dim};
     const int chunk = ceil_div(ceil_div(s.max_kv_len, s.block_size), splits) * s.block_size;
     launch_gqa(q, k, v, rows, kv_len, out, partials,
                {s.batch, s.heads, s.kv_heads, s.head_dim, s.max_kv_len, chunk, splits}, stream);
@@ -314,24 +328,24 @@ void decode_attention_v1(const float* q, const float* k, const float* v, const i
                          const DecodeShape& s, cudaStream_t stream) {
     launch_v1(q, k, v, kv_len, out, scores, s, stream);
 }
-void decode_attention_v1(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len,
-                         float* out, float* scores, const DecodeShape& s, cudaStream_t stream) {
+void decode_attention_v1(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len, float* out,
+                         float* scores, const DecodeShape& s, cudaStream_t stream) {
     launch_v1(q, k, v, kv_len, out, scores, s, stream);
 }
 void decode_attention_v3(const float* q, const float* k, const float* v, const int* kv_len, float* out,
                          const DecodeShape& s, cudaStream_t stream) {
     launch_contiguous(q, k, v, kv_len, out, nullptr, 1, s, stream);
 }
-void decode_attention_v3(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len,
-                         float* out, const DecodeShape& s, cudaStream_t stream) {
+void decode_attention_v3(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len, float* out,
+                         const DecodeShape& s, cudaStream_t stream) {
     launch_contiguous(q, k, v, kv_len, out, nullptr, 1, s, stream);
 }
-void decode_attention_v4(const float* q, const float* k, const float* v, const int* kv_len, float* out,
-                         float* partials, int splits, const DecodeShape& s, cudaStream_t stream) {
+void decode_attention_v4(const float* q, const float* k, const float* v, const int* kv_len, float* out, float* partials,
+                         int splits, const DecodeShape& s, cudaStream_t stream) {
     launch_contiguous(q, k, v, kv_len, out, partials, splits, s, stream);
 }
-void decode_attention_v4(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len,
-                         float* out, float* partials, int splits, const DecodeShape& s, cudaStream_t stream) {
+void decode_attention_v4(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len, float* out,
+                         float* partials, int splits, const DecodeShape& s, cudaStream_t stream) {
     launch_contiguous(q, k, v, kv_len, out, partials, splits, s, stream);
 }
 
@@ -354,7 +368,8 @@ void dispatch(const std::string& version, const float* q, const T* k, const T* v
     if (version == "v1") return decode_attention_v1(q, k, v, kv_len, out, workspace, s, stream);
     if (version == "v2") return decode_attention_v2(q, k, v, kv_len, out, s, stream);
     if (version == "v3") return decode_attention_v3(q, k, v, kv_len, out, s, stream);
-    if (version == "v4") return decode_attention_v4(q, k, v, kv_len, out, workspace, decode_splits(s, sm_count), s, stream);
+    if (version == "v4")
+        return decode_attention_v4(q, k, v, kv_len, out, workspace, decode_splits(s, sm_count), s, stream);
     throw std::invalid_argument("decode attention: version = " + version + " is not one of v1, v2, v3, v4");
 }
 

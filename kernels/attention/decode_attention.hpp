@@ -44,11 +44,11 @@ constexpr int kMaxSplits = 128;
 
 /// Sizes of one decode attention call.
 struct DecodeShape {
-    int batch = 1;     ///< B sequences, one query token each
-    int heads = 1;     ///< Hq query heads
-    int kv_heads = 1;  ///< Hkv KV heads; Hq % Hkv == 0
-    int head_dim = 64; ///< d, even, <= kMaxHeadDim
-    int max_seq = 1;   ///< S_max, the cache's positions per sequence (the row stride of K and V)
+    int batch = 1;       ///< B sequences, one query token each
+    int heads = 1;       ///< Hq query heads
+    int kv_heads = 1;    ///< Hkv KV heads; Hq % Hkv == 0
+    int head_dim = 64;   ///< d, even, <= kMaxHeadDim
+    int max_seq = 1;     ///< S_max, the cache's positions per sequence (the row stride of K and V)
     int max_kv_len = 1;  ///< the longest kv_len[b] (sizes v1's workspace and v4's splits), <= S_max
 
     /// Query heads per KV head: Hq / Hkv.
@@ -68,7 +68,10 @@ inline const std::vector<Version>& decode_versions() {
     static const std::vector<Version> list = {
         {"v1", {fp32, bf16}, simt, "one block per (sequence, query head): scores in memory, two-pass softmax"},
         {"v2", {fp32, bf16}, simt, "v1 with the online softmax: one pass over K and V, no score buffer (lab 04)"},
-        {"v3", {fp32, bf16}, simt, "v2 per KV head: one block serves the group's query heads (K, V read once); 4 keys in flight per warp"},
+        {"v3",
+         {fp32, bf16},
+         simt,
+         "v2 per KV head: one block serves the group's query heads (K, V read once); 4 keys in flight per warp"},
         {"v4", {fp32, bf16}, simt, "v3 split over the context (flash-decoding): partial results, then a combine"},
     };
     return list;
@@ -89,14 +92,14 @@ std::size_t decode_workspace_floats(const std::string& version, const DecodeShap
 /// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] fp32  @param v [B, Hkv, S_max, d] fp32  @param kv_len [B] (device)
 /// @param out [B, Hq, d]  @param scores [B, Hq, max_kv_len] workspace
 /// @param s the sizes  @param stream the stream to launch on
-void decode_attention_v1(const float* q, const float* k, const float* v, const int* kv_len, float* out,
-                         float* scores, const DecodeShape& s, cudaStream_t stream = nullptr);
+void decode_attention_v1(const float* q, const float* k, const float* v, const int* kv_len, float* out, float* scores,
+                         const DecodeShape& s, cudaStream_t stream = nullptr);
 /// v1 on a bf16 cache.
 /// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] bf16  @param v [B, Hkv, S_max, d] bf16  @param kv_len [B] (device)
 /// @param out [B, Hq, d]  @param scores [B, Hq, max_kv_len] workspace
 /// @param s the sizes  @param stream the stream to launch on
-void decode_attention_v1(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len,
-                         float* out, float* scores, const DecodeShape& s, cudaStream_t stream = nullptr);
+void decode_attention_v1(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len, float* out,
+                         float* scores, const DecodeShape& s, cudaStream_t stream = nullptr);
 
 /// v2 (lab 04): v1 with the online softmax, one pass over the keys and no score buffer.
 /// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] fp32  @param v [B, Hkv, S_max, d] fp32  @param kv_len [B] (device)
@@ -108,8 +111,8 @@ void decode_attention_v2(const float* q, const float* k, const float* v, const i
 /// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] bf16  @param v [B, Hkv, S_max, d] bf16  @param kv_len [B] (device)
 /// @param out [B, Hq, d]
 /// @param s the sizes  @param stream the stream to launch on
-void decode_attention_v2(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len,
-                         float* out, const DecodeShape& s, cudaStream_t stream = nullptr);
+void decode_attention_v2(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len, float* out,
+                         const DecodeShape& s, cudaStream_t stream = nullptr);
 
 /// v3: v2 with one block per (sequence, KV head) serving all Hq / Hkv query heads of its group,
 /// so each K and V row is read once per group instead of once per query head; each warp loads
@@ -123,8 +126,8 @@ void decode_attention_v3(const float* q, const float* k, const float* v, const i
 /// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] bf16  @param v [B, Hkv, S_max, d] bf16  @param kv_len [B] (device)
 /// @param out [B, Hq, d]
 /// @param s the sizes  @param stream the stream to launch on
-void decode_attention_v3(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len,
-                         float* out, const DecodeShape& s, cudaStream_t stream = nullptr);
+void decode_attention_v3(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len, float* out,
+                         const DecodeShape& s, cudaStream_t stream = nullptr);
 
 /// v4: v3 with the context split over @p splits blocks per (sequence, KV head); each writes its
 /// fp32 partial max, sum and unnormalized output to @p partials, and a combine kernel rescales
@@ -133,15 +136,15 @@ void decode_attention_v3(const float* q, const __nv_bfloat16* k, const __nv_bflo
 /// @param out [B, Hq, d]  @param partials B Hq splits (d + 2) floats of workspace
 /// @param splits blocks per (sequence, KV head), 1 ... kMaxSplits
 /// @param s the sizes  @param stream the stream to launch on
-void decode_attention_v4(const float* q, const float* k, const float* v, const int* kv_len, float* out,
-                         float* partials, int splits, const DecodeShape& s, cudaStream_t stream = nullptr);
+void decode_attention_v4(const float* q, const float* k, const float* v, const int* kv_len, float* out, float* partials,
+                         int splits, const DecodeShape& s, cudaStream_t stream = nullptr);
 /// v4 on a bf16 cache.
 /// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] bf16  @param v [B, Hkv, S_max, d] bf16  @param kv_len [B] (device)
 /// @param out [B, Hq, d]  @param partials B Hq splits (d + 2) floats of workspace
 /// @param splits blocks per (sequence, KV head), 1 ... kMaxSplits
 /// @param s the sizes  @param stream the stream to launch on
-void decode_attention_v4(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len,
-                         float* out, float* partials, int splits, const DecodeShape& s, cudaStream_t stream = nullptr);
+void decode_attention_v4(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len, float* out,
+                         float* partials, int splits, const DecodeShape& s, cudaStream_t stream = nullptr);
 
 /// Runs @p version (a name from decode_versions(); any other throws std::invalid_argument
 /// naming the version) with a workspace of decode_workspace_floats() floats.

@@ -16,17 +16,17 @@
 
 namespace pd::kernels::attention {
 
-constexpr int kDecodeWarps = 4;                              ///< warps per block of every version
-constexpr int kDecodeThreads = kDecodeWarps * kWarpSize;     ///< 128 threads
-constexpr int kLaneDims = kMaxHeadDim / kWarpSize;           ///< dimensions of a head per lane (4)
+constexpr int kDecodeWarps = 4;                           ///< warps per block of every version
+constexpr int kDecodeThreads = kDecodeWarps * kWarpSize;  ///< 128 threads
+constexpr int kLaneDims = kMaxHeadDim / kWarpSize;        ///< dimensions of a head per lane (4)
 
 /// One query's running softmax over the keys a warp has seen so far (the online softmax):
 /// m the largest score, l the sum of exp(s - m), acc the sum of exp(s - m) v over this lane's
 /// dimensions. The output is acc / l once every key has been seen.
 struct OnlineState {
-    float m = -INFINITY;         ///< the largest score so far
-    float l = 0.f;               ///< the sum of exp(s - m) over the keys so far
-    float acc[kLaneDims] = {};   ///< the sum of exp(s - m) v, this lane's dimensions
+    float m = -INFINITY;        ///< the largest score so far
+    float l = 0.f;              ///< the sum of exp(s - m) over the keys so far
+    float acc[kLaneDims] = {};  ///< the sum of exp(s - m) v, this lane's dimensions
 };
 
 /// Folds one key into a query's running state @p st (the online softmax of lab 04's v2): with

@@ -19,10 +19,10 @@ namespace pd::kernels::attention {
 void check_paged_shape(const PagedShape& s) {
     const auto fail = [](const std::string& msg) { throw std::invalid_argument("paged attention: " + msg); };
     const auto str = [](long long v) { return std::to_string(v); };
-    const std::pair<const char*, int> sizes[] = {
-        {"batch", s.batch},           {"heads", s.heads},           {"kv_heads", s.kv_heads},
-        {"head_dim", s.head_dim},     {"block_size", s.block_size}, {"num_blocks", s.num_blocks},
-        {"max_blocks", s.max_blocks}, {"max_kv_len", s.max_kv_len}};
+    const std::pair<const char*, int> sizes[] = {{"batch", s.batch},           {"heads", s.heads},
+                                                 {"kv_heads", s.kv_heads},     {"head_dim", s.head_dim},
+                                                 {"block_size", s.block_size}, {"num_blocks", s.num_blocks},
+                                                 {"max_blocks", s.max_blocks}, {"max_kv_len", s.max_kv_len}};
     for (const auto& [name, v] : sizes)
         if (v < 1) fail(std::string(name) + " must be >= 1, got " + str(v));
     if (s.heads % s.kv_heads != 0)
@@ -30,8 +30,8 @@ void check_paged_shape(const PagedShape& s) {
     if (s.head_dim > kMaxHeadDim) fail("head_dim = " + str(s.head_dim) + " exceeds " + str(kMaxHeadDim));
     const long long capacity = (long long)s.max_blocks * s.block_size;
     if (capacity > INT_MAX)
-        fail("max_blocks * block_size = " + str(s.max_blocks) + " * " + str(s.block_size) + " exceeds " +
-             str(INT_MAX) + " positions");
+        fail("max_blocks * block_size = " + str(s.max_blocks) + " * " + str(s.block_size) + " exceeds " + str(INT_MAX) +
+             " positions");
     if (s.max_kv_len > capacity)
         fail("max_kv_len = " + str(s.max_kv_len) + " exceeds max_blocks * block_size = " + str(capacity));
     if (s.batch > 65535 || s.heads > 65535)
@@ -41,7 +41,9 @@ void check_paged_shape(const PagedShape& s) {
 namespace {
 
 /// Blocks of the longest sequence: ceil(max_kv_len / block_size).
-int longest_blocks(const PagedShape& s) { return ceil_div(s.max_kv_len, s.block_size); }
+int longest_blocks(const PagedShape& s) {
+    return ceil_div(s.max_kv_len, s.block_size);
+}
 
 template <typename T>
 void dispatch(const std::string& version, const float* q, const T* k, const T* v, const int* table, const int* kv_len,

@@ -32,14 +32,14 @@ namespace pd::kernels::attention {
 /// [num_blocks, Hkv, block_size, d]; sequence s's logical position p lives in physical block
 /// block_table[s * max_blocks + p / block_size] at offset p % block_size.
 struct PagedShape {
-    int batch = 1;       ///< B sequences: rows of block_table and of kv_len (and of q for decode), <= 65535
-    int heads = 1;       ///< Hq query heads (<= 65535, a grid limit)
-    int kv_heads = 1;    ///< Hkv KV heads; Hq % Hkv == 0
-    int head_dim = 64;   ///< d, <= kMaxHeadDim
-    int block_size = 16; ///< positions per block, >= 1
-    int num_blocks = 1;  ///< physical blocks of the cache
-    int max_blocks = 1;  ///< columns of block_table: blocks per sequence at most
-    int max_kv_len = 1;  ///< the longest kv_len[s] (sizes v2's splits), <= max_blocks * block_size
+    int batch = 1;        ///< B sequences: rows of block_table and of kv_len (and of q for decode), <= 65535
+    int heads = 1;        ///< Hq query heads (<= 65535, a grid limit)
+    int kv_heads = 1;     ///< Hkv KV heads; Hq % Hkv == 0
+    int head_dim = 64;    ///< d, <= kMaxHeadDim
+    int block_size = 16;  ///< positions per block, >= 1
+    int num_blocks = 1;   ///< physical blocks of the cache
+    int max_blocks = 1;   ///< columns of block_table: blocks per sequence at most
+    int max_kv_len = 1;   ///< the longest kv_len[s] (sizes v2's splits), <= max_blocks * block_size
 
     /// Query heads per KV head: Hq / Hkv.
     int group() const { return heads / kv_heads; }
@@ -66,10 +66,14 @@ inline const std::vector<Version>& paged_versions() {
     using enum DType;
     using enum Units;
     static const std::vector<Version> list = {
-        {"v1", {fp32, bf16}, simt,
+        {"v1",
+         {fp32, bf16},
+         simt,
          "chapter 04's v2 through the block table: one block per (sequence, query head) walks it, logical position -> "
          "physical block and offset (lab 06)"},
-        {"v2", {fp32, bf16}, simt,
+        {"v2",
+         {fp32, bf16},
+         simt,
          "chapter 04's v4 through the block table: one block per (sequence, KV head, split) serves the query group, "
          "each split a run of whole blocks, then v4's combine"},
     };
@@ -173,7 +177,8 @@ void paged_decode_attention(const std::string& version, const float* q, const __
 /// @param v_cache [num_blocks, Hkv, block_size, d] fp32
 /// @param q_start [B] (device) first row of each sequence in q and out
 /// @param q_len [B] (device) new tokens of each sequence, 1 ... max_q_len
-/// @param kv_len [B] (device) positions of each sequence in use, new tokens included (clamped to max_blocks * block_size)
+/// @param kv_len [B] (device) positions of each sequence in use, new tokens included (clamped to max_blocks *
+/// block_size)
 /// @param block_table [B, max_blocks] (device)  @param out [T, Hq, d]
 /// @param s the sizes (batch = S)  @param tokens T, the rows of q and out: the sum of q_len, >= B
 /// @param max_q_len the longest q_len[s] (sizes the grid), 1 ... min(T, max_blocks * block_size)
@@ -189,7 +194,8 @@ void paged_varlen_attention(const float* q, const float* k_cache, const float* v
 /// @param v_cache [num_blocks, Hkv, block_size, d] bf16
 /// @param q_start [B] (device) first row of each sequence in q and out
 /// @param q_len [B] (device) new tokens of each sequence, 1 ... max_q_len
-/// @param kv_len [B] (device) positions of each sequence in use, new tokens included (clamped to max_blocks * block_size)
+/// @param kv_len [B] (device) positions of each sequence in use, new tokens included (clamped to max_blocks *
+/// block_size)
 /// @param block_table [B, max_blocks] (device)  @param out [T, Hq, d]
 /// @param s the sizes (batch = S)  @param tokens T, the rows of q and out: the sum of q_len, >= B
 /// @param max_q_len the longest q_len[s] (sizes the grid), 1 ... min(T, max_blocks * block_size)

@@ -29,7 +29,8 @@ std::vector<int> shuffled_block_table(std::span<const int> lens, int block_size,
         const int blocks = (lens[s] + block_size - 1) / block_size;
         if (lens[s] < 0 || blocks > max_blocks)
             throw std::invalid_argument("shuffled_block_table: context " + std::to_string(lens[s]) + " of sequence " +
-                                        std::to_string(s) + " needs more than max_blocks = " + std::to_string(max_blocks));
+                                        std::to_string(s) +
+                                        " needs more than max_blocks = " + std::to_string(max_blocks));
         for (int i = 0; i < blocks; ++i) {
             if (next == pool.size())
                 throw std::invalid_argument("shuffled_block_table: the contexts need more than num_blocks = " +
@@ -45,7 +46,8 @@ std::vector<float> scatter_to_blocks(std::span<const float> contiguous, std::spa
                                      int block_size, int max_blocks, int total_blocks, int first_block, float fill) {
     const size_t B = lens.size(), Hkv = size_t(kv_heads), d = size_t(head_dim), S = size_t(max_seq);
     if (contiguous.size() != B * Hkv * S * d || table.size() != B * size_t(max_blocks))
-        throw std::invalid_argument("scatter_to_blocks: the cache must be [B, Hkv, S_max, d] and the table [B, max_blocks]");
+        throw std::invalid_argument(
+            "scatter_to_blocks: the cache must be [B, Hkv, S_max, d] and the table [B, max_blocks]");
     const size_t block = Hkv * size_t(block_size) * d;
     std::vector<float> paged(size_t(total_blocks) * block, fill);
     for (size_t b = 0; b < B; ++b)

@@ -11,8 +11,8 @@ namespace pd::kernels::attention {
 /// Thread (c, i) of block z computes out[z][i][c] = sum over allowed keys j of
 /// P[z][i][j] * V[z'][j][c] (z' the KV head of z, as in scores_kernel); consecutive threads
 /// read consecutive columns c of V (coalesced).
-__global__ void pv_kernel(const float* __restrict__ p, const float* __restrict__ v, float* __restrict__ out,
-                          int q_len, int kv_len, int d, int group, bool causal) {
+__global__ void pv_kernel(const float* __restrict__ p, const float* __restrict__ v, float* __restrict__ out, int q_len,
+                          int kv_len, int d, int group, bool causal) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;  // output column
     const int i = blockIdx.y * blockDim.y + threadIdx.y;  // query
     if (i >= q_len || c >= d) return;

@@ -21,20 +21,19 @@ void check_shape(const Shape& s) {
     positive(s.kv_len, "kv_len (Sk)");
     positive(s.head_dim, "head_dim (d)");
     if (s.kv_heads < 0 || s.heads % s.kv_head_count() != 0)
-        throw std::invalid_argument("heads (H) = " + std::to_string(s.heads) + " must be a multiple of kv_heads (Hkv) = " +
-                                    std::to_string(s.kv_heads));
+        throw std::invalid_argument("heads (H) = " + std::to_string(s.heads) +
+                                    " must be a multiple of kv_heads (Hkv) = " + std::to_string(s.kv_heads));
     if (s.q_len > s.kv_len)
         throw std::invalid_argument("q_len (Sq) = " + std::to_string(s.q_len) + " must be <= kv_len (Sk) = " +
                                     std::to_string(s.kv_len) + ": the queries are the last Sq of Sk positions");
     if (long(s.batch) * s.heads > 65535)
         throw std::invalid_argument("batch * heads = " + std::to_string(long(s.batch) * s.heads) +
                                     " exceeds 65535, the grid's z limit");
-    if (s.q_len > 65535 * 8)
-        throw std::invalid_argument("q_len (Sq) = " + std::to_string(s.q_len) + " exceeds 524280");
+    if (s.q_len > 65535 * 8) throw std::invalid_argument("q_len (Sq) = " + std::to_string(s.q_len) + " exceeds 524280");
     if (std::size_t(s.batch) * s.heads * s.q_len > 0x7FFFFFFFu)
-        throw std::invalid_argument("batch * heads * q_len (Sq) = " +
-                                    std::to_string(std::size_t(s.batch) * s.heads * s.q_len) +
-                                    " exceeds 2^31 - 1 score rows (the softmax grid's x limit)");
+        throw std::invalid_argument(
+            "batch * heads * q_len (Sq) = " + std::to_string(std::size_t(s.batch) * s.heads * s.q_len) +
+            " exceeds 2^31 - 1 score rows (the softmax grid's x limit)");
 }
 
 // [scores_kernel]
@@ -60,7 +59,8 @@ void scores(const float* q, const float* k, float* s, const Shape& shape, cudaSt
     const dim3 block(32, 8);
     const dim3 grid(ceil_div(shape.kv_len, 32), ceil_div(shape.q_len, 8), unsigned(shape.batch * shape.heads));
     scores_kernel<<<grid, block, 0, stream>>>(q, k, s, shape.q_len, shape.kv_len, shape.head_dim,
-                                              shape.heads / shape.kv_head_count(), 1.0f / std::sqrt(float(shape.head_dim)));
+                                              shape.heads / shape.kv_head_count(),
+                                              1.0f / std::sqrt(float(shape.head_dim)));
     PD_CHECK_LAUNCH();
 }
 

@@ -48,7 +48,8 @@ __global__ void softmax_warp_shuffle_kernel(float* __restrict__ scores, int q_le
 void softmax_warp_shuffle(float* scores, const Shape& s, cudaStream_t stream) {
     check_shape(s);
     const std::size_t rows = std::size_t(s.batch) * s.heads * s.q_len;  // <= 2^31 - 1: check_shape
-    softmax_warp_shuffle_kernel<<<unsigned(rows), kWarpShuffleThreads, 0, stream>>>(scores, s.q_len, s.kv_len, s.causal);
+    softmax_warp_shuffle_kernel<<<unsigned(rows), kWarpShuffleThreads, 0, stream>>>(scores, s.q_len, s.kv_len,
+                                                                                    s.causal);
     PD_CHECK_LAUNCH();
 }
 

@@ -100,9 +100,9 @@ __global__ void varlen_attention_kernel(const float* __restrict__ q, const T* __
             ks[r][c] = to_f32(k[row_at[r] + c]);
             vs[r][c] = to_f32(v[row_at[r] + c]);
         }
-        __syncthreads();  // the tile is complete before any warp reads it
+        __syncthreads();                                        // the tile is complete before any warp reads it
         for (int r = 0; r < tile && j0 + r < warp_keys; ++r) {  // 3. fold the tile into the queries
-            if (row_at[r] < 0) continue;  // no row: the same for the whole warp
+            if (row_at[r] < 0) continue;                        // no row: the same for the whole warp
             float kr[kLaneDims], vr[kLaneDims];
             load_lane_dims(&ks[r][0], d, kr);
             load_lane_dims(&vs[r][0], d, vr);
@@ -138,9 +138,8 @@ void launch_varlen(const float* q, const T* k, const T* v, const Rows& rows, con
                    const int* kv_len, float* out, int sequences, int heads, int kv_heads, int head_dim, int max_q_len,
                    cudaStream_t stream) {
     const dim3 grid(unsigned(ceil_div(max_q_len, kQueriesPerBlock)), unsigned(heads), unsigned(sequences));
-    varlen_attention_kernel<T, Rows><<<grid, kDecodeThreads, 0, stream>>>(q, k, v, rows, q_start, q_len, kv_len, out,
-                                                                          heads, kv_heads, head_dim,
-                                                                          1.0f / std::sqrt(float(head_dim)));
+    varlen_attention_kernel<T, Rows><<<grid, kDecodeThreads, 0, stream>>>(
+        q, k, v, rows, q_start, q_len, kv_len, out, heads, kv_heads, head_dim, 1.0f / std::sqrt(float(head_dim)));
     PD_CHECK_LAUNCH();
 }
 
@@ -150,8 +149,8 @@ void launch_slots(const float* q, const T* k, const T* v, const int* q_start, co
                   const int* slot, float* out, const VarlenShape& s, cudaStream_t stream) {
     check_varlen_shape(s);
     const SlotRows rows{.slot = slot, .slots = s.slots, .kv_heads = s.kv_heads, .max_seq = s.max_seq, .d = s.head_dim};
-    launch_varlen(q, k, v, rows, q_start, q_len, kv_len, out, s.sequences, s.heads, s.kv_heads, s.head_dim,
-                  s.max_q_len, stream);
+    launch_varlen(q, k, v, rows, q_start, q_len, kv_len, out, s.sequences, s.heads, s.kv_heads, s.head_dim, s.max_q_len,
+                  stream);
 }
 
 /// Chapter 06: through the block table of the paged cache.
@@ -168,8 +167,13 @@ void launch_pages(const float* q, const T* k, const T* v, const int* q_start, co
     if (max_q_len > tokens) fail("max_q_len = " + str(max_q_len) + " exceeds tokens = " + str(tokens));
     if (max_q_len > s.capacity())
         fail("max_q_len = " + str(max_q_len) + " exceeds max_blocks * block_size = " + str(s.capacity()));
-    const PagedRows rows{.block_table = table, .batch = s.batch, .max_blocks = s.max_blocks, .block_size = s.block_size,
-                         .num_blocks = s.num_blocks, .kv_heads = s.kv_heads, .d = s.head_dim};
+    const PagedRows rows{.block_table = table,
+                         .batch = s.batch,
+                         .max_blocks = s.max_blocks,
+                         .block_size = s.block_size,
+                         .num_blocks = s.num_blocks,
+                         .kv_heads = s.kv_heads,
+                         .d = s.head_dim};
     launch_varlen(q, k, v, rows, q_start, q_len, kv_len, out, s.batch, s.heads, s.kv_heads, s.head_dim, max_q_len,
                   stream);
 }

@@ -41,8 +41,8 @@ __global__ void __launch_bounds__(kBt1dThreads)
     __shared__ float ws[kBt1dBK][kBt1dBN + kBt1dPad];
     const int tid = threadIdx.x;
     const int t0 = blockIdx.y * kBt1dBM, n0 = blockIdx.x * kBt1dBN;
-    const int col = tid % kBt1dBN;               // this thread's feature in the tile
-    const int row = (tid / kBt1dBN) * kBt1dTM;   // its first token in the tile
+    const int col = tid % kBt1dBN;                             // this thread's feature in the tile
+    const int row = (tid / kBt1dBN) * kBt1dTM;                 // its first token in the tile
     const int load_r = tid / kBt1dBK, load_c = tid % kBt1dBK;  // the element it stages
     float acc[kBt1dTM] = {};
 

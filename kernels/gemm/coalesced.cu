@@ -17,8 +17,8 @@ constexpr int kCoalescedBlock = 32;
 /// Every lane of a warp reads the same x[t][k] (served once, a broadcast) and its own row of W;
 /// the 32 stores of a warp land in 128 contiguous bytes of Y (coalesced). W's rows are K floats
 /// apart, so W is still read one 4-byte word per 32-byte sector: the tiles of v3 fix that.
-__global__ void gemm_coalesced_kernel(const float* __restrict__ x, const float* __restrict__ w,
-                                      float* __restrict__ y, int T, int N, int K) {
+__global__ void gemm_coalesced_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
+                                      int T, int N, int K) {
     const int n = blockIdx.x * blockDim.x + threadIdx.x;
     const int t = blockIdx.y * blockDim.y + threadIdx.y;
     if (t >= T || n >= N) return;  // the grid overhangs Y: those threads have no output

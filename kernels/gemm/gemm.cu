@@ -36,22 +36,29 @@ void check_shape(const Shape& s) {
                                     " (65535 grid rows of 32)");
 }
 
-void gemm(const std::string& version, const float* x, const float* w, float* y, const Shape& s,
-          cudaStream_t stream) {
+void gemm(const std::string& version, const float* x, const float* w, float* y, const Shape& s, cudaStream_t stream) {
     const Version& v = find_version(versions(), version, DType::fp32, "gemm");
-    if (v.name == "v1") gemm_naive(x, w, y, s, stream);
-    else if (v.name == "v2") gemm_coalesced(x, w, y, s, stream);
-    else if (v.name == "v3") gemm_smem_tiled(x, w, y, s, stream);
-    else if (v.name == "v4") gemm_blocktile_1d(x, w, y, s, stream);
-    else if (v.name == "v5") gemm_blocktile_2d(x, w, y, s, stream);
-    else gemm_vectorized(x, w, y, s, stream);  // v6
+    if (v.name == "v1")
+        gemm_naive(x, w, y, s, stream);
+    else if (v.name == "v2")
+        gemm_coalesced(x, w, y, s, stream);
+    else if (v.name == "v3")
+        gemm_smem_tiled(x, w, y, s, stream);
+    else if (v.name == "v4")
+        gemm_blocktile_1d(x, w, y, s, stream);
+    else if (v.name == "v5")
+        gemm_blocktile_2d(x, w, y, s, stream);
+    else
+        gemm_vectorized(x, w, y, s, stream);  // v6
 }
 
 void gemm(const std::string& version, const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, const Shape& s,
           cudaStream_t stream) {
     const Version& v = find_version(versions(), version, DType::bf16, "gemm");
-    if (v.name == "v7") gemm_wmma(x, w, y, s, stream);
-    else gemm_mma_pipelined(x, w, y, s, stream);  // v8
+    if (v.name == "v7")
+        gemm_wmma(x, w, y, s, stream);
+    else
+        gemm_mma_pipelined(x, w, y, s, stream);  // v8
 }
 
 }  // namespace pd::kernels::gemm

@@ -111,8 +111,7 @@ void gemm_vectorized(const float* x, const float* w, float* y, const Shape& s, c
 /// 16-byte aligned (scalar loads otherwise). Runs on the simulator too; on a GPU older than
 /// sm_80 (no bf16 tensor cores) it throws std::invalid_argument.
 /// @param x [T, K]  @param w [N, K]  @param y [T, N] fp32  @param s the sizes  @param stream the stream
-void gemm_wmma(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, const Shape& s,
-               cudaStream_t stream = nullptr);
+void gemm_wmma(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, const Shape& s, cudaStream_t stream = nullptr);
 
 /// v8 = v7 with `mma.sync` (m16n8k16) on fragments loaded by `ldmatrix`, and `cp.async`
 /// multi-stage pipelining of the shared-memory tiles (the wrappers of pd/warp_mma.cuh: inline

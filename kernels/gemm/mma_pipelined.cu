@@ -57,7 +57,9 @@ static_assert(kMmaLoads * kMmaThreads * 16 == kMmaTileBytes, "the threads copy e
 /// two groups of 4 banks (4-way conflicts). XOR-ing the chunk with bits 1..2 of the row spreads
 /// any 8 consecutive rows (from a multiple of 8) over all 32 banks.
 /// @param r the row  @param c the chunk  @return the byte offset in the tile
-__device__ __forceinline__ int swizzle(int r, int c) { return r * (kMmaBK * 2) + ((c ^ ((r >> 1) & 3)) << 4); }
+__device__ __forceinline__ int swizzle(int r, int c) {
+    return r * (kMmaBK * 2) + ((c ^ ((r >> 1) & 3)) << 4);
+}
 
 /// Issues the copies of K tile @p kt of X and W into the stage at @p stage_x / @p stage_w. With
 /// @p kAsync, cp.async with zero fill past the edges (needs K % 8 == 0, aligned X and W); else
@@ -120,7 +122,7 @@ __global__ void __launch_bounds__(kMmaThreads)
 
     for (int kt = 0; kt < k_tiles; ++kt) {
         cp_async_wait<kMmaStages - 2>();  // this thread's copies of tile kt have landed ...
-        __syncthreads();  // ... and every thread's; and every warp is done with tile kt - 1
+        __syncthreads();                  // ... and every thread's; and every warp is done with tile kt - 1
         // Refill the stage of tile kt - 1 (free since the barrier) with tile kt + 2.
         const int next = kt + kMmaStages - 1;
         if (next < k_tiles)
@@ -178,8 +180,7 @@ __global__ void __launch_bounds__(kMmaThreads)
 }
 // [gemm_mma_pipelined_kernel]
 
-void gemm_mma_pipelined(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, const Shape& s,
-                        cudaStream_t stream) {
+void gemm_mma_pipelined(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, const Shape& s, cudaStream_t stream) {
     check_shape(s);
     require_bf16_tensor_cores("gemm_mma_pipelined (v8)");
     const dim3 grid(ceil_div(s.n, kMmaBN), ceil_div(s.tokens, kMmaBM));

@@ -79,8 +79,8 @@ __device__ __forceinline__ uint4 load8_or_zero(const __nv_bfloat16* __restrict__
 /// with zeros past the edges of X and W.
 template <bool kVec8>
 __global__ void __launch_bounds__(kWmmaThreads)
-    gemm_wmma_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
-                     float* __restrict__ y, int T, int N, int K) {
+    gemm_wmma_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w, float* __restrict__ y,
+                     int T, int N, int K) {
 #if defined(PD_BACKEND_SIM) || __CUDA_ARCH__ >= 800
     using namespace nvcuda;
     __shared__ __align__(128) __nv_bfloat16 xs[kWmmaBM * kWmmaLd];

@@ -53,7 +53,7 @@ __device__ __forceinline__ void load_w_rows(const T* __restrict__ w, int row0, i
 #pragma unroll
         for (int u = 0; u < U; ++u)
             wq[r][u] = row0 + r < n ? load_vec16<T, kAligned>(w + std::size_t(row0 + r) * k,
-                                                          k0 + (u * kWarpSize + lane) * kVecElems<T>, k)
+                                                              k0 + (u * kWarpSize + lane) * kVecElems<T>, k)
                                     : make_uint4(0u, 0u, 0u, 0u);
 }
 
@@ -307,8 +307,7 @@ void gemv_batched(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, cons
     launch_batched(w, x, y, s, stream);
 }
 
-void gemv_batched_wmma(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, const Shape& s,
-                       cudaStream_t stream) {
+void gemv_batched_wmma(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, const Shape& s, cudaStream_t stream) {
     check_shape(s);
     require_bf16_tensor_cores("gemv_batched_wmma (v6)");
     const bool aligned = s.k % kVecElems<__nv_bfloat16> == 0 && is_aligned16(w) && is_aligned16(x);

@@ -75,7 +75,8 @@ inline const std::vector<Version>& versions() {
 /// every load of a warp touches 32 different memory segments (uncoalesced: the lesson).
 /// @param w [N, K]  @param x [B, K]  @param y [B, N]  @param s the sizes  @param stream the stream
 void gemv_thread_per_row(const float* w, const float* x, float* y, const Shape& s, cudaStream_t stream = nullptr);
-/// v1 with bf16 W and X. @param w [N, K]  @param x [B, K]  @param y [B, N]  @param s the sizes  @param stream the stream
+/// v1 with bf16 W and X. @param w [N, K]  @param x [B, K]  @param y [B, N]  @param s the sizes  @param stream the
+/// stream
 void gemv_thread_per_row(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, const Shape& s,
                          cudaStream_t stream = nullptr);
 
@@ -83,7 +84,8 @@ void gemv_thread_per_row(const __nv_bfloat16* w, const __nv_bfloat16* x, float* 
 /// combine their partial sums with a shuffle reduction. Lab 03.
 /// @param w [N, K]  @param x [B, K]  @param y [B, N]  @param s the sizes  @param stream the stream
 void gemv_warp_per_row(const float* w, const float* x, float* y, const Shape& s, cudaStream_t stream = nullptr);
-/// v2 with bf16 W and X. @param w [N, K]  @param x [B, K]  @param y [B, N]  @param s the sizes  @param stream the stream
+/// v2 with bf16 W and X. @param w [N, K]  @param x [B, K]  @param y [B, N]  @param s the sizes  @param stream the
+/// stream
 void gemv_warp_per_row(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, const Shape& s,
                        cudaStream_t stream = nullptr);
 
@@ -92,7 +94,8 @@ void gemv_warp_per_row(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y,
 /// one, so any K works.
 /// @param w [N, K]  @param x [B, K]  @param y [B, N]  @param s the sizes  @param stream the stream
 void gemv_vectorized(const float* w, const float* x, float* y, const Shape& s, cudaStream_t stream = nullptr);
-/// v3 with bf16 W and X. @param w [N, K]  @param x [B, K]  @param y [B, N]  @param s the sizes  @param stream the stream
+/// v3 with bf16 W and X. @param w [N, K]  @param x [B, K]  @param y [B, N]  @param s the sizes  @param stream the
+/// stream
 void gemv_vectorized(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, const Shape& s,
                      cudaStream_t stream = nullptr);
 
@@ -100,16 +103,17 @@ void gemv_vectorized(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, c
 /// throws std::invalid_argument.
 /// @param w [N, K]  @param x [B, K]  @param y [B, N]  @param s the sizes  @param stream the stream
 void gemv_cub(const float* w, const float* x, float* y, const Shape& s, cudaStream_t stream = nullptr);
-/// v4 with bf16 W and X. @param w [N, K]  @param x [B, K]  @param y [B, N]  @param s the sizes  @param stream the stream
-void gemv_cub(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, const Shape& s,
-              cudaStream_t stream = nullptr);
+/// v4 with bf16 W and X. @param w [N, K]  @param x [B, K]  @param y [B, N]  @param s the sizes  @param stream the
+/// stream
+void gemv_cub(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, const Shape& s, cudaStream_t stream = nullptr);
 
 /// v5: batched decode on the FMA units. Each weight is loaded once per step and used for all B
 /// tokens (X is staged in shared memory). 128-bit loads where K % 4 == 0 (fp32) or K % 8 == 0
 /// (bf16) and the pointers are 16-byte aligned; element loads otherwise.
 /// @param w [N, K]  @param x [B, K]  @param y [B, N]  @param s the sizes  @param stream the stream
 void gemv_batched(const float* w, const float* x, float* y, const Shape& s, cudaStream_t stream = nullptr);
-/// v5 with bf16 W and X. @param w [N, K]  @param x [B, K]  @param y [B, N]  @param s the sizes  @param stream the stream
+/// v5 with bf16 W and X. @param w [N, K]  @param x [B, K]  @param y [B, N]  @param s the sizes  @param stream the
+/// stream
 void gemv_batched(const __nv_bfloat16* w, const __nv_bfloat16* x, float* y, const Shape& s,
                   cudaStream_t stream = nullptr);
 

@@ -119,7 +119,7 @@ __device__ __forceinline__ float lane_dot_vectorized(const T* __restrict__ w, co
     const uint4* wv = reinterpret_cast<const uint4*>(w + head);
     // X row b starts at x + b * K: it may sit at another offset from a 16-byte boundary than W's row.
     acc += is_aligned16(x + head) ? lane_dot_vectors<T, true>(wv, x + head, vecs, lane)
-                               : lane_dot_vectors<T, false>(wv, x + head, vecs, lane);
+                                  : lane_dot_vectors<T, false>(wv, x + head, vecs, lane);
     for (int c = head + vecs * E + lane; c < k; c += kWarpSize) acc = fmaf(to_f32(w[c]), to_f32(x[c]), acc);
     return acc;
 }

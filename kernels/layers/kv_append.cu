@@ -20,8 +20,12 @@ using attention::SlotRows;
 namespace {
 
 /// Stores an fp32 value in the cache's type: as is, or rounded to the nearest even bf16.
-__device__ __forceinline__ void store(float* p, float v) { *p = v; }
-__device__ __forceinline__ void store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void store(float* p, float v) {
+    *p = v;
+}
+__device__ __forceinline__ void store(__nv_bfloat16* p, float v) {
+    *p = __float2bfloat16_rn(v);
+}
 
 }  // namespace
 
@@ -54,8 +58,8 @@ template <typename C, typename Rows>
 void launch_append_rows(const float* k_new, const float* v_new, C* k_cache, C* v_cache, const Rows& rows,
                         const int* row_seq, const int* positions, int T, const char* who, cudaStream_t stream) {
     if (T < 1) throw std::invalid_argument(std::string(who) + ": T must be >= 1, got " + std::to_string(T));
-    append_rows_kernel<C, Rows><<<unsigned(T), 128, 0, stream>>>(k_new, v_new, k_cache, v_cache, rows, row_seq,
-                                                                positions);
+    append_rows_kernel<C, Rows>
+        <<<unsigned(T), 128, 0, stream>>>(k_new, v_new, k_cache, v_cache, rows, row_seq, positions);
     PD_CHECK_LAUNCH();
 }
 
@@ -66,8 +70,13 @@ SlotRows slot_rows(const CacheShape& s) {
 
 PagedRows paged_rows(const int* block_table, const PagedShape& s) {
     attention::check_paged_shape(s);
-    return {.block_table = block_table, .batch = s.batch, .max_blocks = s.max_blocks, .block_size = s.block_size,
-            .num_blocks = s.num_blocks, .kv_heads = s.kv_heads, .d = s.head_dim};
+    return {.block_table = block_table,
+            .batch = s.batch,
+            .max_blocks = s.max_blocks,
+            .block_size = s.block_size,
+            .num_blocks = s.num_blocks,
+            .kv_heads = s.kv_heads,
+            .d = s.head_dim};
 }
 
 }  // namespace

@@ -38,8 +38,8 @@ void kv_append(const float* k_new, const float* v_new, float* k_cache, float* v_
 /// @param k_new [B, n, Hkv, d] fp32  @param v_new [B, n, Hkv, d]  @param k_cache [B, Hkv, S_max, d] bf16
 /// @param v_cache [B, Hkv, S_max, d] bf16  @param start [B] first new position of each sequence
 /// @param n new tokens per sequence  @param s the cache's sizes  @param stream the stream to launch on
-void kv_append(const float* k_new, const float* v_new, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
-               const int* start, int n, const CacheShape& s, cudaStream_t stream = nullptr);
+void kv_append(const float* k_new, const float* v_new, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache, const int* start,
+               int n, const CacheShape& s, cudaStream_t stream = nullptr);
 
 /// KV append of a mixed batch: row t of k_new and v_new goes to position positions[t] of cache
 /// slot token_slot[t], cache[slot][h][pos][:] = new[t][h][:], converting to the cache's type. A
@@ -68,7 +68,8 @@ void kv_append_rows(const float* k_new, const float* v_new, __nv_bfloat16* k_cac
 /// block_size, num_blocks and max_blocks of @p s.
 /// @param k_new [T, Hkv, d] fp32 (after RoPE)  @param v_new [T, Hkv, d] fp32
 /// @param k_cache [num_blocks, Hkv, block_size, d] fp32  @param v_cache [num_blocks, Hkv, block_size, d] fp32
-/// @param block_table [B, max_blocks] (device)  @param row_seq [T] (device) the sequence (row of block_table) of each row
+/// @param block_table [B, max_blocks] (device)  @param row_seq [T] (device) the sequence (row of block_table) of each
+/// row
 /// @param positions [T] (device) the logical position of each row
 /// @param T rows, >= 1  @param s the sizes  @param stream the stream to launch on
 void paged_kv_append_rows(const float* k_new, const float* v_new, float* k_cache, float* v_cache,
@@ -77,7 +78,8 @@ void paged_kv_append_rows(const float* k_new, const float* v_new, float* k_cache
 /// As above, into a bf16 cache (round to nearest even).
 /// @param k_new [T, Hkv, d] fp32 (after RoPE)  @param v_new [T, Hkv, d] fp32
 /// @param k_cache [num_blocks, Hkv, block_size, d] bf16  @param v_cache [num_blocks, Hkv, block_size, d] bf16
-/// @param block_table [B, max_blocks] (device)  @param row_seq [T] (device) the sequence (row of block_table) of each row
+/// @param block_table [B, max_blocks] (device)  @param row_seq [T] (device) the sequence (row of block_table) of each
+/// row
 /// @param positions [T] (device) the logical position of each row
 /// @param T rows, >= 1  @param s the sizes  @param stream the stream to launch on
 void paged_kv_append_rows(const float* k_new, const float* v_new, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,

@@ -23,8 +23,8 @@ void check_sizes(std::span<const float> q, std::span<const float> k, int batch, 
 }
 
 /// q_i . k_j / sqrt(d) for query row @p i of head @p bh, in double.
-double score(std::span<const float> q, std::span<const float> k, std::size_t bh, int i, int j, int q_len,
-             int kv_len, int head_dim) {
+double score(std::span<const float> q, std::span<const float> k, std::size_t bh, int i, int j, int q_len, int kv_len,
+             int head_dim) {
     double dot = 0;
     for (int c = 0; c < head_dim; ++c)
         dot += double(q[(bh * q_len + i) * head_dim + c]) * double(k[(bh * kv_len + j) * head_dim + c]);
@@ -44,8 +44,8 @@ std::vector<double> attention_scores(std::span<const float> q, std::span<const f
     return s;
 }
 
-std::vector<double> attention_probabilities(std::span<const float> q, std::span<const float> k, int batch,
-                                            int heads, int q_len, int kv_len, int head_dim, bool causal) {
+std::vector<double> attention_probabilities(std::span<const float> q, std::span<const float> k, int batch, int heads,
+                                            int q_len, int kv_len, int head_dim, bool causal) {
     check_sizes(q, k, batch, heads, q_len, kv_len, head_dim);
     const std::size_t bh_count = std::size_t(batch) * heads;
     std::vector<double> p(bh_count * q_len * kv_len, 0.0);
@@ -66,8 +66,8 @@ std::vector<double> attention_probabilities(std::span<const float> q, std::span<
     return p;
 }
 
-std::vector<double> attention(std::span<const float> q, std::span<const float> k, std::span<const float> v,
-                              int batch, int heads, int q_len, int kv_len, int head_dim, bool causal) {
+std::vector<double> attention(std::span<const float> q, std::span<const float> k, std::span<const float> v, int batch,
+                              int heads, int q_len, int kv_len, int head_dim, bool causal) {
     const std::vector<double> p = attention_probabilities(q, k, batch, heads, q_len, kv_len, head_dim, causal);
     const std::size_t bh_count = std::size_t(batch) * heads;
     if (v.size() != bh_count * kv_len * head_dim)
@@ -149,8 +149,12 @@ std::vector<double> varlen_attention(std::span<const float> q, std::span<const f
         const int n = q_len[s], len = kv_len[s], first = q_start[s], at = slot[s];
         // "name[s] = value rule": the sequence and the value that are out of range
         const auto bad = [&](const char* name, int value, const std::string& rule) {
-            fail(who, std::string(name).append("[").append(std::to_string(s)).append("] = ")
-                          .append(std::to_string(value)).append(rule));
+            fail(who, std::string(name)
+                          .append("[")
+                          .append(std::to_string(s))
+                          .append("] = ")
+                          .append(std::to_string(value))
+                          .append(rule));
         };
         if (len < 1 || len > max_seq) bad("kv_len", len, " must be in 1 .. max_seq = " + std::to_string(max_seq));
         if (n < 1 || n > len) bad("q_len", n, " must be in 1 .. kv_len = " + std::to_string(len));

@@ -18,8 +18,8 @@ namespace pd::reference {
 /// @param causal query i attends to keys 0 .. Sk - Sq + i when true, to all keys otherwise
 /// @pre 1 <= Sq <= Sk, and the spans hold exactly the elements of their shapes (else
 /// std::invalid_argument). @return [B, H, Sq, d]
-std::vector<double> attention(std::span<const float> q, std::span<const float> k, std::span<const float> v,
-                              int batch, int heads, int q_len, int kv_len, int head_dim, bool causal);
+std::vector<double> attention(std::span<const float> q, std::span<const float> k, std::span<const float> v, int batch,
+                              int heads, int q_len, int kv_len, int head_dim, bool causal);
 
 /// The scores S = Q K^T / sqrt(d), every one of the Sq x Sk of each head (no mask: the scores
 /// kernel computes them all), [B, H, Sq, Sk].
@@ -34,8 +34,8 @@ std::vector<double> attention_scores(std::span<const float> q, std::span<const f
 /// @param batch B  @param heads H  @param q_len Sq, queries  @param kv_len Sk, keys
 /// @param head_dim d  @param causal the mask rule, as in attention()
 /// @pre as in attention(). @return [B, H, Sq, Sk]
-std::vector<double> attention_probabilities(std::span<const float> q, std::span<const float> k, int batch,
-                                            int heads, int q_len, int kv_len, int head_dim, bool causal);
+std::vector<double> attention_probabilities(std::span<const float> q, std::span<const float> k, int batch, int heads,
+                                            int q_len, int kv_len, int head_dim, bool causal);
 
 /// q [B, Hq, d]; k, v [B, Hkv, S_max, d] given as float; kv_len[b] in 1..S_max; returns [B, Hq, d]; query head h uses
 /// KV head h / (Hq/Hkv); scale 1/sqrt(d); softmax over keys 0..kv_len[b]-1

@@ -60,8 +60,8 @@ std::vector<double> linear_rows(std::span<const float> x, std::span<const float>
     return rows_of<float>(x, w, m, n, k, rows);
 }
 
-std::vector<double> linear_rows(std::span<const __nv_bfloat16> x, std::span<const __nv_bfloat16> w, int m, int n,
-                                int k, std::span<const std::size_t> rows) {
+std::vector<double> linear_rows(std::span<const __nv_bfloat16> x, std::span<const __nv_bfloat16> w, int m, int n, int k,
+                                std::span<const std::size_t> rows) {
     return rows_of<__nv_bfloat16>(x, w, m, n, k, rows);
 }
 

@@ -31,7 +31,7 @@ std::vector<double> linear_rows(std::span<const float> x, std::span<const float>
 
 /// linear_rows() for bf16 inputs. @param x [M, K]  @param w [N, K]  @param m M  @param n N
 /// @param k K  @param rows row indices in [0, M)  @return [rows.size(), N]
-std::vector<double> linear_rows(std::span<const __nv_bfloat16> x, std::span<const __nv_bfloat16> w, int m, int n,
-                                int k, std::span<const std::size_t> rows);
+std::vector<double> linear_rows(std::span<const __nv_bfloat16> x, std::span<const __nv_bfloat16> w, int m, int n, int k,
+                                std::span<const std::size_t> rows);
 
 }  // namespace pd::reference

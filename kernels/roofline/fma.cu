@@ -37,18 +37,17 @@ __global__ void fma_chains_kernel(const float* __restrict__ init, const float* _
 }
 // [fma_chains]
 
-void fma_chains(const float* init, const float* mul, const float* add, int patterns, float* out,
-                std::size_t threads, int iters, cudaStream_t stream) {
+void fma_chains(const float* init, const float* mul, const float* add, int patterns, float* out, std::size_t threads,
+                int iters, cudaStream_t stream) {
     if (threads == 0) throw std::invalid_argument("fma_chains: threads must be >= 1, got 0");
-    if (patterns < 1)
-        throw std::invalid_argument("fma_chains: patterns must be >= 1, got " + std::to_string(patterns));
+    if (patterns < 1) throw std::invalid_argument("fma_chains: patterns must be >= 1, got " + std::to_string(patterns));
     if (iters < 1) throw std::invalid_argument("fma_chains: iters must be >= 1, got " + std::to_string(iters));
     constexpr int kThreads = 256;
     const std::size_t blocks = ceil_div<std::size_t>(threads, kThreads);
     if (blocks > 0x7FFFFFFFu)
         throw std::invalid_argument("fma_chains: threads too large (" + std::to_string(threads) + ")");
-    fma_chains_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(init, mul, add, patterns, out,
-                                                                                threads, iters);
+    fma_chains_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(init, mul, add, patterns, out, threads,
+                                                                              iters);
     PD_CHECK_LAUNCH();
 }
 

@@ -21,7 +21,10 @@ inline const std::vector<Version>& versions() {
         {"copy_memcpy", {fp32}, simt, "cudaMemcpy device to device: the reference copy"},
         {"copy_kernel", {fp32}, simt, "grid-stride float4 copy kernel (copy_grid_stride)"},
         {"fma_fp32", {fp32}, simt, "8 independent FMA chains per thread (fma_chains): the FP32 rate"},
-        {"cublas_bf16", {bf16}, tensor_cores, "cublasGemmEx, bf16 in, fp32 accumulate and out: the tensor-core rate",
+        {"cublas_bf16",
+         {bf16},
+         tensor_cores,
+         "cublasGemmEx, bf16 in, fp32 accumulate and out: the tensor-core rate",
          Backends::cuda_only},
     };
     return list;
@@ -47,7 +50,9 @@ void copy_grid_stride(const float* in, float* out, std::size_t n, cudaStream_t s
 inline constexpr int kFmaChains = 8;
 
 /// FLOPs of fma_chains: 2 (a multiply and an add) per step of every chain of every thread.
-inline double fma_flops(std::size_t threads, int iters) { return 2.0 * kFmaChains * double(iters) * double(threads); }
+inline double fma_flops(std::size_t threads, int iters) {
+    return 2.0 * kFmaChains * double(iters) * double(threads);
+}
 
 /// Runs @p threads threads, each carrying kFmaChains independent chains
 /// `a = fmaf(a, mul, add)` for @p iters steps, and writes the final values.
@@ -62,7 +67,7 @@ inline double fma_flops(std::size_t threads, int iters) { return 2.0 * kFmaChain
 /// @param iters    FMA steps per chain
 /// @param stream   stream the kernel is launched on
 /// @pre threads >= 1, 1 <= patterns, iters >= 1; throws std::invalid_argument otherwise.
-void fma_chains(const float* init, const float* mul, const float* add, int patterns, float* out,
-                std::size_t threads, int iters, cudaStream_t stream = nullptr);
+void fma_chains(const float* init, const float* mul, const float* add, int patterns, float* out, std::size_t threads,
+                int iters, cudaStream_t stream = nullptr);
 
 }  // namespace pd::kernels::roofline

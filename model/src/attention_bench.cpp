@@ -30,9 +30,9 @@ DecodeAttentionBench::~DecodeAttentionBench() = default;
 DecodeAttentionBench::DecodeAttentionBench(Bench& bench, const ModelConfig& c, int batch, int context, int block_size)
     : bench_(bench), config_(c) {
     if (batch < 1 || context < 1 || block_size < 0)
-        throw std::invalid_argument("decode attention benchmark: batch = " + std::to_string(batch) + ", context = " +
-                                    std::to_string(context) + " and block_size = " + std::to_string(block_size) +
-                                    " must be >= 1, >= 1 and >= 0");
+        throw std::invalid_argument("decode attention benchmark: batch = " + std::to_string(batch) +
+                                    ", context = " + std::to_string(context) +
+                                    " and block_size = " + std::to_string(block_size) + " must be >= 1, >= 1 and >= 0");
     const int B = batch;
     contiguous_ = {B, c.heads, c.kv_heads, c.head_dim, context, context};
     at::check_decode_shape(contiguous_);
@@ -49,8 +49,14 @@ DecodeAttentionBench::DecodeAttentionBench(Bench& bench, const ModelConfig& c, i
     dlen_ = DeviceBuffer<int>(std::span<const int>(lens_));
     paged_.block_size = block_size;  // 0: no paged copy
     if (block_size > 0) {
-        paged_ = {.batch = B, .heads = c.heads, .kv_heads = c.kv_heads, .head_dim = c.head_dim, .block_size = block_size,
-                  .num_blocks = 0, .max_blocks = ceil_div(context, block_size), .max_kv_len = context};
+        paged_ = {.batch = B,
+                  .heads = c.heads,
+                  .kv_heads = c.kv_heads,
+                  .head_dim = c.head_dim,
+                  .block_size = block_size,
+                  .num_blocks = 0,
+                  .max_blocks = ceil_div(context, block_size),
+                  .max_kv_len = context};
         for (int len : lens_) paged_.num_blocks += ceil_div(len, block_size);
         table_ = at::shuffled_block_table(lens_, block_size, paged_.num_blocks, paged_.max_blocks, seed);
         dtable_ = DeviceBuffer<int>(std::span<const int>(table_));
@@ -76,10 +82,10 @@ DecodeAttentionBench::Inputs& DecodeAttentionBench::inputs(DType d) {
     inputs_ = std::make_unique<Inputs>();
     Inputs& in = *inputs_;
     in.dtype = d;
-    in.expected = {.values = reference::decode_attention(q_, kr, vr, lens_, s.batch, s.heads, s.kv_heads, s.head_dim,
-                                                         s.max_seq),
-                   .row_length = std::size_t(s.head_dim),
-                   .dims = {std::size_t(s.batch), std::size_t(s.heads), std::size_t(s.head_dim)}};
+    in.expected = {
+        .values = reference::decode_attention(q_, kr, vr, lens_, s.batch, s.heads, s.kv_heads, s.head_dim, s.max_seq),
+        .row_length = std::size_t(s.head_dim),
+        .dims = {std::size_t(s.batch), std::size_t(s.heads), std::size_t(s.head_dim)}};
     for (std::size_t i = 0; i < in.expected.values.size() / std::size_t(s.head_dim); ++i) in.expected.rows.push_back(i);
     // the same values in blocks; NaN where no position lands (the tails of the last blocks)
     const auto scattered = [&](const std::vector<float>& x) {
@@ -109,7 +115,7 @@ Kernel DecodeAttentionBench::complete(Kernel k, DType d) const {
         scores += double(c.heads) * l;
     }
     k.dtype = d;
-    k.cost = {4.0 * scores * c.head_dim,                                 // q . k and p v: 2 d FLOPs each per score
+    k.cost = {4.0 * scores * c.head_dim,                            // q . k and p v: 2 d FLOPs each per score
               kv_read * size_of(d) + 4.0 * 2 * double(q_.size())};  // K, V, then Q in, O out
     k.context = describe();
     if (!k.dump.empty()) k.dump_shape = {std::size_t(contiguous_.batch), std::size_t(c.heads), std::size_t(c.head_dim)};
@@ -133,7 +139,8 @@ Row DecodeAttentionBench::measure_contiguous(const std::string& version, DType d
 }
 
 Row DecodeAttentionBench::measure_paged(const std::string& version, DType d, Kernel k) {
-    if (paged_.block_size < 1) throw std::invalid_argument("decode attention benchmark: no paged copy (block_size = 0)");
+    if (paged_.block_size < 1)
+        throw std::invalid_argument("decode attention benchmark: no paged copy (block_size = 0)");
     Inputs& in = inputs(d);
     const int sm = bench_.device().sm_count;
     DeviceBuffer<float> workspace(std::max<std::size_t>(1, at::paged_workspace_floats(version, paged_, sm)));

@@ -27,15 +27,17 @@ ModelExecutor::ModelExecutor(Model& model, const std::vector<serving::Request>& 
     : model_(model), pages_(pages), next_(std::size_t(model.options().batch)) {
     if ((pages != nullptr) != (model.options().block_size > 0) ||
         (pages && pages->block_size() != model.options().block_size))
-        throw std::invalid_argument("model executor: the scheduler's cache and the model's must both be slots or both "
-                                    "pages of the same block size");
+        throw std::invalid_argument(
+            "model executor: the scheduler's cache and the model's must both be slots or both "
+            "pages of the same block size");
     for (const serving::Request& r : requests) {
         if (r.id != int(prompts_.size()))
             throw std::invalid_argument("model executor: request ids must be 0, 1, 2, ... in order");
         if (r.prompt_tokens + r.output_tokens > model.max_seq())
-            throw std::invalid_argument("request " + std::to_string(r.id) + ": prompt " + std::to_string(r.prompt_tokens) +
-                                        " + output " + std::to_string(r.output_tokens) + " tokens exceed the cache slot of " +
-                                        std::to_string(model.max_seq()) + " positions (Request.prompt_tokens, Request.output_tokens)");
+            throw std::invalid_argument(
+                "request " + std::to_string(r.id) + ": prompt " + std::to_string(r.prompt_tokens) + " + output " +
+                std::to_string(r.output_tokens) + " tokens exceed the cache slot of " +
+                std::to_string(model.max_seq()) + " positions (Request.prompt_tokens, Request.output_tokens)");
         for (int t : r.prompt)
             if (t < 0 || t >= model.config().vocab)
                 throw std::invalid_argument("request " + std::to_string(r.id) + ": token " + std::to_string(t) +
@@ -61,8 +63,11 @@ double ModelExecutor::run(const serving::Step& step) {
                                        std::to_string(i) + " yet");
             tokens.push_back(i < int(p.size()) ? p[std::size_t(i)] : g[std::size_t(i) - p.size()]);
         }
-        sequences.push_back({.slot = item.slot, .context = item.context, .tokens = item.tokens,
-                             .blocks = pages_ ? std::span<const int>(pages_->table(item.request)) : std::span<const int>()});
+        sequences.push_back(
+            {.slot = item.slot,
+             .context = item.context,
+             .tokens = item.tokens,
+             .blocks = pages_ ? std::span<const int>(pages_->table(item.request)) : std::span<const int>()});
     }
     if (sequences.empty()) return 0;
     model_.forward(tokens, sequences);
@@ -77,7 +82,8 @@ double ModelExecutor::run(const serving::Step& step) {
 // [model_executor_run]
 
 ModelOptions engine_model_options(const ModelConfig& config, const serving::SchedulerConfig& scheduler,
-                                  const std::vector<serving::Request>& requests, DType weights, DType kv, int sm_count) {
+                                  const std::vector<serving::Request>& requests, DType weights, DType kv,
+                                  int sm_count) {
     ModelOptions o{.weights = weights, .kv = kv, .batch = scheduler.max_seqs, .sm_count = sm_count};
     if (scheduler.block_size > 0) {
         o.block_size = scheduler.block_size;
@@ -108,13 +114,15 @@ serving::Timeline serve_on_model(const ModelConfig& config, const serving::Sched
 
 std::string describe_engine_model(const ModelConfig& config, const ModelOptions& o) {
     const int max_seq = o.max_seq > 0 ? o.max_seq : config.max_seq;
-    const std::string cache = o.block_size > 0
-                                  ? std::to_string(o.num_blocks) + " blocks of " + std::to_string(o.block_size) + " positions"
-                                  : std::to_string(o.batch) + " slots of " + std::to_string(max_seq) + " positions";
+    const std::string cache =
+        o.block_size > 0 ? std::to_string(o.num_blocks) + " blocks of " + std::to_string(o.block_size) + " positions"
+                         : std::to_string(o.batch) + " slots of " + std::to_string(max_seq) + " positions";
     return "model: " + config.name + ", " + to_string(o.weights) + " weights, " + to_string(o.kv) + " cache, " + cache +
            ", " + query_device(0).name + " (wall-clock step times)";
 }
 
-std::string ModelExecutor::describe() const { return describe_engine_model(model_.config(), model_.options()); }
+std::string ModelExecutor::describe() const {
+    return describe_engine_model(model_.config(), model_.options());
+}
 
 }  // namespace pd::model

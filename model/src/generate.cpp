@@ -9,8 +9,8 @@
 #include "pd/timer.hpp"
 
 #include <algorithm>
-#include <ostream>
 #include <cmath>
+#include <ostream>
 #include <string>
 
 namespace pd::model {
@@ -69,7 +69,8 @@ Generation generate_recompute(Model& m, const std::vector<int>& prompt, int P, i
         take_step(m, next, g);
         std::vector<int> longer;
         for (int b = 0; b < B; ++b) {
-            longer.insert(longer.end(), seq.begin() + std::ptrdiff_t(b) * (P + i), seq.begin() + std::ptrdiff_t(b + 1) * (P + i));
+            longer.insert(longer.end(), seq.begin() + std::ptrdiff_t(b) * (P + i),
+                          seq.begin() + std::ptrdiff_t(b + 1) * (P + i));
             longer.push_back(g.tokens[std::size_t(i) * B + b]);
         }
         seq = std::move(longer);
@@ -108,7 +109,7 @@ std::string compare_generations(const Generation& a, const Generation& b, int B,
 /// prefill's logits and every decode step's. fp32: |out - ref| <= 1e-3 + 1e-3 |ref|;
 /// bf16: ||out - ref|| / ||ref|| <= 2e-2 per step.
 CompareResult check_reference(const ModelConfig& c, const ModelWeights& w, const std::vector<int>& prompt,
-                                  const Generation& g, int B, int P, DType d) {
+                              const Generation& g, int B, int P, DType d) {
     CompareResult r{.passed = true, .max_abs_err = 0, .max_rel_err = 0};
     const int G = int(g.tokens.size()) / B, V = c.vocab;
     for (int b = 0; b < B; ++b) {
@@ -197,23 +198,31 @@ nlohmann::json timing_json(const Generation& g, int B) {
     const std::vector<double> itl(g.ms.begin() + 1, g.ms.end());
     double sum = 0;
     for (double x : g.ms) sum += x;
-    const auto pct = [&](double p) { return itl.empty() ? nlohmann::json(nullptr) : nlohmann::json(percentile(itl, p)); };
-    return {{"ttft_ms", g.ms[0]}, {"itl_median_ms", pct(50)}, {"itl_p99_ms", pct(99)},
-            {"tokens_per_s", 1e3 * B * double(g.ms.size()) / sum}, {"step_ms", g.ms}};
+    const auto pct = [&](double p) {
+        return itl.empty() ? nlohmann::json(nullptr) : nlohmann::json(percentile(itl, p));
+    };
+    return {{"ttft_ms", g.ms[0]},
+            {"itl_median_ms", pct(50)},
+            {"itl_p99_ms", pct(99)},
+            {"tokens_per_s", 1e3 * B * double(g.ms.size()) / sum},
+            {"step_ms", g.ms}};
 }
 
 std::string describe_timing(const Generation& g, int B) {
     const std::vector<double> itl(g.ms.begin() + 1, g.ms.end());
     double sum = 0;
     for (double x : g.ms) sum += x;
-    return "TTFT " + fmt("%.3g", g.ms[0]) + " ms, ITL median " + (itl.empty() ? "-" : fmt("%.3g", percentile(itl, 50))) +
-           " ms (p99 " + (itl.empty() ? "-" : fmt("%.3g", percentile(itl, 99))) + " ms), " +
+    return "TTFT " + fmt("%.3g", g.ms[0]) + " ms, ITL median " +
+           (itl.empty() ? "-" : fmt("%.3g", percentile(itl, 50))) + " ms (p99 " +
+           (itl.empty() ? "-" : fmt("%.3g", percentile(itl, 99))) + " ms), " +
            fmt("%.4g", 1e3 * B * double(g.ms.size()) / sum) + " tokens/s";
 }
 
 namespace {
 
-std::string suffix_of(const Model& m) { return m.options().weights == DType::fp32 ? "" : "_bf16"; }
+std::string suffix_of(const Model& m) {
+    return m.options().weights == DType::fp32 ? "" : "_bf16";
+}
 
 }  // namespace
 

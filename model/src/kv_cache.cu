@@ -55,7 +55,8 @@ public:
         // grow as the batch shrinks, so every batch size is tried)
         std::size_t floats = 1;
         for (int b = 1; b <= s.slots; ++b)
-            floats = std::max(floats, at::decode_workspace_floats(s_.attention, decode_shape(b, s.max_seq), s.sm_count));
+            floats =
+                std::max(floats, at::decode_workspace_floats(s_.attention, decode_shape(b, s.max_seq), s.sm_count));
         workspace_ = DeviceBuffer<float>(floats);
     }
 
@@ -72,9 +73,14 @@ public:
                              decode_shape(b.sequences, b.max_kv_len), s_.sm_count);
     }
     void varlen_attention(int layer, const float* q, float* out, const BatchView& b) override {
-        const at::VarlenShape shape{.sequences = b.sequences, .tokens = b.tokens, .heads = s_.heads,
-                                    .kv_heads = s_.kv_heads, .head_dim = s_.head_dim, .slots = s_.slots,
-                                    .max_seq = s_.max_seq, .max_q_len = b.max_q_len};
+        const at::VarlenShape shape{.sequences = b.sequences,
+                                    .tokens = b.tokens,
+                                    .heads = s_.heads,
+                                    .kv_heads = s_.kv_heads,
+                                    .head_dim = s_.head_dim,
+                                    .slots = s_.slots,
+                                    .max_seq = s_.max_seq,
+                                    .max_q_len = b.max_q_len};
         at::varlen_attention(q, store_.k_of(layer), store_.v_of(layer), b.q_start, b.q_len, b.kv_len, b.slot, out,
                              shape);
     }
@@ -116,7 +122,8 @@ template <typename T>
 class PagedKvCache final : public KvCache {
 public:
     explicit PagedKvCache(const KvCacheShape& s)
-        : s_(s), max_blocks_(ceil_div(s.max_seq, s.block_size)),
+        : s_(s),
+          max_blocks_(ceil_div(s.max_seq, s.block_size)),
           store_(s.layers, std::size_t(s.num_blocks) * s.kv_heads * std::size_t(s.block_size) * s.head_dim) {
         std::size_t floats = 1;
         for (int b = 1; b <= s.slots; ++b)
@@ -130,8 +137,8 @@ public:
     }
     bool serves_decode(const BatchView&) const override { return true; }
     void decode_attention(int layer, const float* q, float* out, const BatchView& b) override {
-        at::paged_decode_attention(s_.paged_attention, q, store_.k_of(layer), store_.v_of(layer), b.block_table, b.kv_len,
-                                   out, workspace_.data(), pages(b.sequences, b.max_kv_len), s_.sm_count);
+        at::paged_decode_attention(s_.paged_attention, q, store_.k_of(layer), store_.v_of(layer), b.block_table,
+                                   b.kv_len, out, workspace_.data(), pages(b.sequences, b.max_kv_len), s_.sm_count);
     }
     void varlen_attention(int layer, const float* q, float* out, const BatchView& b) override {
         at::paged_varlen_attention(q, store_.k_of(layer), store_.v_of(layer), b.q_start, b.q_len, b.kv_len,
@@ -148,8 +155,13 @@ public:
 
 private:
     at::PagedShape pages(int sequences, int max_kv_len) const {
-        return {.batch = sequences, .heads = s_.heads, .kv_heads = s_.kv_heads, .head_dim = s_.head_dim,
-                .block_size = s_.block_size, .num_blocks = s_.num_blocks, .max_blocks = max_blocks_,
+        return {.batch = sequences,
+                .heads = s_.heads,
+                .kv_heads = s_.kv_heads,
+                .head_dim = s_.head_dim,
+                .block_size = s_.block_size,
+                .num_blocks = s_.num_blocks,
+                .max_blocks = max_blocks_,
                 .max_kv_len = std::max(max_kv_len, 1)};
     }
     KvCacheShape s_;
@@ -168,9 +180,9 @@ std::unique_ptr<KvCache> make_typed(const KvCacheShape& s) {
 }  // namespace
 
 std::unique_ptr<KvCache> make_kv_cache(const KvCacheShape& s, DType dtype) {
-    const std::pair<const char*, int> sizes[] = {{"layers", s.layers},     {"kv_heads", s.kv_heads},
-                                                 {"heads", s.heads},       {"head_dim", s.head_dim},
-                                                 {"slots", s.slots},       {"max_seq", s.max_seq}};
+    const std::pair<const char*, int> sizes[] = {{"layers", s.layers}, {"kv_heads", s.kv_heads},
+                                                 {"heads", s.heads},   {"head_dim", s.head_dim},
+                                                 {"slots", s.slots},   {"max_seq", s.max_seq}};
     for (const auto& [name, v] : sizes)
         if (v < 1) reject(name, std::to_string(v), "must be >= 1");
     if (s.block_size < 0) reject("block_size", std::to_string(s.block_size), "must be >= 0");
@@ -181,9 +193,14 @@ std::unique_ptr<KvCache> make_kv_cache(const KvCacheShape& s, DType dtype) {
         reject("paged_attention", s.paged_attention, "is not one of v1, v2");
     // the kernels' own checks, once, with the cache's largest shapes
     if (s.block_size > 0)
-        at::check_paged_shape({.batch = s.slots, .heads = s.heads, .kv_heads = s.kv_heads, .head_dim = s.head_dim,
-                               .block_size = s.block_size, .num_blocks = s.num_blocks,
-                               .max_blocks = ceil_div(s.max_seq, s.block_size), .max_kv_len = s.max_seq});
+        at::check_paged_shape({.batch = s.slots,
+                               .heads = s.heads,
+                               .kv_heads = s.kv_heads,
+                               .head_dim = s.head_dim,
+                               .block_size = s.block_size,
+                               .num_blocks = s.num_blocks,
+                               .max_blocks = ceil_div(s.max_seq, s.block_size),
+                               .max_kv_len = s.max_seq});
     else
         at::check_decode_shape({s.slots, s.heads, s.kv_heads, s.head_dim, s.max_seq, s.max_seq});
     if (dtype == DType::fp32) return make_typed<float>(s);

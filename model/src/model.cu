@@ -39,13 +39,18 @@ PD_HOST_DEVICE inline std::uint64_t mix64(std::uint64_t z) {
     return z ^ (z >> 31);
 }
 
-__device__ __forceinline__ void store_value(float* p, float x) { *p = x; }
-__device__ __forceinline__ void store_value(bf16* p, float x) { *p = __float2bfloat16_rn(x); }
+__device__ __forceinline__ void store_value(float* p, float x) {
+    *p = x;
+}
+__device__ __forceinline__ void store_value(bf16* p, float x) {
+    *p = __float2bfloat16_rn(x);
+}
 
 /// out[i] = uniform in [lo, hi) from 24 random bits of mix64(seed ^ i), a grid-stride loop.
 template <typename T>
 __global__ void fill_uniform_kernel(T* __restrict__ out, std::size_t n, std::uint64_t seed, float lo, float hi) {
-    for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += std::size_t(gridDim.x) * blockDim.x) {
         const float u = float(mix64(seed ^ (i * 0xD1B54A32D192ED03ull)) >> 40) * 0x1.0p-24f;
         store_value(out + i, lo + (hi - lo) * u);
     }
@@ -62,19 +67,25 @@ void fill_uniform_device(DeviceBuffer<T>& buf, std::uint64_t seed, float bound, 
 /// A matrix of @p n elements in the model's weight type.
 DeviceMatrix make_matrix(DType d, std::size_t n) {
     DeviceMatrix m;
-    if (d == DType::fp32) m.f32 = DeviceBuffer<float>(n);
-    else m.b16 = DeviceBuffer<bf16>(n);
+    if (d == DType::fp32)
+        m.f32 = DeviceBuffer<float>(n);
+    else
+        m.b16 = DeviceBuffer<bf16>(n);
     return m;
 }
 
 void fill_matrix(DeviceMatrix& m, std::uint64_t seed, float bound) {
-    if (m.f32.size() > 0) fill_uniform_device(m.f32, seed, bound);
-    else fill_uniform_device(m.b16, seed, bound);
+    if (m.f32.size() > 0)
+        fill_uniform_device(m.f32, seed, bound);
+    else
+        fill_uniform_device(m.b16, seed, bound);
 }
 
 void upload_matrix(DeviceMatrix& m, const std::vector<float>& host) {
-    if (m.f32.size() > 0) m.f32.upload(host);
-    else m.b16.upload(round_all<bf16>(host));
+    if (m.f32.size() > 0)
+        m.f32.upload(host);
+    else
+        m.b16.upload(round_all<bf16>(host));
 }
 
 std::vector<float> download_matrix(const DeviceMatrix& m) {
@@ -85,10 +96,11 @@ std::vector<float> download_matrix(const DeviceMatrix& m) {
 /// The weights of type W of matrix @p m, from element @p offset (one layer's slice).
 template <typename W>
 const W* ptr(const DeviceMatrix& m, std::size_t offset = 0) {
-    if constexpr (std::is_same_v<W, float>) return m.f32.data() + offset;
-    else return m.b16.data() + offset;
+    if constexpr (std::is_same_v<W, float>)
+        return m.f32.data() + offset;
+    else
+        return m.b16.data() + offset;
 }
-
 
 /// Throws std::invalid_argument "ModelOptions.<field> = <value> <rule>".
 [[noreturn]] void reject(const std::string& field, const std::string& value, const std::string& rule) {
@@ -97,13 +109,18 @@ const W* ptr(const DeviceMatrix& m, std::size_t offset = 0) {
 
 }  // namespace
 
-std::string to_string(Plan::Projections p) { return p == Plan::Projections::gemv ? "gemv" : "gemm"; }
+std::string to_string(Plan::Projections p) {
+    return p == Plan::Projections::gemv ? "gemv" : "gemm";
+}
 
 std::string to_string(Plan::Attention a) {
     switch (a) {
-        case Plan::Attention::decode: return "decode";
-        case Plan::Attention::prefill: return "prefill";
-        case Plan::Attention::varlen: return "varlen";
+        case Plan::Attention::decode:
+            return "decode";
+        case Plan::Attention::prefill:
+            return "prefill";
+        case Plan::Attention::varlen:
+            return "varlen";
     }
     return "?";
 }
@@ -115,7 +132,8 @@ void Model::check_options(const ModelConfig& config, const ModelOptions& o) {
     if (o.batch < 1 || o.batch > kernels::gemv::kMaxBatch)
         reject("batch", std::to_string(o.batch), "must be in 1 .. " + std::to_string(kernels::gemv::kMaxBatch));
     if (o.max_seq < 0 || o.max_seq > config.max_seq)
-        reject("max_seq", std::to_string(o.max_seq), "must be in 0 .. the model's max_seq = " + std::to_string(config.max_seq));
+        reject("max_seq", std::to_string(o.max_seq),
+               "must be in 0 .. the model's max_seq = " + std::to_string(config.max_seq));
     if (config.head_dim > at::kMaxHeadDim)
         throw std::invalid_argument("head_dim = " + std::to_string(config.head_dim) + " exceeds the decode kernels' " +
                                     std::to_string(at::kMaxHeadDim));
@@ -153,17 +171,24 @@ Model::Model(const ModelConfig& config, const ModelOptions& options) : config_(c
         if (options_.num_blocks <= 0) options_.num_blocks = o.batch * max_blocks_;
     }
     try {
-        cache_ = make_kv_cache({.layers = config_.layers, .kv_heads = config_.kv_heads, .heads = config_.heads,
-                                .head_dim = config_.head_dim, .slots = o.batch, .max_seq = max_seq_,
-                                .block_size = o.block_size, .num_blocks = options_.num_blocks,
-                                .attention = o.attention, .paged_attention = o.paged_attention,
+        cache_ = make_kv_cache({.layers = config_.layers,
+                                .kv_heads = config_.kv_heads,
+                                .heads = config_.heads,
+                                .head_dim = config_.head_dim,
+                                .slots = o.batch,
+                                .max_seq = max_seq_,
+                                .block_size = o.block_size,
+                                .num_blocks = options_.num_blocks,
+                                .attention = o.attention,
+                                .paged_attention = o.paged_attention,
                                 .sm_count = std::max(o.sm_count, 1)},
                                o.kv);
     } catch (const std::invalid_argument& e) {  // the cache's fields are the model's options
         std::string m = e.what();
         for (const char* field : {"attention", "paged_attention", "block_size", "num_blocks"}) {
             const std::string from = std::string("KvCacheShape.") + field, to = std::string("ModelOptions.") + field;
-            for (std::size_t at = m.find(from); at != std::string::npos; at = m.find(from, at)) m.replace(at, from.size(), to);
+            for (std::size_t at = m.find(from); at != std::string::npos; at = m.find(from, at))
+                m.replace(at, from.size(), to);
         }
         throw std::invalid_argument(m);
     }
@@ -270,7 +295,9 @@ double Model::weight_bytes() const {
     return matrices * size_of(options_.weights) + (2.0 * config_.layers + 1) * config_.d_model * 4;  // norms in fp32
 }
 
-double Model::kv_bytes_per_token() const { return config_.kv_bytes_per_token(size_of(options_.kv)); }
+double Model::kv_bytes_per_token() const {
+    return config_.kv_bytes_per_token(size_of(options_.kv));
+}
 
 // [model_cost]
 Cost Model::cost(std::span<const StepSequence> sequences) const {
@@ -279,7 +306,8 @@ Cost Model::cost(std::span<const StepSequence> sequences) const {
     // chapter 01's attention computes every score of its square; the other kernels the causal ones
     const AttentionCount count =
         plan(sequences).attention == Plan::Attention::prefill ? AttentionCount::all_scores : AttentionCount::causal;
-    const StepCost c = step_cost(step_cost_shape(config_, size_of(options_.weights), size_of(options_.kv), 4), items, count);
+    const StepCost c =
+        step_cost(step_cost_shape(config_, size_of(options_.weights), size_of(options_.kv), 4), items, count);
     return {c.flops, c.bytes};
 }
 // [model_cost]
@@ -298,8 +326,8 @@ double Model::device_bytes(const ModelConfig& c, const ModelOptions& o) {
     const double cache = c.kv_bytes_per_token(size_of(o.kv)) * positions;
     const double q = double(c.heads) * c.head_dim, kv = double(c.kv_heads) * c.head_dim;
     // activations (fp32): x h y; q o qh oh; k v kh vh; gate up act; chapter 01's scores
-    const double act = 4.0 * T * (3 * c.d_model + 4 * q + 4 * kv + 3 * double(c.ffn_dim)) +
-                       4.0 * c.heads * T * std::min(T, S);
+    const double act =
+        4.0 * T * (3 * c.d_model + 4 * q + 4 * kv + 3 * double(c.ffn_dim)) + 4.0 * c.heads * T * std::min(T, S);
     return w + cache + act + 4.0 * B * c.vocab;
 }
 
@@ -323,9 +351,12 @@ Plan Model::plan(std::span<const StepSequence> sequences) const {
     view.rows_in_order = in_order;
     view.uniform = decode ? 1 : 0;
     p.projections = decode ? Plan::Projections::gemv : Plan::Projections::gemm;
-    if (decode && cache_->serves_decode(view)) p.attention = Plan::Attention::decode;
-    else if (fresh && !decode) p.attention = Plan::Attention::prefill;
-    else p.attention = Plan::Attention::varlen;
+    if (decode && cache_->serves_decode(view))
+        p.attention = Plan::Attention::decode;
+    else if (fresh && !decode)
+        p.attention = Plan::Attention::prefill;
+    else
+        p.attention = Plan::Attention::varlen;
     return p;
 }
 // [plan]
@@ -335,21 +366,23 @@ Plan Model::plan(std::span<const StepSequence> sequences) const {
 void Model::check(std::span<const int> tokens, std::span<const StepSequence> sequences) const {
     const int S = int(sequences.size()), B = options_.batch;
     if (S < 1 || S > B)
-        throw std::invalid_argument("forward: " + std::to_string(S) + " sequences, must be in 1 .. batch = " +
-                                    std::to_string(B));
+        throw std::invalid_argument("forward: " + std::to_string(S) +
+                                    " sequences, must be in 1 .. batch = " + std::to_string(B));
     std::vector<bool> taken(std::size_t(B), false);
     long long T = 0;
     for (int s = 0; s < S; ++s) {
         const StepSequence& q = sequences[std::size_t(s)];
         const std::string who = "forward: sequence " + std::to_string(s) + ": ";
         if (q.slot < 0 || q.slot >= B)
-            throw std::invalid_argument(who + "slot = " + std::to_string(q.slot) + " must be in 0 .. " + std::to_string(B - 1));
-        if (taken[std::size_t(q.slot)]) throw std::invalid_argument(who + "slot " + std::to_string(q.slot) + " is used twice");
+            throw std::invalid_argument(who + "slot = " + std::to_string(q.slot) + " must be in 0 .. " +
+                                        std::to_string(B - 1));
+        if (taken[std::size_t(q.slot)])
+            throw std::invalid_argument(who + "slot " + std::to_string(q.slot) + " is used twice");
         taken[std::size_t(q.slot)] = true;
         if (q.tokens < 1 || q.context < 0 || q.context + q.tokens > max_seq_)
-            throw std::invalid_argument(who + "context " + std::to_string(q.context) + " + tokens " +
-                                        std::to_string(q.tokens) + " must fit in max_seq = " + std::to_string(max_seq_) +
-                                        " with tokens >= 1 and context >= 0");
+            throw std::invalid_argument(
+                who + "context " + std::to_string(q.context) + " + tokens " + std::to_string(q.tokens) +
+                " must fit in max_seq = " + std::to_string(max_seq_) + " with tokens >= 1 and context >= 0");
         if (options_.block_size > 0) {  // its block table covers its positions with blocks of the cache
             const long long need = ceil_div<long long>(q.context + q.tokens, options_.block_size);
             if (static_cast<long long>(q.blocks.size()) < need)
@@ -358,8 +391,8 @@ void Model::check(std::span<const int> tokens, std::span<const StepSequence> seq
                                             std::to_string(options_.block_size));
             for (std::size_t i = 0; i < std::size_t(need); ++i)
                 if (q.blocks[i] < 0 || q.blocks[i] >= options_.num_blocks)
-                    throw std::invalid_argument(who + "block " + std::to_string(q.blocks[i]) + " is not one of the cache's " +
-                                                std::to_string(options_.num_blocks));
+                    throw std::invalid_argument(who + "block " + std::to_string(q.blocks[i]) +
+                                                " is not one of the cache's " + std::to_string(options_.num_blocks));
         }
         T += q.tokens;
     }
@@ -404,7 +437,8 @@ void Model::upload_batch(std::span<const int> tokens, std::span<const StepSequen
         PD_CHECK_CUDA(cudaMemcpy(tokens_.data(), tokens.data(), tokens.size_bytes(), cudaMemcpyHostToDevice));
     PD_CHECK_CUDA(cudaMemcpyAsync(meta_.data(), meta_host_.data(), meta_.bytes(), cudaMemcpyHostToDevice));
     if (paged)
-        PD_CHECK_CUDA(cudaMemcpyAsync(block_table_.data(), table_host_.data(), block_table_.bytes(), cudaMemcpyHostToDevice));
+        PD_CHECK_CUDA(
+            cudaMemcpyAsync(block_table_.data(), table_host_.data(), block_table_.bytes(), cudaMemcpyHostToDevice));
     const int* q_len = meta_.data();
     ly::pack_batch(q_len, meta_.data() + B, meta_.data() + 2 * B, q_start_.data(), kv_len_.data(), positions_.data(),
                    row_seq_.data(), S, scratch_.data(), scratch_.size());
@@ -428,8 +462,10 @@ void Model::forward(std::span<const int> tokens, std::span<const StepSequence> s
     if (tokens.empty()) throw std::invalid_argument("forward: no tokens");
     upload_batch(tokens, sequences);
     const Plan p = plan(sequences);
-    if (options_.weights == DType::fp32) forward_pass<float>(p);
-    else forward_pass<bf16>(p);
+    if (options_.weights == DType::fp32)
+        forward_pass<float>(p);
+    else
+        forward_pass<bf16>(p);
 }
 
 /// Y [T, N] = X [T, K] W [N, K]^T for the pass's T rows: chapter 03's GEMV for a decode batch
@@ -441,7 +477,8 @@ void Model::project(const Plan& plan, const W* x, const DeviceMatrix& w, std::si
     if (plan.projections == Plan::Projections::gemv)
         kernels::gemv::gemv(T == 1 ? "v3" : "v5", ptr<W>(w, offset), x, y, kernels::gemv::Shape{T, N, K});
     else
-        kernels::gemm::gemm(std::is_same_v<W, float> ? "v6" : "v7", x, ptr<W>(w, offset), y, kernels::gemm::Shape{T, N, K});
+        kernels::gemm::gemm(std::is_same_v<W, float> ? "v6" : "v7", x, ptr<W>(w, offset), y,
+                            kernels::gemm::Shape{T, N, K});
 }
 
 // [forward_pass]
@@ -454,8 +491,10 @@ void Model::forward_pass(const Plan& plan) {
     constexpr bool lowp = std::is_same_v<W, bf16>;
     W* h = nullptr;  // the input of the projections: h_ (fp32) or h16_ (bf16)
     W* a = nullptr;  // the FFN's activation: act_ or act16_
-    if constexpr (lowp) h = h16_.data(), a = act16_.data();
-    else h = h_.data(), a = act_.data();
+    if constexpr (lowp)
+        h = h16_.data(), a = act16_.data();
+    else
+        h = h_.data(), a = act_.data();
 
     ly::embedding(tokens_.data(), ptr<W>(embed_), x_.data(), T, D, c.vocab);
     for (int l = 0; l < c.layers; ++l) {
@@ -479,9 +518,9 @@ void Model::forward_pass(const Plan& plan) {
                 ly::round_to_bf16(kh_.data(), std::size_t(T) * kv_dim);
                 ly::round_to_bf16(vh_.data(), std::size_t(T) * kv_dim);
             }
-            at::naive_attention("v2", qh_.data(), kh_.data(), vh_.data(), oh_.data(), scores_.data(),
-                                {.batch = S, .heads = Hq, .q_len = P, .kv_len = P, .head_dim = d, .causal = true,
-                                 .kv_heads = Hkv});
+            at::naive_attention(
+                "v2", qh_.data(), kh_.data(), vh_.data(), oh_.data(), scores_.data(),
+                {.batch = S, .heads = Hq, .q_len = P, .kv_len = P, .head_dim = d, .causal = true, .kv_heads = Hkv});
             ly::heads_to_tokens(oh_.data(), o_.data(), S, P, Hq, d);
         } else if (plan.attention == Plan::Attention::decode) {
             cache_->decode_attention(l, q_.data(), o_.data(), batch_);  // one query per sequence
@@ -521,10 +560,12 @@ void Model::final_logits(const float* x_last, int rows) {
     const char* version = rows == 1 ? "v3" : "v5";
     if (options_.weights == DType::fp32) {
         ly::rmsnorm(x_last, final_norm_.data(), h_.data(), rows, D, float(c.norm_eps));
-        kernels::gemv::gemv(version, head.f32.data(), h_.data(), logits_.data(), kernels::gemv::Shape{rows, c.vocab, D});
+        kernels::gemv::gemv(version, head.f32.data(), h_.data(), logits_.data(),
+                            kernels::gemv::Shape{rows, c.vocab, D});
     } else {
         ly::rmsnorm(x_last, final_norm_.data(), h16_.data(), rows, D, float(c.norm_eps));
-        kernels::gemv::gemv(version, head.b16.data(), h16_.data(), logits_.data(), kernels::gemv::Shape{rows, c.vocab, D});
+        kernels::gemv::gemv(version, head.b16.data(), h16_.data(), logits_.data(),
+                            kernels::gemv::Shape{rows, c.vocab, D});
     }
     rows_ = rows;
 }
@@ -535,11 +576,11 @@ void Model::prefill(std::span<const int> tokens, int P) {
     const int B = options_.batch;
     if (options_.block_size > 0) throw std::invalid_argument("prefill: a paged cache runs forward() with block tables");
     if (P < 1 || P > max_seq_)
-        throw std::invalid_argument("prompt length " + std::to_string(P) + " must be in 1 .. max_seq = " +
-                                    std::to_string(max_seq_));
+        throw std::invalid_argument("prompt length " + std::to_string(P) +
+                                    " must be in 1 .. max_seq = " + std::to_string(max_seq_));
     if (tokens.size() != std::size_t(B) * P)
-        throw std::invalid_argument("prefill: " + std::to_string(tokens.size()) + " tokens, expected B * P = " +
-                                    std::to_string(std::size_t(B) * P));
+        throw std::invalid_argument("prefill: " + std::to_string(tokens.size()) +
+                                    " tokens, expected B * P = " + std::to_string(std::size_t(B) * P));
     std::vector<StepSequence> rows(static_cast<std::size_t>(B));  // sequence b in slot b, from position 0
     for (int b = 0; b < B; ++b) rows[std::size_t(b)] = {.slot = b, .context = 0, .tokens = P};
     forward(tokens, rows);
@@ -548,8 +589,8 @@ void Model::prefill(std::span<const int> tokens, int P) {
 
 void Model::decode(std::span<const int> tokens) {
     if (tokens.size() != std::size_t(options_.batch))
-        throw std::invalid_argument("decode: " + std::to_string(tokens.size()) + " tokens, expected B = " +
-                                    std::to_string(options_.batch));
+        throw std::invalid_argument("decode: " + std::to_string(tokens.size()) +
+                                    " tokens, expected B = " + std::to_string(options_.batch));
     for (std::size_t i = 0; i < tokens.size(); ++i)
         if (tokens[i] < 0 || tokens[i] >= config_.vocab)
             throw std::invalid_argument("token " + std::to_string(i) + " = " + std::to_string(tokens[i]) +
@@ -562,24 +603,28 @@ void Model::decode(const int* tokens_device) {
     if (options_.block_size > 0) throw std::invalid_argument("decode: a paged cache runs forward() with block tables");
     if (length_ < 1) throw std::invalid_argument("decode before prefill: the cache is empty");
     if (length_ >= max_seq_)
-        throw std::invalid_argument("decode at position " + std::to_string(length_) + ": the cache holds max_seq = " +
-                                    std::to_string(max_seq_) + " positions");
+        throw std::invalid_argument("decode at position " + std::to_string(length_) +
+                                    ": the cache holds max_seq = " + std::to_string(max_seq_) + " positions");
     const int B = options_.batch;
     std::vector<StepSequence> rows(static_cast<std::size_t>(B));  // one token per sequence, at position length()
     for (int b = 0; b < B; ++b) rows[std::size_t(b)] = {.slot = b, .context = length_, .tokens = 1};
     check({}, rows);
     if (tokens_device != tokens_.data())
-        PD_CHECK_CUDA(cudaMemcpyAsync(tokens_.data(), tokens_device, std::size_t(B) * sizeof(int), cudaMemcpyDeviceToDevice));
+        PD_CHECK_CUDA(
+            cudaMemcpyAsync(tokens_.data(), tokens_device, std::size_t(B) * sizeof(int), cudaMemcpyDeviceToDevice));
     upload_batch({}, rows);
     const Plan p = plan(rows);
-    if (options_.weights == DType::fp32) forward_pass<float>(p);
-    else forward_pass<bf16>(p);
+    if (options_.weights == DType::fp32)
+        forward_pass<float>(p);
+    else
+        forward_pass<bf16>(p);
     ++length_;
 }
 
 void Model::rewind(int length) {
     if (length < 1 || length > length_)
-        throw std::invalid_argument("rewind to " + std::to_string(length) + ": must be in 1 .. " + std::to_string(length_));
+        throw std::invalid_argument("rewind to " + std::to_string(length) + ": must be in 1 .. " +
+                                    std::to_string(length_));
     length_ = length;
 }
 

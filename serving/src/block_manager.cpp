@@ -26,8 +26,10 @@ long long BlockManager::capacity_of(const SchedulerConfig& config) {
     // [paged_capacity]
     if (blocks < 1 || capacity < 1)
         throw std::invalid_argument("the paged cache of " + std::to_string(blocks) + " blocks of " +
-                                    std::to_string(config.block_size) + " positions cannot hold a partly filled block "
-                                    "for each of SchedulerConfig.max_seqs = " + std::to_string(config.max_seqs) +
+                                    std::to_string(config.block_size) +
+                                    " positions cannot hold a partly filled block "
+                                    "for each of SchedulerConfig.max_seqs = " +
+                                    std::to_string(config.max_seqs) +
                                     " requests: raise SchedulerConfig.kv_capacity or lower SchedulerConfig.block_size");
     return capacity;
 }

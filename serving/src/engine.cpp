@@ -33,8 +33,7 @@ Timeline run_engine(const std::vector<Request>& requests, Scheduler& scheduler, 
         const double start = clock;
         clock += executor.run(step);
         // the cache while the step runs: the running requests' positions, this step's included
-        t.steps.push_back({start, clock, step, scheduler.kv_held(step),
-                           static_cast<int>(scheduler.running().size()),
+        t.steps.push_back({start, clock, step, scheduler.kv_held(step), static_cast<int>(scheduler.running().size()),
                            scheduler.paged() ? scheduler.paged()->used() : 0});
         for (int id : scheduler.complete(step)) t.requests[static_cast<std::size_t>(id)].token_s.push_back(clock);
         if (check) scheduler.check_invariants();

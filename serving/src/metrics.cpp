@@ -15,8 +15,7 @@ namespace {
 
 void check_bound(double v, const char* name) {
     if (!(v >= 0) || !std::isfinite(v))
-        throw std::invalid_argument(std::string("slo: ") + name + " must be >= 0 and finite, got " +
-                                    std::to_string(v));
+        throw std::invalid_argument(std::string("slo: ") + name + " must be >= 0 and finite, got " + std::to_string(v));
 }
 
 /// Checks one request record: a token time for each output token, finite, none before the
@@ -27,8 +26,7 @@ void check_record(const Timeline::RequestRecord& r) {
         throw std::invalid_argument(who + " has " + std::to_string(r.token_s.size()) + " token times for " +
                                     std::to_string(r.request.output_tokens) + " output tokens");
     if (r.token_s.empty()) throw std::invalid_argument(who + " has no output tokens");
-    if (!std::isfinite(r.request.arrival_s))
-        throw std::invalid_argument(who + " has a non-finite arrival time");
+    if (!std::isfinite(r.request.arrival_s)) throw std::invalid_argument(who + " has a non-finite arrival time");
     for (std::size_t k = 0; k < r.token_s.size(); ++k) {
         const double t = r.token_s[k];
         if (!std::isfinite(t))
@@ -36,12 +34,14 @@ void check_record(const Timeline::RequestRecord& r) {
         const double before = k == 0 ? r.request.arrival_s : r.token_s[k - 1];
         if (t < before)
             throw std::invalid_argument(who + ": token " + std::to_string(k) + " at " + std::to_string(t) +
-                                        " s comes before " + (k == 0 ? "its arrival" : "the previous token") +
-                                        " at " + std::to_string(before) + " s");
+                                        " s comes before " + (k == 0 ? "its arrival" : "the previous token") + " at " +
+                                        std::to_string(before) + " s");
     }
 }
 
-nlohmann::json or_null(double v, bool defined) { return defined ? nlohmann::json(v) : nlohmann::json(nullptr); }
+nlohmann::json or_null(double v, bool defined) {
+    return defined ? nlohmann::json(v) : nlohmann::json(nullptr);
+}
 
 }  // namespace
 
@@ -103,22 +103,24 @@ Metrics compute_metrics(const Timeline& timeline, const Slo& slo) {
 nlohmann::json to_json(const Stats& s) {
     const bool some = s.count > 0;
     return {{"mean", or_null(s.mean, some)}, {"p50", or_null(s.p50, some)}, {"p90", or_null(s.p90, some)},
-            {"p99", or_null(s.p99, some)},   {"max", or_null(s.max, some)},  {"count", s.count}};
+            {"p99", or_null(s.p99, some)},   {"max", or_null(s.max, some)}, {"count", s.count}};
 }
 
 nlohmann::json to_json(const Metrics& m) {
     const bool timed = m.duration_s > 0;
-    return {{"completed", m.completed},
-            {"output_tokens", m.output_tokens},
-            {"duration_s", m.duration_s},
-            {"output_tokens_per_s", or_null(m.output_tokens_per_s, timed)},
-            {"requests_per_s", or_null(m.requests_per_s, timed)},
-            {"ttft_s", to_json(m.ttft_s)},
-            {"tpot_s", to_json(m.tpot_s)},
-            {"itl_s", to_json(m.itl_s)},
-            {"e2e_s", to_json(m.e2e_s)},
-            {"slo", {{"ttft_s", or_null(m.slo.ttft_s, m.slo.ttft_s > 0)}, {"tpot_s", or_null(m.slo.tpot_s, m.slo.tpot_s > 0)}}},
-            {"goodput_requests_per_s", or_null(m.goodput_requests_per_s, timed && m.slo.any())}};
+    return {
+        {"completed", m.completed},
+        {"output_tokens", m.output_tokens},
+        {"duration_s", m.duration_s},
+        {"output_tokens_per_s", or_null(m.output_tokens_per_s, timed)},
+        {"requests_per_s", or_null(m.requests_per_s, timed)},
+        {"ttft_s", to_json(m.ttft_s)},
+        {"tpot_s", to_json(m.tpot_s)},
+        {"itl_s", to_json(m.itl_s)},
+        {"e2e_s", to_json(m.e2e_s)},
+        {"slo",
+         {{"ttft_s", or_null(m.slo.ttft_s, m.slo.ttft_s > 0)}, {"tpot_s", or_null(m.slo.tpot_s, m.slo.tpot_s > 0)}}},
+        {"goodput_requests_per_s", or_null(m.goodput_requests_per_s, timed && m.slo.any())}};
 }
 
 std::string describe(const Metrics& m) {
@@ -133,8 +135,8 @@ std::string describe(const Metrics& m) {
                   "count");
     out += buf;
     const auto line = [&](const char* name, const Stats& s) {
-        std::snprintf(buf, sizeof buf, "%-6s %10.2f %10.2f %10.2f %10.2f %10.2f %7d\n", name, 1e3 * s.mean,
-                      1e3 * s.p50, 1e3 * s.p90, 1e3 * s.p99, 1e3 * s.max, s.count);
+        std::snprintf(buf, sizeof buf, "%-6s %10.2f %10.2f %10.2f %10.2f %10.2f %7d\n", name, 1e3 * s.mean, 1e3 * s.p50,
+                      1e3 * s.p90, 1e3 * s.p99, 1e3 * s.max, s.count);
         out += buf;
     };
     line("TTFT", m.ttft_s);
@@ -181,9 +183,12 @@ CacheStats cache_stats(const Timeline& t, int block_size, long long slot_positio
 // [cache_stats]
 
 nlohmann::json to_json(const CacheStats& c) {
-    return {{"running_max", c.running_max},     {"used_max", c.used_max},
-            {"reserved_max", c.reserved_max},   {"waste", c.waste},
-            {"prefill_tokens", c.prefill_tokens}, {"prompt_tokens", c.prompt_tokens},
+    return {{"running_max", c.running_max},
+            {"used_max", c.used_max},
+            {"reserved_max", c.reserved_max},
+            {"waste", c.waste},
+            {"prefill_tokens", c.prefill_tokens},
+            {"prompt_tokens", c.prompt_tokens},
             {"prefix_hits", c.prefix_hits},
             {"prefix_hit_rate", c.prompt_tokens > 0 ? double(c.prefix_hits) / double(c.prompt_tokens) : 0.0}};
 }

@@ -21,7 +21,10 @@ std::pair<std::vector<std::string>, std::string> names_and_help(const Choices& c
     for (std::size_t i = 0; i < choices.size(); ++i) {
         const auto& [name, what] = choices[i];
         names.push_back(name);
-        help += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + name + (what.empty() ? "" : " (" + what + ")");
+        help += (i == 0                    ? ""
+                 : i + 1 == choices.size() ? " or "
+                                           : ", ") +
+                name + (what.empty() ? "" : " (" + what + ")");
     }
     return {names, help};
 }
@@ -46,26 +49,42 @@ void add_serving_options(CLI::App& app, ServingOptions& o, const Choices& polici
     app.add_option("--gpu", o.gpu, "GPU preset of the cost model")->check(CLI::IsMember(gpus))->capture_default_str();
     app.add_option("--tp", o.tp, "Tensor-parallel GPUs")->check(CLI::Range(1, 64))->capture_default_str();
     WorkloadOptions& w = o.w;
-    app.add_option("--scenario", w.scenario, scenario_help)->check(CLI::IsMember(scenario_names))->capture_default_str();
-    app.add_option("--trace", w.trace, "CSV trace: arrival seconds, prompt tokens, output tokens (instead of --scenario)");
-    app.add_option("--requests", w.requests, "Requests of the generated workload")->check(CLI::Range(1, 1000000))->capture_default_str();
+    app.add_option("--scenario", w.scenario, scenario_help)
+        ->check(CLI::IsMember(scenario_names))
+        ->capture_default_str();
+    app.add_option("--trace", w.trace,
+                   "CSV trace: arrival seconds, prompt tokens, output tokens (instead of --scenario)");
+    app.add_option("--requests", w.requests, "Requests of the generated workload")
+        ->check(CLI::Range(1, 1000000))
+        ->capture_default_str();
     app.add_option("--rate", w.rate, "Requests per second")->check(CLI::Range(1e-6, 1e6))->capture_default_str();
     app.add_option("--burstiness", w.burstiness, "Gamma shape of the gaps (1 = Poisson, < 1 burstier)")
-        ->check(CLI::Range(1e-3, 1e3))->capture_default_str();
-    app.add_option("--prompt-len", w.prompt_len, "Mean prompt tokens")->check(CLI::Range(1.0, 1e7))->capture_default_str();
-    app.add_option("--output-len", w.output_len, "Mean output tokens")->check(CLI::Range(1.0, 1e6))->capture_default_str();
+        ->check(CLI::Range(1e-3, 1e3))
+        ->capture_default_str();
+    app.add_option("--prompt-len", w.prompt_len, "Mean prompt tokens")
+        ->check(CLI::Range(1.0, 1e7))
+        ->capture_default_str();
+    app.add_option("--output-len", w.output_len, "Mean output tokens")
+        ->check(CLI::Range(1.0, 1e6))
+        ->capture_default_str();
     app.add_option("--prompt-dist", w.prompt_dist, "fixed, uniform (+-50%) or lognormal (sigma 1)")
-        ->check(CLI::IsMember({"fixed", "uniform", "lognormal"}))->capture_default_str();
+        ->check(CLI::IsMember({"fixed", "uniform", "lognormal"}))
+        ->capture_default_str();
     app.add_option("--output-dist", w.output_dist, "fixed, uniform (+-50%) or lognormal (sigma 1)")
-        ->check(CLI::IsMember({"fixed", "uniform", "lognormal"}))->capture_default_str();
+        ->check(CLI::IsMember({"fixed", "uniform", "lognormal"}))
+        ->capture_default_str();
     app.add_option("--token-budget", o.token_budget, "Tokens per step (chunked; continuous's prefill steps)")
-        ->check(CLI::Range(1, 1 << 24))->capture_default_str();
+        ->check(CLI::Range(1, 1 << 24))
+        ->capture_default_str();
     app.add_option("--max-seqs", o.max_seqs, "Requests running at once (cache slots)")
-        ->check(CLI::Range(1, 1 << 16))->capture_default_str();
+        ->check(CLI::Range(1, 1 << 16))
+        ->capture_default_str();
     app.add_option("--timeline", o.timeline, "Write every step and every token time as JSON to this file");
 }
 
-bool given(const CLI::App& app, const std::string& name) { return app.get_option(name)->count() > 0; }
+bool given(const CLI::App& app, const std::string& name) {
+    return app.get_option(name)->count() > 0;
+}
 
 // [model_defaults]
 void apply_model_defaults(const CLI::App& app, ServingOptions& o, const ModelExecutorDefaults& d) {
@@ -99,7 +118,9 @@ namespace {
 
 LengthSpec spec_of(const std::string& dist, double mean, int max_len) {
     // uniform: +-50% of the mean; lognormal: sigma 1 of the log (a long tail, as chat outputs have)
-    const LengthDist d = dist == "uniform" ? LengthDist::uniform : dist == "lognormal" ? LengthDist::lognormal : LengthDist::fixed;
+    const LengthDist d = dist == "uniform"     ? LengthDist::uniform
+                         : dist == "lognormal" ? LengthDist::lognormal
+                                               : LengthDist::fixed;
     return LengthSpec{.dist = d, .mean = mean, .spread = d == LengthDist::lognormal ? 1.0 : mean / 2, .max = max_len};
 }
 

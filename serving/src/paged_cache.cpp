@@ -85,7 +85,8 @@ std::vector<int> PagedCache::cached_prefix(std::span<const int> prompt) const {
 }
 
 int PagedCache::match_prefix(int seq, std::span<const int> prompt) {
-    if (!table(seq).empty()) throw std::logic_error("match_prefix: sequence " + std::to_string(seq) + " already holds blocks");
+    if (!table(seq).empty())
+        throw std::logic_error("match_prefix: sequence " + std::to_string(seq) + " already holds blocks");
     const std::vector<int> hit = cached_prefix(prompt);
     for (int b : hit)
         if (ref_[static_cast<std::size_t>(b)]++ == 0) {  // it was unreferenced: leaves the LRU list
@@ -119,8 +120,8 @@ void PagedCache::commit(int seq, std::span<const int> prompt, long long computed
     const long long full = std::min<long long>(computed, static_cast<long long>(prompt.size())) / block_size_;
     std::uint64_t h = 0;
     for (long long i = 0; i < full && i < static_cast<long long>(t.size()); ++i) {
-        const std::span<const int> tokens = prompt.subspan(static_cast<std::size_t>(i * block_size_),
-                                                           static_cast<std::size_t>(block_size_));
+        const std::span<const int> tokens =
+            prompt.subspan(static_cast<std::size_t>(i * block_size_), static_cast<std::size_t>(block_size_));
         h = chain_hash(h, tokens);
         const auto b = static_cast<std::size_t>(t[static_cast<std::size_t>(i)]);
         if (is_cached_[b] || by_hash_.count(h)) continue;  // cached already (here or in another block)
@@ -137,8 +138,10 @@ void PagedCache::release(int seq) {
     for (int b : it->second) {
         const auto i = static_cast<std::size_t>(b);
         if (--ref_[i] > 0) continue;
-        if (is_cached_[i]) lru_at_[i] = lru_.insert(lru_.end(), b);  // kept, most recently used
-        else free_.push_back(b);
+        if (is_cached_[i])
+            lru_at_[i] = lru_.insert(lru_.end(), b);  // kept, most recently used
+        else
+            free_.push_back(b);
     }
     tables_.erase(it);
 }
@@ -148,7 +151,8 @@ void PagedCache::check_invariants() const {
     std::vector<int> holders(ref_.size(), 0);
     for (const auto& [seq, t] : tables_)
         for (int b : t) {
-            if (b < 0 || b >= num_blocks()) fail("sequence " + std::to_string(seq) + " holds block " + std::to_string(b));
+            if (b < 0 || b >= num_blocks())
+                fail("sequence " + std::to_string(seq) + " holds block " + std::to_string(b));
             ++holders[static_cast<std::size_t>(b)];
         }
     std::vector<int> free_count(ref_.size(), 0);
@@ -158,7 +162,8 @@ void PagedCache::check_invariants() const {
     for (std::size_t b = 0; b < ref_.size(); ++b) {
         const std::string name = "block " + std::to_string(b);
         if (ref_[b] != holders[b])
-            fail(name + " has reference count " + std::to_string(ref_[b]) + " but " + std::to_string(holders[b]) + " tables");
+            fail(name + " has reference count " + std::to_string(ref_[b]) + " but " + std::to_string(holders[b]) +
+                 " tables");
         if (free_count[b] > 1 || lru_count[b] > 1) fail(name + " is listed twice");
         if (free_count[b] && (ref_[b] > 0 || is_cached_[b])) fail(name + " is both free and used or cached");
         if (lru_count[b] != (is_cached_[b] && ref_[b] == 0 ? 1 : 0))
@@ -167,7 +172,8 @@ void PagedCache::check_invariants() const {
         if (!free_count[b] && ref_[b] == 0 && !is_cached_[b]) fail(name + " leaked: neither free, used nor cached");
         if (is_cached_[b]) {
             const auto it = by_hash_.find(hash_[b]);
-            if (it == by_hash_.end() || it->second != static_cast<int>(b)) fail(name + " is cached under a hash that names another block");
+            if (it == by_hash_.end() || it->second != static_cast<int>(b))
+                fail(name + " is cached under a hash that names another block");
         }
     }
     if (static_cast<int>(by_hash_.size()) != static_cast<int>(std::count(is_cached_.begin(), is_cached_.end(), true)))

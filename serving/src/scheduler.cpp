@@ -12,9 +12,12 @@ namespace pd::serving {
 
 std::string to_string(Policy p) {
     switch (p) {
-        case Policy::static_batch: return "static";
-        case Policy::continuous: return "continuous";
-        case Policy::chunked: return "chunked";
+        case Policy::static_batch:
+            return "static";
+        case Policy::continuous:
+            return "continuous";
+        case Policy::chunked:
+            return "chunked";
     }
     return "?";
 }
@@ -54,8 +57,8 @@ void Scheduler::arrive(const Request& r) {
                                     " prompt tokens given for a prompt of " + std::to_string(r.prompt_tokens));
     // so that one request alone always fits: the policies rely on it to make progress
     if (static_cast<long long>(r.prompt_tokens) + r.output_tokens > cache_.capacity())
-        throw std::invalid_argument("request " + std::to_string(r.id) + ": prompt + output = " +
-                                    std::to_string(r.prompt_tokens + r.output_tokens) +
+        throw std::invalid_argument("request " + std::to_string(r.id) +
+                                    ": prompt + output = " + std::to_string(r.prompt_tokens + r.output_tokens) +
                                     " positions never fit in the cache's " + std::to_string(cache_.capacity()));
     waiting_.push_back(Sequence{.request = r});
 }
@@ -77,9 +80,15 @@ Step Scheduler::next_step() {
     // plan takes, each admission starting after its prefix hit.
     Step step;
     switch (config_.policy) {
-        case Policy::static_batch: step = static_step(); break;
-        case Policy::continuous: step = continuous_step(); break;
-        case Policy::chunked: step = chunked_step(); break;
+        case Policy::static_batch:
+            step = static_step();
+            break;
+        case Policy::continuous:
+            step = continuous_step();
+            break;
+        case Policy::chunked:
+            step = chunked_step();
+            break;
     }
     // Allocate: blocks for every new position (a plan within capacity() always finds them),
     // and each item's slot, where its cache lives.
@@ -109,8 +118,8 @@ int Scheduler::preempt_newest() {
     ++preemptions_;
     ++preempted_[s.request.id];
     // back to the waiting queue, in arrival order: ahead of every request that arrived after it
-    auto at = std::find_if(waiting_.begin(), waiting_.end(),
-                           [&](const Sequence& w) { return w.request.id > s.request.id; });
+    auto at =
+        std::find_if(waiting_.begin(), waiting_.end(), [&](const Sequence& w) { return w.request.id > s.request.id; });
     waiting_.insert(at, s);
     return s.request.id;
 }
@@ -295,12 +304,14 @@ long long max_step_tokens(const SchedulerConfig& config, const std::vector<Reque
     // every policy plans its new positions within the capacity (make_room_for_decodes, the admission checks)
     const long long bound = std::min(any, capacity);
     switch (config.policy) {
-        case Policy::chunked: return std::min<long long>(bound, config.token_budget);  // check_chunked_plan
+        case Policy::chunked:
+            return std::min<long long>(bound, config.token_budget);  // check_chunked_plan
         case Policy::continuous: {  // whole prompts up to the budget, at least one; or a decode per slot
             const long long prompts = std::max<long long>(config.token_budget, longest.empty() ? 0 : longest[0]);
             return std::min(bound, std::max<long long>(prompts, config.max_seqs));
         }
-        case Policy::static_batch: return bound;  // a batch's whole prefills, within the capacity
+        case Policy::static_batch:
+            return bound;  // a batch's whole prefills, within the capacity
     }
     return bound;
 }

@@ -20,10 +20,18 @@ nlohmann::json to_json(const Timeline& t) {
     for (const Timeline::StepRecord& s : t.steps) {
         nlohmann::json items = nlohmann::json::array();
         for (const BatchItem& i : s.step.items)
-            items.push_back({{"request", i.request}, {"tokens", i.tokens}, {"context", i.context},
-                             {"prefill", i.prefill}, {"emits", i.emits}, {"slot", i.slot}});
-        steps.push_back({{"start_s", s.start_s}, {"end_s", s.end_s}, {"kv_used", s.kv_used}, {"running", s.running},
-                         {"kv_blocks", s.kv_blocks}, {"items", items}});
+            items.push_back({{"request", i.request},
+                             {"tokens", i.tokens},
+                             {"context", i.context},
+                             {"prefill", i.prefill},
+                             {"emits", i.emits},
+                             {"slot", i.slot}});
+        steps.push_back({{"start_s", s.start_s},
+                         {"end_s", s.end_s},
+                         {"kv_used", s.kv_used},
+                         {"running", s.running},
+                         {"kv_blocks", s.kv_blocks},
+                         {"items", items}});
     }
     for (const Timeline::RequestRecord& r : t.requests)
         requests.push_back({{"id", r.request.id},
@@ -41,11 +49,13 @@ Timeline timeline_from_json(const nlohmann::json& j) {
         Timeline t;
         t.policy = j.at("policy").get<std::string>();
         for (const auto& s : j.at("steps")) {
-            Timeline::StepRecord r{s.at("start_s").get<double>(), s.at("end_s").get<double>(), {},
-                                   s.value("kv_used", 0LL), s.value("running", 0), s.value("kv_blocks", 0LL)};
+            Timeline::StepRecord r{
+                s.at("start_s").get<double>(), s.at("end_s").get<double>(), {},
+                s.value("kv_used", 0LL),       s.value("running", 0),       s.value("kv_blocks", 0LL)};
             for (const auto& i : s.at("items"))
-                r.step.items.push_back({i.at("request").get<int>(), i.at("tokens").get<int>(), i.at("context").get<int>(),
-                                        i.at("prefill").get<bool>(), i.at("emits").get<bool>(), i.value("slot", -1)});
+                r.step.items.push_back({i.at("request").get<int>(), i.at("tokens").get<int>(),
+                                        i.at("context").get<int>(), i.at("prefill").get<bool>(),
+                                        i.at("emits").get<bool>(), i.value("slot", -1)});
             t.steps.push_back(r);
         }
         for (const auto& r : j.at("requests")) {

@@ -17,7 +17,9 @@ namespace pd::serving {
 namespace {
 
 /// Uniform in the open interval (0, 1), 53 random bits: never 0, so its log is finite.
-double uniform_open(Rng& rng) { return (static_cast<double>(rng.next() >> 11) + 0.5) * 0x1.0p-53; }
+double uniform_open(Rng& rng) {
+    return (static_cast<double>(rng.next() >> 11) + 0.5) * 0x1.0p-53;
+}
 
 /// Gamma(shape, 1) by Marsaglia and Tsang (2000), "A simple method for generating gamma
 /// variables": for shape >= 1 a squeezed rejection from a cubed normal (accepts over 95% of the
@@ -41,7 +43,9 @@ double gamma_unit(Rng& rng, double shape) {
 int draw_length(Rng& rng, const LengthSpec& s) {
     double x = s.mean;
     switch (s.dist) {
-        case LengthDist::fixed: x = std::round(s.mean); break;
+        case LengthDist::fixed:
+            x = std::round(s.mean);
+            break;
         case LengthDist::uniform: {
             // Integers lo..hi equally likely: their mean is (lo + hi) / 2 = mean.
             const double lo = std::round(s.mean - s.spread);
@@ -162,8 +166,7 @@ std::vector<Request> read_trace(const std::string& path) {
         if (fields.size() != 3)
             fail(line_no, "expected 3 fields (arrival seconds, prompt tokens, output tokens), got " +
                               std::to_string(fields.size()));
-        if (!ok_arrival || !std::isfinite(arrival))
-            fail(line_no, "bad arrival time '" + std::string(fields[0]) + "'");
+        if (!ok_arrival || !std::isfinite(arrival)) fail(line_no, "bad arrival time '" + std::string(fields[0]) + "'");
         if (!ok_prompt) fail(line_no, "bad prompt token count '" + std::string(fields[1]) + "'");
         if (!ok_output) fail(line_no, "bad output token count '" + std::string(fields[2]) + "'");
         if (arrival < 0) fail(line_no, "negative arrival time " + std::string(fields[0]));
@@ -188,8 +191,8 @@ std::vector<Request> long_prompt_scenario(int users, int long_prompt, double lon
                                           int user_output, int long_output) {
     const auto at_least = [](int v, int lo, const char* name) {
         if (v < lo)
-            throw std::invalid_argument(std::string("long-prompt scenario: ") + name + " must be >= " +
-                                        std::to_string(lo) + ", got " + std::to_string(v));
+            throw std::invalid_argument(std::string("long-prompt scenario: ") + name +
+                                        " must be >= " + std::to_string(lo) + ", got " + std::to_string(v));
     };
     at_least(users, 0, "users");
     at_least(long_prompt, 1, "long_prompt");
@@ -206,11 +209,14 @@ std::vector<Request> long_prompt_scenario(int users, int long_prompt, double lon
     return out;
 }
 
-std::vector<Request> shared_prefix_scenario(const WorkloadSpec& spec, int system_tokens, int question_tokens, int vocab) {
+std::vector<Request> shared_prefix_scenario(const WorkloadSpec& spec, int system_tokens, int question_tokens,
+                                            int vocab) {
     if (system_tokens < 1 || question_tokens < 1)
-        throw std::invalid_argument("shared-prefix scenario: the system prompt and the question must be >= 1 token, got " +
-                                    std::to_string(system_tokens) + " and " + std::to_string(question_tokens));
-    if (vocab < 2) throw std::invalid_argument("shared-prefix scenario: vocab must be >= 2, got " + std::to_string(vocab));
+        throw std::invalid_argument(
+            "shared-prefix scenario: the system prompt and the question must be >= 1 token, got " +
+            std::to_string(system_tokens) + " and " + std::to_string(question_tokens));
+    if (vocab < 2)
+        throw std::invalid_argument("shared-prefix scenario: vocab must be >= 2, got " + std::to_string(vocab));
     WorkloadSpec fixed = spec;
     fixed.prompt = LengthSpec{.dist = LengthDist::fixed, .mean = double(system_tokens + question_tokens)};
     std::vector<Request> out = poisson_workload(fixed);

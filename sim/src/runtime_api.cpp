@@ -75,7 +75,9 @@ constexpr std::size_t kGuardBytes = 256;  // before the start; after the end, pa
 #endif
 constexpr std::size_t kAlignment = 256;  // what cudaMalloc guarantees
 
-std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
+std::size_t round_up(std::size_t n, std::size_t to) {
+    return (n + to - 1) / to * to;
+}
 
 /// One cudaMalloc (or cudaMallocManaged) allocation. In memory: `kGuardBytes` of guard, the
 /// `bytes` the program asked for (256-byte aligned), then the guard after the end: the slack up
@@ -88,7 +90,7 @@ struct DeviceAllocation {
     std::uint64_t number = 0;        ///< 1 for the program's first device allocation, ...
     std::size_t guard_index = 0;     ///< its entry in guard_zones
     const char* function = "cudaMalloc";
-    std::source_location site{};     ///< where it was called, if known (file_name() "" if not)
+    std::source_location site{};  ///< where it was called, if known (file_name() "" if not)
 
     unsigned char* begin() const { return block + kGuardBytes; }
     unsigned char* end() const { return begin() + bytes; }
@@ -175,8 +177,8 @@ GuardZones guard_zones_of(const DeviceAllocation& a) {
     for (int i = 0; i < 2; ++i) {
         g.pattern[i] = a.pattern;
         const std::size_t from = 8 * std::size_t(i);  // byte offset of this word in the chunk
-        g.first_mask[i] = skip <= from ? ~std::uint64_t{0}
-                                       : (skip >= from + 8 ? 0 : ~std::uint64_t{0} << (8 * (skip - from)));
+        g.first_mask[i] =
+            skip <= from ? ~std::uint64_t{0} : (skip >= from + 8 ? 0 : ~std::uint64_t{0} << (8 * (skip - from)));
     }
     g.data = a.begin();
     return g;
@@ -308,7 +310,8 @@ std::string symbol_at(const void* address) {
     const int fd = open(o.path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return {};
     struct stat st {};
-    void* map = fstat(fd, &st) == 0 ? mmap(nullptr, std::size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+    void* map =
+        fstat(fd, &st) == 0 ? mmap(nullptr, std::size_t(st.st_size), PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
     close(fd);
     if (map == MAP_FAILED) return {};
     const std::size_t size = std::size_t(st.st_size);
@@ -356,7 +359,8 @@ std::string function_symbol(const void* address) {
     if (!name.empty() && name.back() == ')') {
         int depth = 0;
         for (std::size_t i = name.size(); i-- > 0;) {
-            if (name[i] == ')') ++depth;
+            if (name[i] == ')')
+                ++depth;
             else if (name[i] == '(' && --depth == 0) {
                 name.erase(i);
                 break;
@@ -446,7 +450,9 @@ std::string last_diagnostic() {
     std::lock_guard<std::mutex> lock(detail::state_mutex);
     return detail::diagnostic;
 }
-int worker_count() { return detail::settings().workers; }
+int worker_count() {
+    return detail::settings().workers;
+}
 std::uint64_t device_allocations() {
     std::lock_guard<std::mutex> lock(detail::state_mutex);
     return detail::device_allocation_count;
@@ -457,13 +463,18 @@ using namespace pd::sim::detail;
 
 // ---- errors ----------------------------------------------------------------------------------
 
-cudaError_t cudaGetLastError() { return take_last_error(); }
-cudaError_t cudaPeekAtLastError() { return peek_last_error(); }
+cudaError_t cudaGetLastError() {
+    return take_last_error();
+}
+cudaError_t cudaPeekAtLastError() {
+    return peek_last_error();
+}
 
 const char* cudaGetErrorName(cudaError_t e) {
     switch (e) {
 #define PD_SIM_ERROR(name) \
-    case name: return #name;
+    case name:             \
+        return #name;
         PD_SIM_ERROR(cudaSuccess)
         PD_SIM_ERROR(cudaErrorInvalidValue)
         PD_SIM_ERROR(cudaErrorMemoryAllocation)
@@ -487,28 +498,45 @@ const char* cudaGetErrorName(cudaError_t e) {
         PD_SIM_ERROR(cudaErrorLaunchFailure)
         PD_SIM_ERROR(cudaErrorUnknown)
 #undef PD_SIM_ERROR
-        default: return "cudaErrorUnknown";
+        default:
+            return "cudaErrorUnknown";
     }
 }
 
 const char* cudaGetErrorString(cudaError_t e) {
     switch (e) {
-        case cudaSuccess: return "no error";
-        case cudaErrorInvalidValue: return "invalid argument";
-        case cudaErrorMemoryAllocation: return "out of memory";
-        case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-        case cudaErrorInvalidDevice: return "invalid device ordinal";
-        case cudaErrorInvalidDevicePointer: return "invalid device pointer";
-        case cudaErrorInvalidMemcpyDirection: return "invalid copy direction for memcpy";
-        case cudaErrorInvalidDeviceFunction: return "invalid device function";
-        case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-        case cudaErrorNotReady: return "device not ready";
-        case cudaErrorNotSupported: return "operation not supported";
-        case cudaErrorAssert: return "device-side assert triggered";
-        case cudaErrorMisalignedAddress: return "misaligned address";
-        case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
-        case cudaErrorLaunchFailure: return "unspecified launch failure";
-        default: return "unknown error";
+        case cudaSuccess:
+            return "no error";
+        case cudaErrorInvalidValue:
+            return "invalid argument";
+        case cudaErrorMemoryAllocation:
+            return "out of memory";
+        case cudaErrorInvalidConfiguration:
+            return "invalid configuration argument";
+        case cudaErrorInvalidDevice:
+            return "invalid device ordinal";
+        case cudaErrorInvalidDevicePointer:
+            return "invalid device pointer";
+        case cudaErrorInvalidMemcpyDirection:
+            return "invalid copy direction for memcpy";
+        case cudaErrorInvalidDeviceFunction:
+            return "invalid device function";
+        case cudaErrorInvalidResourceHandle:
+            return "invalid resource handle";
+        case cudaErrorNotReady:
+            return "device not ready";
+        case cudaErrorNotSupported:
+            return "operation not supported";
+        case cudaErrorAssert:
+            return "device-side assert triggered";
+        case cudaErrorMisalignedAddress:
+            return "misaligned address";
+        case cudaErrorIllegalAddress:
+            return "an illegal memory access was encountered";
+        case cudaErrorLaunchFailure:
+            return "unspecified launch failure";
+        default:
+            return "unknown error";
     }
 }
 
@@ -566,28 +594,64 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
     if (value == nullptr) return fail(cudaErrorInvalidValue);
     if (device != 0) return fail(cudaErrorInvalidDevice);
     switch (attr) {
-        case cudaDevAttrMaxThreadsPerBlock: *value = kMaxThreadsPerBlock; break;
-        case cudaDevAttrMaxBlockDimX: *value = kMaxBlockDimX; break;
-        case cudaDevAttrMaxBlockDimY: *value = kMaxBlockDimY; break;
-        case cudaDevAttrMaxBlockDimZ: *value = kMaxBlockDimZ; break;
-        case cudaDevAttrMaxGridDimX: *value = int(kMaxGridDimX); break;
-        case cudaDevAttrMaxGridDimY: *value = int(kMaxGridDimY); break;
-        case cudaDevAttrMaxGridDimZ: *value = int(kMaxGridDimZ); break;
-        case cudaDevAttrMaxSharedMemoryPerBlock: *value = int(kSharedPerBlock); break;
-        case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = int(kSharedPerBlockOptin); break;
-        case cudaDevAttrMaxSharedMemoryPerMultiprocessor: *value = int(kSharedPerSM); break;
-        case cudaDevAttrWarpSize: *value = pd::sim::kWarpSize; break;
-        case cudaDevAttrMultiProcessorCount: *value = settings().workers; break;
-        case cudaDevAttrComputeCapabilityMajor: *value = modelled_architecture / 100; break;
-        case cudaDevAttrComputeCapabilityMinor: *value = modelled_architecture % 100 / 10; break;
-        case cudaDevAttrMaxThreadsPerMultiProcessor: *value = 2048; break;
-        case cudaDevAttrMaxRegistersPerBlock: *value = 65536; break;
-        default: *value = 0; break;  // clocks, bus width, cache sizes: not simulated
+        case cudaDevAttrMaxThreadsPerBlock:
+            *value = kMaxThreadsPerBlock;
+            break;
+        case cudaDevAttrMaxBlockDimX:
+            *value = kMaxBlockDimX;
+            break;
+        case cudaDevAttrMaxBlockDimY:
+            *value = kMaxBlockDimY;
+            break;
+        case cudaDevAttrMaxBlockDimZ:
+            *value = kMaxBlockDimZ;
+            break;
+        case cudaDevAttrMaxGridDimX:
+            *value = int(kMaxGridDimX);
+            break;
+        case cudaDevAttrMaxGridDimY:
+            *value = int(kMaxGridDimY);
+            break;
+        case cudaDevAttrMaxGridDimZ:
+            *value = int(kMaxGridDimZ);
+            break;
+        case cudaDevAttrMaxSharedMemoryPerBlock:
+            *value = int(kSharedPerBlock);
+            break;
+        case cudaDevAttrMaxSharedMemoryPerBlockOptin:
+            *value = int(kSharedPerBlockOptin);
+            break;
+        case cudaDevAttrMaxSharedMemoryPerMultiprocessor:
+            *value = int(kSharedPerSM);
+            break;
+        case cudaDevAttrWarpSize:
+            *value = pd::sim::kWarpSize;
+            break;
+        case cudaDevAttrMultiProcessorCount:
+            *value = settings().workers;
+            break;
+        case cudaDevAttrComputeCapabilityMajor:
+            *value = modelled_architecture / 100;
+            break;
+        case cudaDevAttrComputeCapabilityMinor:
+            *value = modelled_architecture % 100 / 10;
+            break;
+        case cudaDevAttrMaxThreadsPerMultiProcessor:
+            *value = 2048;
+            break;
+        case cudaDevAttrMaxRegistersPerBlock:
+            *value = 65536;
+            break;
+        default:
+            *value = 0;
+            break;  // clocks, bus width, cache sizes: not simulated
     }
     return cudaSuccess;
 }
 
-cudaError_t cudaDeviceSynchronize() { return sticky_error(); }
+cudaError_t cudaDeviceSynchronize() {
+    return sticky_error();
+}
 cudaError_t cudaDeviceReset() {
     reset_errors();
     return cudaSuccess;
@@ -759,7 +823,9 @@ cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) {
     *ptr = p;
     return cudaSuccess;
 }
-cudaError_t cudaHostAlloc(void** ptr, std::size_t bytes, unsigned int) { return cudaMallocHost(ptr, bytes); }
+cudaError_t cudaHostAlloc(void** ptr, std::size_t bytes, unsigned int) {
+    return cudaMallocHost(ptr, bytes);
+}
 cudaError_t cudaFreeHost(void* ptr) {
     if (ptr == nullptr) return cudaSuccess;
     {
@@ -820,16 +886,24 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     delete stream;
     return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) { return sticky_error(); }
-cudaError_t cudaStreamQuery(cudaStream_t) { return sticky_error(); }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) { return sticky_error(); }
+cudaError_t cudaStreamSynchronize(cudaStream_t) {
+    return sticky_error();
+}
+cudaError_t cudaStreamQuery(cudaStream_t) {
+    return sticky_error();
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) {
+    return sticky_error();
+}
 
 cudaError_t cudaEventCreate(cudaEvent_t* event) {
     if (event == nullptr) return fail(cudaErrorInvalidValue);
     *event = new CUevent_st{};
     return cudaSuccess;
 }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) { return cudaEventCreate(event); }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
+    return cudaEventCreate(event);
+}
 cudaError_t cudaEventDestroy(cudaEvent_t event) {
     if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
     delete event;

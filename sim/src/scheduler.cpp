@@ -53,7 +53,8 @@ Settings& settings() {
 #else
         std::size_t kib = 64;
 #endif
-        if (const char* v = std::getenv("PD_SIM_STACK_KIB")) kib = std::max<std::size_t>(16, std::strtoull(v, nullptr, 10));
+        if (const char* v = std::getenv("PD_SIM_STACK_KIB"))
+            kib = std::max<std::size_t>(16, std::strtoull(v, nullptr, 10));
         s.stack_bytes = kib * 1024;
         return s;
     }();
@@ -139,36 +140,58 @@ struct Slot : ThreadState {
 
 const char* barrier_name(BarrierKind k) {
     switch (k) {
-        case BarrierKind::Sync: return "__syncthreads";
-        case BarrierKind::Count: return "__syncthreads_count";
-        case BarrierKind::And: return "__syncthreads_and";
-        case BarrierKind::Or: return "__syncthreads_or";
+        case BarrierKind::Sync:
+            return "__syncthreads";
+        case BarrierKind::Count:
+            return "__syncthreads_count";
+        case BarrierKind::And:
+            return "__syncthreads_and";
+        case BarrierKind::Or:
+            return "__syncthreads_or";
     }
     return "?";
 }
 
 const char* warp_op_name(WarpOp op) {
     switch (op) {
-        case WarpOp::SyncWarp: return "__syncwarp";
-        case WarpOp::Shfl: return "__shfl_sync";
-        case WarpOp::ShflUp: return "__shfl_up_sync";
-        case WarpOp::ShflDown: return "__shfl_down_sync";
-        case WarpOp::ShflXor: return "__shfl_xor_sync";
-        case WarpOp::Ballot: return "__ballot_sync";
-        case WarpOp::Any: return "__any_sync";
-        case WarpOp::All: return "__all_sync";
-        case WarpOp::Match: return "__match_any_sync";
-        case WarpOp::Wmma: return "a wmma warp operation";
-        case WarpOp::ActiveMask: return "__activemask";
-        case WarpOp::ReduceAdd: return "__reduce_add_sync";
+        case WarpOp::SyncWarp:
+            return "__syncwarp";
+        case WarpOp::Shfl:
+            return "__shfl_sync";
+        case WarpOp::ShflUp:
+            return "__shfl_up_sync";
+        case WarpOp::ShflDown:
+            return "__shfl_down_sync";
+        case WarpOp::ShflXor:
+            return "__shfl_xor_sync";
+        case WarpOp::Ballot:
+            return "__ballot_sync";
+        case WarpOp::Any:
+            return "__any_sync";
+        case WarpOp::All:
+            return "__all_sync";
+        case WarpOp::Match:
+            return "__match_any_sync";
+        case WarpOp::Wmma:
+            return "a wmma warp operation";
+        case WarpOp::ActiveMask:
+            return "__activemask";
+        case WarpOp::ReduceAdd:
+            return "__reduce_add_sync";
         case WarpOp::ReduceMinU:
-        case WarpOp::ReduceMinI: return "__reduce_min_sync";
+        case WarpOp::ReduceMinI:
+            return "__reduce_min_sync";
         case WarpOp::ReduceMaxU:
-        case WarpOp::ReduceMaxI: return "__reduce_max_sync";
-        case WarpOp::ReduceAnd: return "__reduce_and_sync";
-        case WarpOp::ReduceOr: return "__reduce_or_sync";
-        case WarpOp::ReduceXor: return "__reduce_xor_sync";
-        case WarpOp::Instruction: return "a warp-wide PTX instruction";
+        case WarpOp::ReduceMaxI:
+            return "__reduce_max_sync";
+        case WarpOp::ReduceAnd:
+            return "__reduce_and_sync";
+        case WarpOp::ReduceOr:
+            return "__reduce_or_sync";
+        case WarpOp::ReduceXor:
+            return "__reduce_xor_sync";
+        case WarpOp::Instruction:
+            return "a warp-wide PTX instruction";
     }
     return "?";
 }
@@ -250,10 +273,14 @@ std::string thread_label(const BlockRun& b, const Slot& s) {
     return "block " + coords(b.info.block_idx) + " thread " + coords(s.thread_idx);
 }
 
-Slot& self() { return *static_cast<Slot*>(current); }
+Slot& self() {
+    return *static_cast<Slot*>(current);
+}
 
 /// Switches from the running thread back to the scheduler; returns when resumed.
-void suspend(Slot& s) { s.sink = std::move(s.sink).resume(); }
+void suspend(Slot& s) {
+    s.sink = std::move(s.sink).resume();
+}
 
 /// Marks the running thread faulted and never returns (its fiber is abandoned, not unwound).
 [[noreturn]] void fault_and_stop(cudaError_t code, const std::string& text) {
@@ -265,7 +292,9 @@ void suspend(Slot& s) { s.sink = std::move(s.sink).resume(); }
 
 // ---- warp collectives --------------------------------------------------------------------
 
-bool is_power_of_two(int w) { return w > 0 && (w & (w - 1)) == 0; }
+bool is_power_of_two(int w) {
+    return w > 0 && (w & (w - 1)) == 0;
+}
 
 /// Computes the results of a complete collective of the lanes in @p mask of warp @p w.
 void complete_collective(BlockRun& b, int w, unsigned mask) {
@@ -279,8 +308,8 @@ void complete_collective(BlockRun& b, int w, unsigned mask) {
         if (s == nullptr) continue;
         // A warp-wide instruction (.aligned) must be the same instruction in every lane: the
         // same call site and the same form (x1 or x4, bf16 or f16, ...).
-        const bool other_instruction = op == WarpOp::Instruction &&
-                                       (s->execute != lanes[first]->execute || !same_site(s->loc, lanes[first]->loc));
+        const bool other_instruction =
+            op == WarpOp::Instruction && (s->execute != lanes[first]->execute || !same_site(s->loc, lanes[first]->loc));
         if (s->op != op || other_instruction) {
             record_fault(b, cudaErrorLaunchFailure,
                          "lanes of one warp met at different warp collectives: " + thread_label(b, *lanes[first]) +
@@ -313,15 +342,22 @@ void complete_collective(BlockRun& b, int w, unsigned mask) {
         const int seg = l & ~(width - 1);  // first lane of this lane's segment
         int src = l;
         switch (op) {
-            case WarpOp::Shfl: src = seg + (((s->param % width) + width) % width); break;
-            case WarpOp::ShflUp: src = (l - seg) >= s->param ? l - s->param : l; break;
-            case WarpOp::ShflDown: src = (l - seg) + s->param < width ? l + s->param : l; break;
+            case WarpOp::Shfl:
+                src = seg + (((s->param % width) + width) % width);
+                break;
+            case WarpOp::ShflUp:
+                src = (l - seg) >= s->param ? l - s->param : l;
+                break;
+            case WarpOp::ShflDown:
+                src = (l - seg) + s->param < width ? l + s->param : l;
+                break;
             case WarpOp::ShflXor: {
                 const int x = l ^ s->param;
                 src = (x >= seg + width || x >= kWarpSize) ? l : x;  // later segments: own value
                 break;
             }
-            default: break;
+            default:
+                break;
         }
         switch (op) {
             case WarpOp::Shfl:
@@ -335,9 +371,15 @@ void complete_collective(BlockRun& b, int w, unsigned mask) {
                 }
                 s->result = lanes[src]->value;
                 break;
-            case WarpOp::Ballot: s->result = ballot; break;
-            case WarpOp::Any: s->result = ballot != 0; break;
-            case WarpOp::All: s->result = ballot == mask; break;
+            case WarpOp::Ballot:
+                s->result = ballot;
+                break;
+            case WarpOp::Any:
+                s->result = ballot != 0;
+                break;
+            case WarpOp::All:
+                s->result = ballot == mask;
+                break;
             case WarpOp::Match: {
                 unsigned same = 0;
                 for (int k = 0; k < kWarpSize; ++k)
@@ -358,14 +400,30 @@ void complete_collective(BlockRun& b, int w, unsigned mask) {
                     if (!lanes[k]) continue;
                     const std::uint32_t v = std::uint32_t(lanes[k]->value);
                     switch (op) {
-                        case WarpOp::ReduceAdd: acc += v; break;
-                        case WarpOp::ReduceMinU: acc = std::min(acc, v); break;
-                        case WarpOp::ReduceMaxU: acc = std::max(acc, v); break;
-                        case WarpOp::ReduceMinI: acc = std::uint32_t(std::min(std::int32_t(acc), std::int32_t(v))); break;
-                        case WarpOp::ReduceMaxI: acc = std::uint32_t(std::max(std::int32_t(acc), std::int32_t(v))); break;
-                        case WarpOp::ReduceAnd: acc &= v; break;
-                        case WarpOp::ReduceOr: acc |= v; break;
-                        default: acc ^= v; break;
+                        case WarpOp::ReduceAdd:
+                            acc += v;
+                            break;
+                        case WarpOp::ReduceMinU:
+                            acc = std::min(acc, v);
+                            break;
+                        case WarpOp::ReduceMaxU:
+                            acc = std::max(acc, v);
+                            break;
+                        case WarpOp::ReduceMinI:
+                            acc = std::uint32_t(std::min(std::int32_t(acc), std::int32_t(v)));
+                            break;
+                        case WarpOp::ReduceMaxI:
+                            acc = std::uint32_t(std::max(std::int32_t(acc), std::int32_t(v)));
+                            break;
+                        case WarpOp::ReduceAnd:
+                            acc &= v;
+                            break;
+                        case WarpOp::ReduceOr:
+                            acc |= v;
+                            break;
+                        default:
+                            acc ^= v;
+                            break;
                     }
                 }
                 s->result = acc;
@@ -374,7 +432,9 @@ void complete_collective(BlockRun& b, int w, unsigned mask) {
             case WarpOp::SyncWarp:
             case WarpOp::ActiveMask:
             case WarpOp::Wmma:
-            case WarpOp::Instruction: s->result = 0; break;
+            case WarpOp::Instruction:
+                s->result = 0;
+                break;
         }
     }
     for (int l = 0; l < kWarpSize; ++l)
@@ -394,8 +454,7 @@ bool release_active_masks(BlockRun& b) {
             unsigned group = 0;
             for (int k = l; k < n; ++k) {
                 const Slot& o = b.slots[std::size_t(base + k)];
-                if (o.wait == Wait::Warp && o.op == WarpOp::ActiveMask && same_site(o.loc, first.loc))
-                    group |= 1u << k;
+                if (o.wait == Wait::Warp && o.op == WarpOp::ActiveMask && same_site(o.loc, first.loc)) group |= 1u << k;
             }
             for (int k = l; k < n; ++k) {
                 if (!(group & (1u << k))) continue;
@@ -462,10 +521,18 @@ bool release_barrier(BlockRun& b) {
     const int n = int(b.slots.size());
     for (Slot& s : b.slots) {
         switch (s.barrier_kind) {
-            case BarrierKind::Sync: s.barrier_result = 0; break;
-            case BarrierKind::Count: s.barrier_result = count; break;
-            case BarrierKind::And: s.barrier_result = count == n; break;
-            case BarrierKind::Or: s.barrier_result = count > 0; break;
+            case BarrierKind::Sync:
+                s.barrier_result = 0;
+                break;
+            case BarrierKind::Count:
+                s.barrier_result = count;
+                break;
+            case BarrierKind::And:
+                s.barrier_result = count == n;
+                break;
+            case BarrierKind::Or:
+                s.barrier_result = count > 0;
+                break;
         }
         s.wait = Wait::Runnable;
     }
@@ -500,9 +567,12 @@ std::string diagnose_stuck(const BlockRun& b) {
             if (o.wait == Wait::Warp && o.mask == s.mask) continue;
             out << "deadlock: " << thread_label(b, s) << " waits at " << op_label(s) << " (" << where(s.loc)
                 << ") for lane " << k << " of its warp, but that lane ";
-            if (o.wait == Wait::Exited) out << "has exited (every lane named in the mask must reach the collective)";
-            else if (o.wait == Wait::Barrier) out << "waits at " << barrier_name(o.barrier_kind) << " (" << where(o.loc) << ")";
-            else out << "waits at " << op_label(o) << " (" << where(o.loc) << ") with mask " << hex(o.mask);
+            if (o.wait == Wait::Exited)
+                out << "has exited (every lane named in the mask must reach the collective)";
+            else if (o.wait == Wait::Barrier)
+                out << "waits at " << barrier_name(o.barrier_kind) << " (" << where(o.loc) << ")";
+            else
+                out << "waits at " << op_label(o) << " (" << where(o.loc) << ") with mask " << hex(o.mask);
             return out.str();
         }
     }
@@ -685,8 +755,8 @@ std::string launch_error(const LaunchRequest& r) {
     else if (threads > unsigned(kMaxThreadsPerBlock))
         out << threads << " threads per block (block " << coords(b) << "); the limit is " << kMaxThreadsPerBlock;
     else if (b.x > unsigned(kMaxBlockDimX) || b.y > unsigned(kMaxBlockDimY) || b.z > unsigned(kMaxBlockDimZ))
-        out << "block " << coords(b) << " exceeds the per-dimension limits (" << kMaxBlockDimX << ", "
-            << kMaxBlockDimY << ", " << kMaxBlockDimZ << ")";
+        out << "block " << coords(b) << " exceeds the per-dimension limits (" << kMaxBlockDimX << ", " << kMaxBlockDimY
+            << ", " << kMaxBlockDimZ << ")";
     else if (g.x > kMaxGridDimX || g.y > kMaxGridDimY || g.z > kMaxGridDimZ)
         out << "grid " << coords(g) << " exceeds the limits (" << kMaxGridDimX << ", " << kMaxGridDimY << ", "
             << kMaxGridDimZ << ")";
@@ -702,9 +772,9 @@ std::string shared_memory_error(const LaunchRequest& r) {
     std::ostringstream out;
     out << r.shared_bytes << " bytes of dynamic shared memory; this kernel's limit is " << limit
         << (attribute ? " (set by cudaFuncSetAttribute)"
-                          : " (raise it up to " + std::to_string(kSharedPerBlockOptin) +
-                                " with cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, "
-                                "bytes))");
+                      : " (raise it up to " + std::to_string(kSharedPerBlockOptin) +
+                            " with cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, "
+                            "bytes))");
     return out.str();
 }
 
@@ -740,8 +810,8 @@ std::uint64_t warp_collective(WarpOp op, unsigned mask, std::uint64_t value, int
     if (mask & ~existing)
         fault_and_stop(cudaErrorLaunchFailure,
                        who() + ": the mask " + hex(mask) + " names lanes that do not exist (warp " +
-                           std::to_string(warp) + " has " + std::to_string(lanes) +
-                           " threads, because the block has " + std::to_string(b.slots.size()) + ")");
+                           std::to_string(warp) + " has " + std::to_string(lanes) + " threads, because the block has " +
+                           std::to_string(b.slots.size()) + ")");
     if (!is_power_of_two(width) || width > kWarpSize)
         fault_and_stop(cudaErrorLaunchFailure,
                        who() + ": width " + std::to_string(width) + " is not a power of two between 1 and 32");
@@ -812,7 +882,9 @@ void kernel_fault(cudaError_t code, const char* message, const std::source_locat
     fault_and_stop(code, thread_label(*running_block, self()) + ": " + message + " at " + where(loc));
 }
 
-void* dynamic_shared_memory() { return dynamic_shared.data(); }
+void* dynamic_shared_memory() {
+    return dynamic_shared.data();
+}
 
 void launch(const LaunchRequest& req) {
     if (sticky_error() != cudaSuccess) return;  // the context is unusable after a fault, as on a GPU
@@ -844,8 +916,10 @@ void launch(const LaunchRequest& req) {
         }
     };
     static WorkerPool pool(settings().workers);
-    if (settings().workers == 1 || l->total_blocks == 1) job();
-    else pool.run(job);
+    if (settings().workers == 1 || l->total_blocks == 1)
+        job();
+    else
+        pool.run(job);
     if (l->failed) {
         set_last_diagnostic(l->diagnostic);
         std::fprintf(stderr, "pd::sim: kernel failed: %s\n", l->diagnostic.c_str());
@@ -854,7 +928,9 @@ void launch(const LaunchRequest& req) {
     check_device_memory_guards(req.kernel);  // stops the program if the kernel wrote out of bounds
 }
 
-const void* running_kernel() { return running_block != nullptr ? running_block->launch->req.kernel : nullptr; }
+const void* running_kernel() {
+    return running_block != nullptr ? running_block->launch->req.kernel : nullptr;
+}
 
 }  // namespace pd::sim::detail
 

@@ -12,10 +12,10 @@ namespace pd::sim::detail {
 
 /// Settings read once from the environment.
 struct Settings {
-    int workers = 1;              ///< PD_SIM_THREADS (default: hardware threads)
-    bool random_schedule = false; ///< PD_SIM_SCHEDULE=random
-    std::uint64_t seed = 0;       ///< PD_SIM_SEED
-    std::size_t stack_bytes = 0;  ///< per simulated thread (PD_SIM_STACK_KIB)
+    int workers = 1;               ///< PD_SIM_THREADS (default: hardware threads)
+    bool random_schedule = false;  ///< PD_SIM_SCHEDULE=random
+    std::uint64_t seed = 0;        ///< PD_SIM_SEED
+    std::size_t stack_bytes = 0;   ///< per simulated thread (PD_SIM_STACK_KIB)
 };
 Settings& settings();
 
@@ -23,8 +23,8 @@ Settings& settings();
 inline constexpr int kMaxThreadsPerBlock = 1024;
 inline constexpr int kMaxBlockDimX = 1024, kMaxBlockDimY = 1024, kMaxBlockDimZ = 64;
 inline constexpr unsigned kMaxGridDimX = 0x7FFFFFFFu, kMaxGridDimY = 65535, kMaxGridDimZ = 65535;
-inline constexpr std::size_t kSharedPerBlock = 48 * 1024;         ///< default limit
-inline constexpr std::size_t kSharedPerBlockOptin = 163 * 1024;   ///< with the opt-in attribute
+inline constexpr std::size_t kSharedPerBlock = 48 * 1024;        ///< default limit
+inline constexpr std::size_t kSharedPerBlockOptin = 163 * 1024;  ///< with the opt-in attribute
 inline constexpr std::size_t kSharedPerSM = 164 * 1024;
 
 /// The error returned (and cleared) by cudaGetLastError; sticky errors are never cleared.

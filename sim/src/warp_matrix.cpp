@@ -28,36 +28,54 @@ namespace {
 
 // ---- fragment tables of mma.m16n8k16 (.f16 / .bf16 inputs, .f32 accumulators) ---------------
 
-int group_id(int lane) { return lane >> 2; }
-int thread_in_group(int lane) { return lane % 4; }
+int group_id(int lane) {
+    return lane >> 2;
+}
+int thread_in_group(int lane) {
+    return lane % 4;
+}
 
 /// Multiplicand A (16 x 16, row), element a_i (i = 0 .. 7) of @p lane:
 ///   row = groupID            for a_i where 0 <= i < 2 || 4 <= i < 6
 ///         groupID + 8        otherwise
 ///   col = threadID_in_group * 2 + (i & 1)        for a_i where i < 4
 ///         threadID_in_group * 2 + (i & 1) + 8    for a_i where i >= 4
-int a_row(int lane, int i) { return group_id(lane) + ((i < 2 || (i >= 4 && i < 6)) ? 0 : 8); }
-int a_col(int lane, int i) { return thread_in_group(lane) * 2 + (i & 1) + (i < 4 ? 0 : 8); }
+int a_row(int lane, int i) {
+    return group_id(lane) + ((i < 2 || (i >= 4 && i < 6)) ? 0 : 8);
+}
+int a_col(int lane, int i) {
+    return thread_in_group(lane) * 2 + (i & 1) + (i < 4 ? 0 : 8);
+}
 
 /// Multiplicand B (16 x 8, col), element b_i (i = 0 .. 3) of @p lane:
 ///   row = threadID_in_group * 2 + (i & 1)        for b_i where i < 2
 ///         threadID_in_group * 2 + (i & 1) + 8    for b_i where i >= 2
 ///   col = groupID
-int b_row(int lane, int i) { return thread_in_group(lane) * 2 + (i & 1) + (i < 2 ? 0 : 8); }
-int b_col(int lane, int) { return group_id(lane); }
+int b_row(int lane, int i) {
+    return thread_in_group(lane) * 2 + (i & 1) + (i < 2 ? 0 : 8);
+}
+int b_col(int lane, int) {
+    return group_id(lane);
+}
 
 /// Accumulators C and D (16 x 8, f32), element c_i (i = 0 .. 3) of @p lane:
 ///   row = groupID for c_i where i < 2, groupID + 8 for c_i where i >= 2
 ///   col = threadID_in_group * 2 + (i & 1)
-int c_row(int lane, int i) { return group_id(lane) + (i < 2 ? 0 : 8); }
-int c_col(int lane, int i) { return thread_in_group(lane) * 2 + (i & 1); }
+int c_row(int lane, int i) {
+    return group_id(lane) + (i < 2 ? 0 : 8);
+}
+int c_col(int lane, int i) {
+    return thread_in_group(lane) * 2 + (i & 1);
+}
 
 /// Element @p half (0: bits 0-15, 1: bits 16-31) of a packed register, as float (exact).
 template <MmaInput kInput>
 float element(std::uint32_t reg, int half) {
     const std::uint16_t bits = std::uint16_t(reg >> (16 * half));
-    if constexpr (kInput == MmaInput::bf16) return std::bit_cast<float>(std::uint32_t(bits) << 16);
-    else return __half2float(std::bit_cast<__half>(bits));
+    if constexpr (kInput == MmaInput::bf16)
+        return std::bit_cast<float>(std::uint32_t(bits) << 16);
+    else
+        return __half2float(std::bit_cast<__half>(bits));
 }
 
 /// One lane's operands of an mma.sync, on its stack while the warp gathers.
@@ -130,13 +148,20 @@ struct LdmatrixForm {
 };
 LdmatrixForm ldmatrix_form(int count, bool trans) {
     switch (count * 2 + (trans ? 1 : 0)) {
-        case 2: return {&execute_ldmatrix<1, false>, "ldmatrix.sync.aligned.m8n8.x1.shared.b16"};
-        case 3: return {&execute_ldmatrix<1, true>, "ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16"};
-        case 4: return {&execute_ldmatrix<2, false>, "ldmatrix.sync.aligned.m8n8.x2.shared.b16"};
-        case 5: return {&execute_ldmatrix<2, true>, "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16"};
-        case 8: return {&execute_ldmatrix<4, false>, "ldmatrix.sync.aligned.m8n8.x4.shared.b16"};
-        case 9: return {&execute_ldmatrix<4, true>, "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"};
-        default: return {nullptr, "ldmatrix"};
+        case 2:
+            return {&execute_ldmatrix<1, false>, "ldmatrix.sync.aligned.m8n8.x1.shared.b16"};
+        case 3:
+            return {&execute_ldmatrix<1, true>, "ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16"};
+        case 4:
+            return {&execute_ldmatrix<2, false>, "ldmatrix.sync.aligned.m8n8.x2.shared.b16"};
+        case 5:
+            return {&execute_ldmatrix<2, true>, "ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16"};
+        case 8:
+            return {&execute_ldmatrix<4, false>, "ldmatrix.sync.aligned.m8n8.x4.shared.b16"};
+        case 9:
+            return {&execute_ldmatrix<4, true>, "ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16"};
+        default:
+            return {nullptr, "ldmatrix"};
     }
 }
 

@@ -9,13 +9,13 @@
 #include <cstring>
 #include <vector>
 
-#define OK(call)                                                                                          \
-    do {                                                                                                  \
-        const cudaError_t e = (call);                                                                     \
-        if (e != cudaSuccess) {                                                                           \
-            std::printf("pd_sim_bench: %s failed: %s\n", #call, cudaGetErrorString(e));                   \
-            return 1;                                                                                     \
-        }                                                                                                 \
+#define OK(call)                                                                        \
+    do {                                                                                \
+        const cudaError_t e = (call);                                                   \
+        if (e != cudaSuccess) {                                                         \
+            std::printf("pd_sim_bench: %s failed: %s\n", #call, cudaGetErrorString(e)); \
+            return 1;                                                                   \
+        }                                                                               \
     } while (0)
 
 __global__ void barrier_loop(int* out, int rounds) {

@@ -2,12 +2,14 @@
 // the simulator's header force-included. Only these things change, each within its lines so
 // that line numbers stay the same (a #line directive names the original file):
 //
-//   k<<<grid, block, shared, stream>>>(args)  ->  select(k) << ::pd::sim::launch_config(grid, block, shared, stream)(args)
-//   template <HEAD> __global__ void k(PARAMS) {...}
+//   k<<<grid, block, shared, stream>>>(args)  ->  select(k) << ::pd::sim::launch_config(grid, block, shared,
+//   stream)(args) template <HEAD> __global__ void k(PARAMS) {...}
 //                                             ->  the same, then a declaration that launches deduce HEAD with
 //   __CUDA_ARCH__ (in a __global__ or __device__ function)  ->  PD_SIM_CUDA_ARCH
-//   extern __shared__ T name[];               ->  static thread_local T* const name = <this block's dynamic shared memory>;
-//   __shared__ T a[N], b;  (in a function)    ->  the same, then ::pd::sim::detail::shared_variable(&a, sizeof(a), "a");
+//   extern __shared__ T name[];               ->  static thread_local T* const name = <this block's dynamic shared
+//   memory>;
+//   __shared__ T a[N], b;  (in a function)    ->  the same, then ::pd::sim::detail::shared_variable(&a, sizeof(a),
+//   "a");
 //                                                 and the same for b, on the declaration's last line
 //   asm(...) / asm volatile(...)              ->  a static_assert saying inline PTX does not run on the simulator
 //
@@ -28,8 +30,8 @@
 // templates).
 #include <algorithm>
 #include <cctype>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -39,7 +41,9 @@
 
 namespace {
 
-bool ident_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+bool ident_char(char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
 
 /// If a comment or literal starts at @p i, returns the index just past it; else returns @p i.
 std::size_t skip_non_code(const std::string& s, std::size_t i) {
@@ -53,8 +57,8 @@ std::size_t skip_non_code(const std::string& s, std::size_t i) {
         return end == std::string::npos ? n : end + 2;
     }
     // Raw string: R"delim( ... )delim", possibly with an encoding prefix (u8R, LR, ...).
-    if (s[i] == 'R' && i + 1 < n && s[i + 1] == '"' && (i == 0 || !ident_char(s[i - 1]) || s[i - 1] == '8' ||
-                                                         s[i - 1] == 'u' || s[i - 1] == 'U' || s[i - 1] == 'L')) {
+    if (s[i] == 'R' && i + 1 < n && s[i + 1] == '"' &&
+        (i == 0 || !ident_char(s[i - 1]) || s[i - 1] == '8' || s[i - 1] == 'u' || s[i - 1] == 'U' || s[i - 1] == 'L')) {
         const std::size_t open = s.find('(', i + 2);
         if (open == std::string::npos) return i;
         const std::string close = ")" + s.substr(i + 2, open - i - 2) + "\"";
@@ -239,8 +243,10 @@ std::string one_line(const std::string& text) {
     for (std::size_t i = 0; i < text.size();) {
         const std::size_t j = skip_non_code(text, i);
         if (j != i) {
-            if (text[i] == '/') r.push_back(' ');
-            else r.append(text, i, j - i);
+            if (text[i] == '/')
+                r.push_back(' ');
+            else
+                r.append(text, i, j - i);
             i = j;
             continue;
         }
@@ -251,9 +257,9 @@ std::string one_line(const std::string& text) {
 }
 
 bool is_keyword(const std::string& w) {
-    static const char* const words[] = {"return", "else", "do", "case", "throw", "co_await", "co_return",
-                                        "co_yield", "sizeof", "new", "delete", "typename", "const", "if",
-                                        "while", "for", "switch", "goto", "default", "alignof", "noexcept"};
+    static const char* const words[] = {"return",   "else",   "do",     "case",   "throw",    "co_await", "co_return",
+                                        "co_yield", "sizeof", "new",    "delete", "typename", "const",    "if",
+                                        "while",    "for",    "switch", "goto",   "default",  "alignof",  "noexcept"};
     return std::find_if(std::begin(words), std::end(words), [&](const char* k) { return w == k; }) != std::end(words);
 }
 
@@ -285,7 +291,7 @@ std::size_t kernel_expression_start_in_line(const std::string& out) {
     while (e > 0 && (out[e - 1] == ' ' || out[e - 1] == '\t')) --e;
     if (e == 0) return std::string::npos;
     std::size_t start = std::string::npos;
-    std::size_t k = e;  // the expression is out[k, e) so far
+    std::size_t k = e;         // the expression is out[k, e) so far
     bool need_operand = true;  // the next thing to the left must be an operand
     bool after_scope = false;  // that operand would be the left side of a `::`
     while (k > 0) {
@@ -320,9 +326,8 @@ std::size_t kernel_expression_start_in_line(const std::string& out) {
                 if (c == ')') {
                     std::size_t p = open;
                     while (p > 0 && std::isspace(static_cast<unsigned char>(out[p - 1]))) --p;
-                    bool operand_before =
-                        p > 0 && (ident_char(out[p - 1]) || out[p - 1] == '>' || out[p - 1] == ')' ||
-                                  out[p - 1] == ']');
+                    bool operand_before = p > 0 && (ident_char(out[p - 1]) || out[p - 1] == '>' || out[p - 1] == ')' ||
+                                                    out[p - 1] == ']');
                     if (operand_before && ident_char(out[p - 1])) {
                         std::size_t w = p;
                         while (w > 0 && ident_char(out[w - 1])) --w;
@@ -417,8 +422,9 @@ std::string kernel_selector(const std::string& expr, bool at_block_scope) {
     const std::string e = one_line(expr);
     const std::string callee = deduction_callee(e);
     const std::string ns = "::pd::sim::detail::";
-    std::string r = ns + "kernel_at_launch(" + (at_block_scope ? "[&]" : "[]") + "<typename... PdSimA>([[maybe_unused]] " +
-                    ns + "ArgTypes<PdSimA...> pd_sim_args) { if constexpr (requires { " + ns + "kernel_pointer(" + e +
+    std::string r = ns + "kernel_at_launch(" + (at_block_scope ? "[&]" : "[]") +
+                    "<typename... PdSimA>([[maybe_unused]] " + ns +
+                    "ArgTypes<PdSimA...> pd_sim_args) { if constexpr (requires { " + ns + "kernel_pointer(" + e +
                     ", pd_sim_args); }) return " + ns + "kernel_pointer(" + e + ", pd_sim_args); ";
     if (!callee.empty()) {
         const std::string deduced = ns + "kernel_of<decltype(" + callee + "(" + ns + "deduction_tag, " + ns +
@@ -578,11 +584,11 @@ std::string rewrite(const std::string& s) {
     std::string out;
     out.reserve(s.size() + 256);
     std::size_t i = 0;
-    bool line_start = true;  // only whitespace since the last newline: a directive may start here
+    bool line_start = true;     // only whitespace since the last newline: a directive may start here
     bool in_directive = false;  // in a preprocessing directive (to its last line)
     struct Scope {
-        bool ns;      // a namespace's braces (or extern "C")
-        bool device;  // in the body of a __global__ or __device__ function (not __host__ __device__)
+        bool ns;                // a namespace's braces (or extern "C")
+        bool device;            // in the body of a __global__ or __device__ function (not __host__ __device__)
         std::string companion;  // for a kernel template's body: the declaration to add after it
     };
     std::vector<Scope> braces;  // the open braces
@@ -590,7 +596,7 @@ std::string rewrite(const std::string& s) {
     // Execution-space qualifiers seen in the current declaration, and at which parenthesis depth.
     bool q_global = false, q_device = false, q_host = false;
     int q_parens = -1;
-    std::string head;          // the template parameters of the current declaration, if it has them
+    std::string head;  // the template parameters of the current declaration, if it has them
     bool head_valid = false;
     // The brace and parenthesis state at each open #if, restored at its #elif and #else, so that
     // the branches of a conditional (which may each open a brace) count once.
@@ -600,7 +606,7 @@ std::string rewrite(const std::string& s) {
     std::string companion;
     std::size_t companion_depth = 0;
     int companion_parens = 0;
-    std::string last_word;     // the identifier before the current one
+    std::string last_word;  // the identifier before the current one
     auto reset_declaration = [&] {
         q_global = q_device = q_host = false;
         q_parens = -1;
@@ -670,9 +676,8 @@ std::string rewrite(const std::string& s) {
                 const std::size_t start = kernel_expression_start(out);
                 const std::string expr = start == std::string::npos ? "" : out.substr(start);
                 if (!expr.empty() && expr.find("//") == std::string::npos && expr.find("/*") == std::string::npos) {
-                    const bool at_block_scope =
-                        std::find_if(braces.begin(), braces.end(), [](const Scope& b) { return !b.ns; }) !=
-                        braces.end();
+                    const bool at_block_scope = std::find_if(braces.begin(), braces.end(),
+                                                             [](const Scope& b) { return !b.ns; }) != braces.end();
                     out.erase(start);
                     out += kernel_selector(expr, at_block_scope) + newlines_of(expr);
                 }
@@ -705,8 +710,8 @@ std::string rewrite(const std::string& s) {
                 if (semi != std::string::npos) {
                     out.append(s, i, semi + 1 - i);
                     for (const std::string& name : declared_names(s.substr(e, semi - e)))
-                        out += " ::pd::sim::detail::shared_variable(&" + name + ", sizeof(" + name + "), \"" +
-                               name + "\");";
+                        out += " ::pd::sim::detail::shared_variable(&" + name + ", sizeof(" + name + "), \"" + name +
+                               "\");";
                     last_word = word;
                     i = semi + 1;
                     continue;
@@ -716,10 +721,11 @@ std::string rewrite(const std::string& s) {
                 const std::size_t open = s.find('(', e);
                 const std::size_t close = open == std::string::npos ? std::string::npos : match_paren(s, open);
                 if (close != std::string::npos) {
-                    out += "static_assert(::pd::sim::kUnsupported<>, \"inline PTX (asm) does not run on the "
-                           "simulator: this kernel is a CUDA-only variant (mma.sync, ldmatrix and cp.async run "
-                           "through the functions of pd/warp_mma.cuh)\")" +
-                           newlines_of(s.substr(i, close - i));
+                    out +=
+                        "static_assert(::pd::sim::kUnsupported<>, \"inline PTX (asm) does not run on the "
+                        "simulator: this kernel is a CUDA-only variant (mma.sync, ldmatrix and cp.async run "
+                        "through the functions of pd/warp_mma.cuh)\")" +
+                        newlines_of(s.substr(i, close - i));
                     i = close;
                     continue;
                 }

@@ -21,8 +21,8 @@ constexpr int kSmemTile = 32;
 /// Thread (tx, ty) of block (bx, by) computes y[t][n] with t = by * 32 + ty and n = bx * 32 + tx.
 /// xs holds x[t0 .. t0+31][k0 .. k0+31] and ws holds w[n0 .. n0+31][k0 .. k0+31], both as
 /// [row][k]. Tiles that overhang X or W are padded with zeros; outputs outside Y are not written.
-__global__ void gemm_smem_tiled_kernel(const float* __restrict__ x, const float* __restrict__ w,
-                                       float* __restrict__ y, int T, int N, int K) {
+__global__ void gemm_smem_tiled_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
+                                       int T, int N, int K) {
     __shared__ float xs[kSmemTile][kSmemTile];
     // One float of padding per row: in the inner loop lane tx reads ws[tx][kk], so the 32 lanes
     // read 32 consecutive rows; with rows of 33 floats those words are 33 floats apart and fall

@@ -25,9 +25,9 @@ namespace pd::kernels::attention {
 template <typename T>
 __global__ void paged_decode_v1_kernel(const float* __restrict__ q, const T* __restrict__ k_cache,
                                        const T* __restrict__ v_cache, const int* __restrict__ block_table,
-                                       const int* __restrict__ kv_len, float* __restrict__ out, int heads,
-                                       int kv_heads, int d, int block_size, int num_blocks, int max_blocks,
-                                       int max_kv_len, float scale) {
+                                       const int* __restrict__ kv_len, float* __restrict__ out, int heads, int kv_heads,
+                                       int d, int block_size, int num_blocks, int max_blocks, int max_kv_len,
+                                       float scale) {
     __shared__ WarpStates<1> shared;
     const int h = blockIdx.x, b = blockIdx.y;
     const int warp = threadIdx.x / kWarpSize;

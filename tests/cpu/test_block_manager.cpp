@@ -130,7 +130,7 @@ TEST_CASE("block manager: a prompt that starts like a cached one shares its bloc
     const sv::Allocation ask = m.can_allocate(b);
     CHECK(ask.prefix_hit == 8);
     CHECK(ask.computes() == 2);
-    CHECK(ask.blocks == 1);  // the shared blocks are held already: only its own last one
+    CHECK(ask.blocks == 1);                          // the shared blocks are held already: only its own last one
     CHECK(cache.ref_count(cache.table(0)[0]) == 1);  // asking took nothing
     m.allocate(b);
     CHECK(b.prefix_hit == ask.prefix_hit);

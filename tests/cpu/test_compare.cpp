@@ -18,7 +18,9 @@ std::vector<double> random_ref(std::size_t n, std::uint64_t seed) {
     return {f.begin(), f.end()};
 }
 
-std::vector<float> as_float(const std::vector<double>& v) { return {v.begin(), v.end()}; }
+std::vector<float> as_float(const std::vector<double>& v) {
+    return {v.begin(), v.end()};
+}
 
 }  // namespace
 
@@ -113,9 +115,10 @@ TEST_CASE("16-bit outputs are compared through float", "[compare][half]") {
 TEST_CASE("low-precision rule: within twice the error of a reference with the same rounding", "[compare][lowp]") {
     const std::vector<double> ref = {1.0, 2.0, 3.0, 4.0};
     const std::vector<double> ref_lp = {1.01, 2.0, 3.0, 3.99};  // max |ref_lp - ref| = 0.01
-    CHECK(pd::compare_to_lowp_reference<float, double>(std::vector<float>{1.02f, 2.f, 2.985f, 4.f}, ref, ref_lp)
-              .passed);
-    const auto bad = pd::compare_to_lowp_reference<float, double>(std::vector<float>{1.f, 2.f, 3.03f, 4.f}, ref, ref_lp);
+    CHECK(
+        pd::compare_to_lowp_reference<float, double>(std::vector<float>{1.02f, 2.f, 2.985f, 4.f}, ref, ref_lp).passed);
+    const auto bad =
+        pd::compare_to_lowp_reference<float, double>(std::vector<float>{1.f, 2.f, 3.03f, 4.f}, ref, ref_lp);
     CHECK_FALSE(bad.passed);
     CHECK(bad.first.at(0).index == 2);
     // NaN still fails.

@@ -11,8 +11,8 @@
 #include <numeric>
 #include <vector>
 
-using pd::serving::PagedCache;
 using Catch::Matchers::Contains;
+using pd::serving::PagedCache;
 
 namespace {
 

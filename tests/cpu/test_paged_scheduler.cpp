@@ -44,8 +44,12 @@ TEST_CASE("paged engine: the invariants hold after every step, and every request
             for (bool prefix : {false, true}) {
                 INFO("policy " << sv::to_string(p) << ", block size " << bs << ", prefix cache " << prefix);
                 // 2,000 positions: fewer than the workload wants at once, so requests wait and are preempted
-                sv::Scheduler s({.policy = p, .token_budget = 128, .max_seqs = 16, .kv_capacity = 2000,
-                                 .block_size = bs, .prefix_caching = prefix});
+                sv::Scheduler s({.policy = p,
+                                 .token_budget = 128,
+                                 .max_seqs = 16,
+                                 .kv_capacity = 2000,
+                                 .block_size = bs,
+                                 .prefix_caching = prefix});
                 FixedCost cost;
                 const sv::Timeline t = sv::run_engine(requests, s, cost, true);
                 for (const auto& r : t.requests) CHECK(static_cast<int>(r.token_s.size()) == r.request.output_tokens);
@@ -61,13 +65,17 @@ TEST_CASE("paged engine: the invariants hold after every step, and every request
 
 TEST_CASE("paged engine: a shared system prompt is computed once, the rest from the cache", "[paged][scheduler]") {
     // 20 requests, one every 10 ms: each arrives after the previous one's prompt is in the cache
-    const std::vector<sv::Request> requests =
-        sv::shared_prefix_scenario({.requests = 20, .rate = 100, .burstiness = 1e3, .output = {.mean = 4}, .seed = 3}, 64, 8, 500);
+    const std::vector<sv::Request> requests = sv::shared_prefix_scenario(
+        {.requests = 20, .rate = 100, .burstiness = 1e3, .output = {.mean = 4}, .seed = 3}, 64, 8, 500);
     REQUIRE(requests[5].prompt.size() == 72);
     CHECK(std::equal(requests[0].prompt.begin(), requests[0].prompt.begin() + 64, requests[19].prompt.begin()));
     for (bool prefix : {false, true}) {
-        sv::Scheduler s({.policy = sv::Policy::chunked, .token_budget = 64, .max_seqs = 8, .kv_capacity = 4096,
-                         .block_size = 16, .prefix_caching = prefix});
+        sv::Scheduler s({.policy = sv::Policy::chunked,
+                         .token_budget = 64,
+                         .max_seqs = 8,
+                         .kv_capacity = 4096,
+                         .block_size = 16,
+                         .prefix_caching = prefix});
         FixedCost cost;
         const sv::Timeline t = sv::run_engine(requests, s, cost, true);
         INFO("prefix cache " << prefix);

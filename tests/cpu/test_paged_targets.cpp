@@ -14,8 +14,8 @@
 #include "pd/serving/cost_model.hpp"
 #include "pd/serving/engine.hpp"
 #include "pd/serving/metrics.hpp"
-#include "pd/serving/scheduler.hpp"
 #include "pd/serving/options.hpp"
+#include "pd/serving/scheduler.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -34,7 +34,8 @@ struct Run {
 Run serve(const std::vector<sv::Request>& requests, int block_size, bool prefix) {
     const pd::ModelConfig model = *pd::find_model("llama-3-8b");
     const sv::CostModelConfig cost = sv::cost_model_config(model, *pd::roofline::find_gpu("H100-SXM"), 1);
-    const long long positions = static_cast<long long>(16.0 * (1ull << 30) / model.kv_bytes_per_token(cost.kv_bytes_per_element));
+    const long long positions =
+        static_cast<long long>(16.0 * (1ull << 30) / model.kv_bytes_per_token(cost.kv_bytes_per_element));
     sv::SchedulerConfig c{.policy = sv::Policy::chunked, .token_budget = 512, .max_seqs = 256};
     if (block_size == 0) {  // as many slots of max_seq as the memory holds
         c.max_seqs = static_cast<int>(std::min<long long>(256, positions / model.max_seq));
@@ -63,7 +64,8 @@ sv::WorkloadOptions defaults() {
 
 }  // namespace
 
-TEST_CASE("chapter 06 target: pages waste under 4%, slots over 50%, and pages run 2 x the requests", "[targets][paged]") {
+TEST_CASE("chapter 06 target: pages waste under 4%, slots over 50%, and pages run 2 x the requests",
+          "[targets][paged]") {
     const std::vector<sv::Request> requests = sv::make_workload(defaults(), 20, 42, 128256);
     const Run slots = serve(requests, 0, false), paged = serve(requests, 16, false);
     INFO("waste: slots " << slots.c.waste << ", paged " << paged.c.waste << "; running at once: slots "
@@ -75,7 +77,8 @@ TEST_CASE("chapter 06 target: pages waste under 4%, slots over 50%, and pages ru
     CHECK(slots.m.completed == 400);
 }
 
-TEST_CASE("chapter 06 target: prefix caching removes 85% of the prefill and cuts the median TTFT 3 x", "[targets][paged]") {
+TEST_CASE("chapter 06 target: prefix caching removes 85% of the prefill and cuts the median TTFT 3 x",
+          "[targets][paged]") {
     sv::WorkloadOptions w = defaults();
     w.scenario = "shared-prefix";
     w.rate = 30;

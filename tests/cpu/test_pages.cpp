@@ -8,10 +8,10 @@
 // The repository is found from this file's path (__FILE__ is absolute in this build), so the
 // test needs no configuration.
 #include "../../kernels/attention/attention.hpp"
-#include "../../kernels/gemm/gemm.hpp"
-#include "../../kernels/gemv/gemv.hpp"
 #include "../../kernels/attention/decode_attention.hpp"
 #include "../../kernels/attention/paged_attention.hpp"
+#include "../../kernels/gemm/gemm.hpp"
+#include "../../kernels/gemv/gemv.hpp"
 #include "../../kernels/roofline/roofline.hpp"
 
 #include "pd/registry.hpp"
@@ -137,8 +137,8 @@ std::vector<std::string> page_problems(const fs::path& page, const std::string& 
         std::size_t d = 0;
         while (d < page_names.size() && d < registry.size() && page_names[d] == registry[d]) ++d;
         problems.push_back(where + "'s version table lists [" + joined(page_names) + "] but " + registry_name +
-                           " has [" + joined(registry) + "]; first difference at row " +
-                           std::to_string(d + 1) + ": the page has " +
+                           " has [" + joined(registry) + "]; first difference at row " + std::to_string(d + 1) +
+                           ": the page has " +
                            (d < page_names.size() ? "`" + page_names[d] + "`" : std::string("nothing")) +
                            ", the registry " + (d < registry.size() ? registry[d] : std::string("nothing")));
     }
@@ -146,8 +146,8 @@ std::vector<std::string> page_problems(const fs::path& page, const std::string& 
     // The backends column, for every row that names a registered version.
     for (const PageRow& r : rows) {
         if (!r.backends) continue;
-        const auto v = std::find_if(versions.begin(), versions.end(),
-                                    [&](const pd::Version& x) { return x.name == r.name; });
+        const auto v =
+            std::find_if(versions.begin(), versions.end(), [&](const pd::Version& x) { return x.name == r.name; });
         if (v == versions.end()) continue;  // reported above
         const bool page_cuda_only = lower(*r.backends).find("cuda only") != std::string::npos;
         const bool cuda_only = v->backends == pd::Backends::cuda_only;
@@ -184,10 +184,11 @@ TEST_CASE("pages: the table parser and the checks it feeds, on pages written her
         std::ofstream out(tmp);
         out << text;
     };
-    write("| option | meaning |\n| :-- | :-- |\n| `--kernel` | x |\n\n"
-          "Text.\n\n| version | what | backends |\n| :------ | :--- | :------- |\n"
-          "| `v1` | a | cuda, sim |\n|`v2`|b|cuda only (sm_80+)|\n| v3 | c | cuda, sim |\n"
-          "\n| `v9` | after the table | cuda only |\n");
+    write(
+        "| option | meaning |\n| :-- | :-- |\n| `--kernel` | x |\n\n"
+        "Text.\n\n| version | what | backends |\n| :------ | :--- | :------- |\n"
+        "| `v1` | a | cuda, sim |\n|`v2`|b|cuda only (sm_80+)|\n| v3 | c | cuda, sim |\n"
+        "\n| `v9` | after the table | cuda only |\n");
     const std::vector<PageRow> rows = version_table(tmp);
     REQUIRE(rows.size() == 3);
     CHECK(rows[0].name == "v1");
@@ -217,8 +218,8 @@ TEST_CASE("pages: the table parser and the checks it feeds, on pages written her
     write("| version | backends |\n| :-- | :-- |\n| `v1` | cuda only |\n| `v2` | cuda, sim |\n| `v3` | sim |\n");
     p = page_problems(tmp, "test.md", "topic::versions()", registry);
     REQUIRE(p.size() == 2);
-    CHECK_THAT(p[0], Catch::Matchers::Contains("`v1` has backends 'cuda only'") &&
-                         Catch::Matchers::Contains("must not say"));
+    CHECK_THAT(p[0],
+               Catch::Matchers::Contains("`v1` has backends 'cuda only'") && Catch::Matchers::Contains("must not say"));
     CHECK_THAT(p[1], Catch::Matchers::Contains("`v2` has backends 'cuda, sim'") &&
                          Catch::Matchers::Contains("must say \"cuda only\""));
     // The right page has no problem; a page without a version table has one.

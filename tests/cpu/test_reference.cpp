@@ -27,7 +27,9 @@ const double e = std::exp(1.0);
 
 /// Approx with a relative margin of a few double ulps: for closed forms such as e / (1 + e),
 /// which the reference reaches through a different order of operations.
-Approx close(double v) { return Approx(v).epsilon(1e-14).margin(1e-15); }
+Approx close(double v) {
+    return Approx(v).epsilon(1e-14).margin(1e-15);
+}
 
 }  // namespace
 
@@ -181,7 +183,8 @@ TEST_CASE("attention reference, d = 1, Sq = 2 < Sk = 3: the bottom-right causal 
     CHECK(on[1] == close((3 + 6 + 9 * e) / (2 + e)));
 }
 
-TEST_CASE("attention reference, Sq = Sk = 2 causal: the first query sees only the first key", "[reference][attention]") {
+TEST_CASE("attention reference, Sq = Sk = 2 causal: the first query sees only the first key",
+          "[reference][attention]") {
     // d = 2, q = [1 0; 0 1], K = [2 0; 0 2], V = [5 -1; 7 3].
     // Scores q_i . k_j / sqrt(2): row 0: (2, 0) / sqrt(2) = (sqrt(2), 0); row 1: (0, sqrt(2)).
     // Causal: query 0 sees key 0 only, so P = (1, 0) exactly and O = V[0] = (5, -1) exactly.
@@ -246,8 +249,10 @@ TEST_CASE("attention reference: every probability row sums to 1 and masked entri
             double sum = 0;
             for (int j = 0; j < 5; ++j) {
                 const double pij = p[std::size_t(i * 5 + j)];
-                if (j >= att::allowed_keys(i, 3, 5, causal)) CHECK(pij == 0.0);
-                else CHECK(pij > 0.0);
+                if (j >= att::allowed_keys(i, 3, 5, causal))
+                    CHECK(pij == 0.0);
+                else
+                    CHECK(pij > 0.0);
                 sum += pij;
             }
             CHECK(sum == Approx(1.0).epsilon(1e-15));

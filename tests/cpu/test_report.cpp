@@ -288,7 +288,7 @@ TEST_CASE("standard columns write each cell from the row", "[report][table]") {
     CHECK(cell("time ms") == "1.5");
     CHECK(cell("step ms") == "1.5");
     CHECK(cell("GB/s") == "2000");
-    CHECK(cell("TFLOP/s") == "1.333");  // 4 significant digits
+    CHECK(cell("TFLOP/s") == "1.333");   // 4 significant digits
     CHECK(cell("FLOP/byte") == "5.00");  // below 10: two decimals
     CHECK(cell("floor ms") == "0.75");
     CHECK(cell("of roofline") == "0.5");
@@ -316,8 +316,8 @@ TEST_CASE("standard columns write each cell from the row", "[report][table]") {
     auto fcell = [&](const char* header) { return pd::Column(header).cell(failed); };
     CHECK(fcell("time ms") == "FAILED");
     CHECK(fcell("status") == "FAILED");
-    for (const char* header : {"GB/s", "TFLOP/s", "floor ms", "of roofline", "of copy", "bound", "tokens/s",
-                               "vs baseline", "max abs err"}) {
+    for (const char* header :
+         {"GB/s", "TFLOP/s", "floor ms", "of roofline", "of copy", "bound", "tokens/s", "vs baseline", "max abs err"}) {
         INFO(header);
         CHECK(fcell(header) == "-");
     }
@@ -339,12 +339,12 @@ TEST_CASE("a point column shows the sweep point's value, formatted by type", "[r
     pd::Row r = row("v5", true);
     r.point = {{"batch", 16}, {"ratio", 0.123456}, {"big", 123456.0}, {"label", "B=16"}, {"none", nullptr}};
     CHECK(pd::Column::point("B", "batch").header == "B");
-    CHECK(pd::Column::point("B", "batch").cell(r) == "16");         // integers as integers
-    CHECK(pd::Column::point("r", "ratio").cell(r) == "0.123");      // other numbers: 3 digits
+    CHECK(pd::Column::point("B", "batch").cell(r) == "16");     // integers as integers
+    CHECK(pd::Column::point("r", "ratio").cell(r) == "0.123");  // other numbers: 3 digits
     CHECK(pd::Column::point("x", "big").cell(r) == "1.23e+05");
-    CHECK(pd::Column::point("l", "label").cell(r) == "B=16");       // strings as they are
-    CHECK(pd::Column::point("n", "none").cell(r) == "-");           // null
-    CHECK(pd::Column::point("m", "missing").cell(r) == "-");        // not in the point
+    CHECK(pd::Column::point("l", "label").cell(r) == "B=16");  // strings as they are
+    CHECK(pd::Column::point("n", "none").cell(r) == "-");      // null
+    CHECK(pd::Column::point("m", "missing").cell(r) == "-");   // not in the point
 }
 
 TEST_CASE("render: a table of rows with standard, point and custom columns", "[report][table]") {

@@ -12,7 +12,9 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-rl::Machine h200() { return rl::machine_from(*rl::find_gpu("H200"), 1); }
+rl::Machine h200() {
+    return rl::machine_from(*rl::find_gpu("H200"), 1);
+}
 
 rl::Workload dense(double params, double b, long long batch, long long prompt) {
     rl::Workload w;

@@ -219,9 +219,12 @@ TEST_CASE("scheduler: max_step_tokens bounds every step, and chunked fills its b
     for (std::size_t w = 0; w < workloads.size(); ++w)
         for (sv::Policy p : {sv::Policy::static_batch, sv::Policy::continuous, sv::Policy::chunked})
             for (const Cache& c : caches) {
-                const sv::SchedulerConfig cfg{.policy = p, .token_budget = 128, .max_seqs = 16,
+                const sv::SchedulerConfig cfg{.policy = p,
+                                              .token_budget = 128,
+                                              .max_seqs = 16,
                                               .kv_capacity = c.tight ? tight_capacity[w] : 1 << 20,
-                                              .block_size = c.block_size, .prefix_caching = c.prefix_caching};
+                                              .block_size = c.block_size,
+                                              .prefix_caching = c.prefix_caching};
                 const long long bound = sv::max_step_tokens(cfg, workloads[w]);
                 INFO("workload " << w << ", " << sv::to_string(p) << ", capacity " << cfg.kv_capacity << ", block size "
                                  << c.block_size << ": bound " << bound);

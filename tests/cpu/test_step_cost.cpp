@@ -14,8 +14,17 @@ namespace {
 /// V = 10, D = 4, L = 2, Hq = 2, Hkv = 1, d = 2, F = 8: layer matrices 4*4 + 2*4*2 + 4*4 +
 /// 3*4*8 = 144, norms 2*2*4 + 4 = 20, a cache of 2 * 2 * 1 * 2 = 8 elements per position.
 pd::ModelConfig toy(bool tied) {
-    return {.name = "toy", .vocab = 10, .d_model = 4, .layers = 2, .heads = 2, .kv_heads = 1, .head_dim = 2,
-            .ffn_dim = 8, .max_seq = 64, .tied_embeddings = tied, .source = "test"};
+    return {.name = "toy",
+            .vocab = 10,
+            .d_model = 4,
+            .layers = 2,
+            .heads = 2,
+            .kv_heads = 1,
+            .head_dim = 2,
+            .ffn_dim = 8,
+            .max_seq = 64,
+            .tied_embeddings = tied,
+            .source = "test"};
 }
 
 }  // namespace

@@ -3,9 +3,9 @@
 /// seeded random Q and cache and compare with the CPU reference; check a KV append.
 #pragma once
 
-#include "guard_check.hpp"
 #include "attention/decode_attention.hpp"
 #include "attention_reference.hpp"
+#include "guard_check.hpp"
 #include "layers/kv_append.hpp"
 #include "pd/buffer.hpp"
 #include "pd/compare.hpp"
@@ -38,8 +38,8 @@ inline std::string decode_context(const kernels::attention::DecodeShape& s, cons
 /// checks out [B, Hq, d] against the reference computed from the same (rounded) cache within
 /// 1e-4 + 1e-4 |ref|, and that nothing past out was written. Returns the output.
 template <typename C, typename Run>
-std::vector<float> check_decode(const kernels::attention::DecodeShape& s, const std::vector<int>& lens, std::uint64_t seed,
-                                Run run, const char* what) {
+std::vector<float> check_decode(const kernels::attention::DecodeShape& s, const std::vector<int>& lens,
+                                std::uint64_t seed, Run run, const char* what) {
     const std::size_t q_n = std::size_t(s.batch) * s.heads * s.head_dim, cache_n = s.cache().elements();
     std::vector<float> q(q_n), k(cache_n), v(cache_n);
     fill_uniform<float>(q, -1.f, 1.f, derive_seed(seed, 1));
@@ -88,7 +88,7 @@ std::vector<float> check_decode(const kernels::attention::DecodeShape& s, const 
 template <typename C>
 void check_append(const kernels::attention::CacheShape& s, int n, const std::vector<int>& start, std::uint64_t seed) {
     INFO(dtype_name<C>() << " seed=" << seed << " B=" << s.batch << " Hkv=" << s.kv_heads << " S_max=" << s.max_seq
-                             << " d=" << s.head_dim << " n=" << n);
+                         << " d=" << s.head_dim << " n=" << n);
     const std::size_t fresh = std::size_t(s.batch) * n * s.kv_heads * s.head_dim;
     std::vector<float> k(fresh), v(fresh);
     fill_uniform<float>(k, -1.f, 1.f, derive_seed(seed, 1));

@@ -31,7 +31,9 @@ inline std::size_t guard_written(const std::vector<float>& values, std::size_t n
 
 /// True when every float of @p values from index @p n on still holds pd::kPoisonByte in each
 /// byte: the kernel wrote nothing past its output.
-inline bool guard_intact(const std::vector<float>& values, std::size_t n) { return guard_written(values, n) == 0; }
+inline bool guard_intact(const std::vector<float>& values, std::size_t n) {
+    return guard_written(values, n) == 0;
+}
 
 /// True when @p a and @p b hold the same bits (a rerun on the same input must give them).
 inline bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {

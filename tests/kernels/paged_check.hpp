@@ -5,9 +5,9 @@
 /// attention call checked against the CPU reference and chapter 04's contiguous kernels.
 #pragma once
 
-#include "decode_check.hpp"
 #include "attention/paged_attention.hpp"
 #include "attention/paged_layout.hpp"
+#include "decode_check.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -25,8 +25,8 @@ namespace pd::testing {
 /// B sequences in a paged cache: the sizes, each sequence's context and the block table.
 struct PagedBatch {
     kernels::attention::PagedShape shape;  ///< batch = lens.size(), max_kv_len = the longest context
-    std::vector<int> lens;             ///< kv_len of each sequence
-    std::vector<int> table;            ///< [B, max_blocks]: each sequence's blocks, then -1
+    std::vector<int> lens;                 ///< kv_len of each sequence
+    std::vector<int> table;                ///< [B, max_blocks]: each sequence's blocks, then -1
 
     /// Elements of one block of K (or V): Hkv * block_size * d.
     std::size_t block_elements() const {
@@ -65,7 +65,8 @@ inline PagedBatch make_paged_batch(int heads, int kv_heads, int head_dim, int bl
         longest = std::max(longest, len);
     }
     pb.shape = {int(lens.size()), heads, kv_heads, head_dim, block_size, used + spare, widest + extra_columns, longest};
-    pb.table = kernels::attention::shuffled_block_table(lens, block_size, pb.shape.num_blocks, pb.shape.max_blocks, seed);
+    pb.table =
+        kernels::attention::shuffled_block_table(lens, block_size, pb.shape.num_blocks, pb.shape.max_blocks, seed);
     return pb;
 }
 
@@ -79,8 +80,9 @@ constexpr int kGuardBlocks = 1;
 /// at offset p % block_size; every other element is @p fill.
 inline std::vector<float> scatter_to_blocks(const PagedBatch& pb, const std::vector<float>& contiguous, float fill) {
     const auto& s = pb.shape;
-    return kernels::attention::scatter_to_blocks(contiguous, pb.lens, pb.table, s.kv_heads, s.head_dim, s.capacity(), s.block_size,
-                                        s.max_blocks, s.num_blocks + 2 * kGuardBlocks, kGuardBlocks, fill);
+    return kernels::attention::scatter_to_blocks(contiguous, pb.lens, pb.table, s.kv_heads, s.head_dim, s.capacity(),
+                                                 s.block_size, s.max_blocks, s.num_blocks + 2 * kGuardBlocks,
+                                                 kGuardBlocks, fill);
 }
 
 /// One batch's inputs: Q, the cache in chapter 04's contiguous layout (as floats, already
@@ -89,10 +91,10 @@ inline std::vector<float> scatter_to_blocks(const PagedBatch& pb, const std::vec
 /// blocks and in the guard blocks).
 template <typename C>
 struct PagedInputs {
-    std::vector<float> q;      ///< [B, Hq, d]
-    std::vector<float> k, v;   ///< [B, Hkv, S_max, d], S_max = capacity()
-    std::vector<C> kp, vp;     ///< [guard + num_blocks + guard, Hkv, block_size, d]
-    std::vector<double> ref;   ///< the CPU reference of decode attention over the contexts: [B, Hq, d]
+    std::vector<float> q;     ///< [B, Hq, d]
+    std::vector<float> k, v;  ///< [B, Hkv, S_max, d], S_max = capacity()
+    std::vector<C> kp, vp;    ///< [guard + num_blocks + guard, Hkv, block_size, d]
+    std::vector<double> ref;  ///< the CPU reference of decode attention over the contexts: [B, Hq, d]
 };
 
 /// Q [q_rows, Hq, d] and K, V uniform in [-1, 1) from @p seed, the reference of decode
@@ -155,8 +157,9 @@ inline void check_decode_output(const std::vector<float>& out, const std::vector
     const CompareResult r = compare<float, double>(out, ref, Tolerance::fp32());
     const std::size_t dims[] = {std::size_t(s.batch), std::size_t(s.heads), std::size_t(s.head_dim)};
     INFO(what);
-    INFO(describe(r, "paged decode attention (NaN: an output never written, or a position read that the block table "
-                     "does not give the sequence)",
+    INFO(describe(r,
+                  "paged decode attention (NaN: an output never written, or a position read that the block table "
+                  "does not give the sequence)",
                   dims));
     CHECK(r.passed);
 }

@@ -5,9 +5,9 @@
 // outputs, guard floats past the end, exact zeros at masked keys (allowed_keys()), bitwise
 // repeatability; versions() against the dispatch, the CUDA-only v3 refused on the simulator
 // naming --kernel, and the launchers' rejection of bad shapes with a message naming the parameter.
-#include "guard_check.hpp"
 #include "attention/attention.hpp"
 #include "attention_reference.hpp"
+#include "guard_check.hpp"
 #include "pd/buffer.hpp"
 #include "pd/compare.hpp"
 #include "pd/rng.hpp"
@@ -563,8 +563,8 @@ TEST_CASE("attention: launchers reject bad shapes, naming the parameter", "[atte
         CHECK_THROWS_WITH(att::naive_attention(name, m, m, m, m, m, ok),
                           Contains("version " + name + ": unknown version") && Contains(valid));
         CHECK_THROWS_AS(att::softmax(name, m, ok), std::invalid_argument);
-        CHECK_THROWS_WITH(att::softmax(name, m, ok), Contains("version " + name + ": unknown version") &&
-                                                         Contains(valid));
+        CHECK_THROWS_WITH(att::softmax(name, m, ok),
+                          Contains("version " + name + ": unknown version") && Contains(valid));
     }
 }
 

@@ -81,8 +81,7 @@ pd::Kernel copy_kernel(const pd::Row* baseline = nullptr) {
 
 }  // namespace
 
-TEST_CASE("bench: the output is poisoned before the launch, so a launch that writes nothing fails",
-          "[bench]") {
+TEST_CASE("bench: the output is poisoned before the launch, so a launch that writes nothing fails", "[bench]") {
     // The buffer already holds the right answer (a correct copy ran first). A launch that writes
     // nothing must still fail: measure() fills the output with NaN bytes before launching.
     TestBench bench(false);
@@ -91,8 +90,7 @@ TEST_CASE("bench: the output is poisoned before the launch, so a launch that wri
     PD_CHECK_CUDA(cudaDeviceSynchronize());
     REQUIRE(pd::check(p.expected, p.out.download()).passed);  // the stale answer would pass
 
-    const pd::Row row = bench.measure(copy_kernel(), p.nothing(), p.out,
-                                      p.expected);
+    const pd::Row row = bench.measure(copy_kernel(), p.nothing(), p.out, p.expected);
     CHECK_FALSE(row.result.passed);
     INFO("measure() must poison the output: afterwards every float holds the poison bytes");
     CHECK(pd::testing::guard_written(p.out.download(), 0) == 0);
@@ -144,8 +142,7 @@ TEST_CASE("bench: with --check-only a passing version is validated but not timed
     TestBench bench(true);
     REQUIRE_FALSE(bench.timing());
     CopyProblem p;
-    const pd::Row row = bench.measure(copy_kernel(), p.copy(), p.out,
-                                      p.expected);
+    const pd::Row row = bench.measure(copy_kernel(), p.copy(), p.out, p.expected);
     CHECK(row.result.passed);
     CHECK(p.launches == 1);
     CHECK_FALSE(row.result.time_ms);
@@ -161,8 +158,7 @@ TEST_CASE("bench: vs_baseline is the baseline row's time over this one's", "[ben
     baseline.result.kernel = "copy_memcpy";
     baseline.result.time_ms = 1000.0;
     baseline.result.passed = true;
-    const pd::Row row = bench.measure(copy_kernel(&baseline),
-                                      p.copy(), p.out, p.expected);
+    const pd::Row row = bench.measure(copy_kernel(&baseline), p.copy(), p.out, p.expected);
     REQUIRE(row.result.passed);
     CHECK(row.baseline == "copy_memcpy");
     REQUIRE(row.result.time_ms);
@@ -177,8 +173,7 @@ TEST_CASE("bench: vs_baseline is the baseline row's time over this one's", "[ben
     // A baseline that was not timed (it failed, or --check-only): named, but no ratio.
     pd::Row untimed;
     untimed.result.kernel = "copy_memcpy";
-    const pd::Row row2 = bench.measure(copy_kernel(&untimed),
-                                       p.copy(), p.out, p.expected);
+    const pd::Row row2 = bench.measure(copy_kernel(&untimed), p.copy(), p.out, p.expected);
     CHECK(row2.result.passed);
     CHECK(row2.baseline == "copy_memcpy");
     CHECK_FALSE(row2.result.vs_baseline);
@@ -193,8 +188,7 @@ TEST_CASE("bench: finish() returns 1 after any failed measure, even when later o
     const pd::Launch half = [&] { k::copy_grid_stride(p.in.data(), p.out.data(), kN / 2); };
     const pd::Row bad = bench.measure(copy_kernel(), half, p.out, p.expected);
     CHECK_FALSE(bad.result.passed);
-    const pd::Row good = bench.measure(copy_kernel(), p.copy(), p.out,
-                                       p.expected);
+    const pd::Row good = bench.measure(copy_kernel(), p.copy(), p.out, p.expected);
     CHECK(good.result.passed);
     // finish() covers every measurement, even one left out of the rows it is given.
     nlohmann::json report = bench.report({}, {good});

@@ -4,8 +4,8 @@
 // caches; NaN in every cache position past a context (attending to one fails); v4 with more
 // splits than positions; bitwise repeatability; the KV append's layout, rounding and bounds;
 // and the rejection of bad shapes and names.
-#include "decode_check.hpp"
 #include "attention/decode_attention.hpp"
+#include "decode_check.hpp"
 #include "layers/kv_append.hpp"
 
 #include <catch2/catch.hpp>
@@ -54,9 +54,9 @@ TEST_CASE("decode attention: ragged batches, GQA groups 1, 4, 8, head dims 32 to
     check_all_versions<float>({3, 8, 1, 64, 300, 257}, {33, 1, 257}, 11);  // group 8
     check_all_versions<bf16>({3, 8, 1, 64, 300, 257}, {33, 1, 257}, 12);
     check_all_versions<float>({8, 2, 2, 64, 128, 100}, {1, 7, 31, 32, 33, 64, 99, 100}, 13);  // group 1
-    check_all_versions<bf16>({8, 4, 1, 128, 40, 40}, {40, 39, 1, 2, 3, 17, 32, 33}, 14);  // group 4
-    check_all_versions<float>({3, 6, 6, 48, 70, 70}, {70, 35, 9}, 15);  // stories15M's heads
-    check_all_versions<float>({2, 4, 2, 32, 64, 64}, {64, 5}, 16);  // the tiny preset's
+    check_all_versions<bf16>({8, 4, 1, 128, 40, 40}, {40, 39, 1, 2, 3, 17, 32, 33}, 14);      // group 4
+    check_all_versions<float>({3, 6, 6, 48, 70, 70}, {70, 35, 9}, 15);                        // stories15M's heads
+    check_all_versions<float>({2, 4, 2, 32, 64, 64}, {64, 5}, 16);                            // the tiny preset's
     check_all_versions<float>({1, 12, 4, 2, 9, 9}, {9}, 17);  // group 3 (v3 runs its group-4 kernel), d = 2
 }
 
@@ -121,11 +121,11 @@ TEST_CASE("decode attention: bad shapes and names are rejected, naming the param
 using pd::testing::check_append;
 
 TEST_CASE("kv append: the new tokens land at their positions, nothing else changes", "[decode][kv_append]") {
-    check_append<float>({1, 1, 8, 64}, 8, {0}, 1);              // a whole prefill
-    check_append<float>({3, 2, 40, 128}, 1, {0, 17, 39}, 2);    // a decode step, the last slot filled
-    check_append<bf16>({3, 8, 33, 64}, 5, {0, 28, 10}, 3);      // several tokens, rounded to bf16
-    check_append<float>({2, 3, 16, 48}, 4, {14, 15}, 4);        // tokens past S_max are dropped
-    check_append<bf16>({2, 1, 16, 2}, 3, {-2, 3}, 5);           // and before 0
+    check_append<float>({1, 1, 8, 64}, 8, {0}, 1);            // a whole prefill
+    check_append<float>({3, 2, 40, 128}, 1, {0, 17, 39}, 2);  // a decode step, the last slot filled
+    check_append<bf16>({3, 8, 33, 64}, 5, {0, 28, 10}, 3);    // several tokens, rounded to bf16
+    check_append<float>({2, 3, 16, 48}, 4, {14, 15}, 4);      // tokens past S_max are dropped
+    check_append<bf16>({2, 1, 16, 2}, 3, {-2, 3}, 5);         // and before 0
 }
 
 TEST_CASE("kv append: bad sizes are rejected, naming the parameter", "[decode][kv_append]") {

@@ -7,8 +7,8 @@
 // version runs on both backends: v8's mma.sync, ldmatrix and cp.async run on the simulator
 // through the emulation behind pd/warp_mma.cuh (its fragment layouts are pinned by
 // tests/sim/warp_matrix.cu).
-#include "guard_check.hpp"
 #include "gemm/gemm.hpp"
+#include "guard_check.hpp"
 #include "linear_reference.hpp"
 #include "pd/buffer.hpp"
 #include "pd/compare.hpp"
@@ -99,8 +99,7 @@ Inputs<In> make_inputs(const gemm::Shape& s, std::uint64_t seed, Fill fill) {
 /// Y from version @p version on @p in, written into a poisoned buffer of T*N + kGuard floats.
 /// @p offset shifts X and W by that many elements inside their buffers (unaligned pointers).
 template <typename In>
-std::vector<float> run(const std::string& version, const Inputs<In>& in, const gemm::Shape& s,
-                       std::size_t offset = 0) {
+std::vector<float> run(const std::string& version, const Inputs<In>& in, const gemm::Shape& s, std::size_t offset = 0) {
     std::vector<In> xh(offset), wh(offset);
     xh.insert(xh.end(), in.x.begin(), in.x.end());
     wh.insert(wh.end(), in.w.begin(), in.w.end());
@@ -116,8 +115,7 @@ std::vector<float> run(const std::string& version, const Inputs<In>& in, const g
 /// the fp32 rule otherwise; the bf16 reference uses the rounded inputs, so only the kernel's own
 /// arithmetic differs), the guard untouched, and a second run giving the same bits.
 template <typename In>
-void check_version(const pd::Version& v, const gemm::Shape& s, std::uint64_t seed, Fill fill,
-                   std::size_t offset = 0) {
+void check_version(const pd::Version& v, const gemm::Shape& s, std::uint64_t seed, Fill fill, std::size_t offset = 0) {
     std::string what = context(v, s, seed, fill);
     if (offset > 0) what += " X and W offset by " + std::to_string(offset) + " elements";
     INFO(what);
@@ -125,8 +123,8 @@ void check_version(const pd::Version& v, const gemm::Shape& s, std::uint64_t see
     const std::vector<double> ref = pd::reference::linear(in.x, in.w, s.tokens, s.n, s.k);
     const std::vector<float> got = run(v.name, in, s, offset);
     const pd::Tolerance tol = fill == Fill::integers ? pd::Tolerance::exact() : pd::Tolerance::fp32();
-    const pd::CompareResult r = pd::compare<float, double>(std::span<const float>(got).first(ref.size()),
-                                                           std::span<const double>(ref), tol);
+    const pd::CompareResult r =
+        pd::compare<float, double>(std::span<const float>(got).first(ref.size()), std::span<const double>(ref), tol);
     const std::size_t dims[] = {std::size_t(s.tokens), std::size_t(s.n)};
     INFO(pd::describe(r, what, dims));
     CHECK(r.passed);
@@ -138,8 +136,10 @@ void check_version(const pd::Version& v, const gemm::Shape& s, std::uint64_t see
 }
 
 void check(const pd::Version& v, const gemm::Shape& s, std::uint64_t seed, Fill fill, std::size_t offset = 0) {
-    if (input_type(v) == DType::fp32) check_version<float>(v, s, seed, fill, offset);
-    else check_version<__nv_bfloat16>(v, s, seed, fill, offset);
+    if (input_type(v) == DType::fp32)
+        check_version<float>(v, s, seed, fill, offset);
+    else
+        check_version<__nv_bfloat16>(v, s, seed, fill, offset);
 }
 
 /// The ragged shapes (T, N, K): each of 1, 3, 17, 64, 127, 129, 200 appears in each position
@@ -148,8 +148,8 @@ void check(const pd::Version& v, const gemm::Shape& s, std::uint64_t seed, Fill 
 /// v8) deep: 127, 129 and 200 end in partial tiles, 1 and 3 leave most of a tile empty, and K
 /// takes values that are and are not multiples of 4 and 8 (the vector loads of v6 to v8).
 const std::vector<gemm::Shape> kRagged = {
-    {1, 1, 1},      {3, 17, 64},   {17, 64, 127},  {64, 127, 129}, {127, 129, 200}, {129, 200, 1},
-    {200, 1, 3},    {1, 200, 17},  {3, 129, 200},  {17, 1, 129},   {64, 3, 127},    {200, 127, 64},
+    {1, 1, 1},   {3, 17, 64},  {17, 64, 127}, {64, 127, 129}, {127, 129, 200}, {129, 200, 1},
+    {200, 1, 3}, {1, 200, 17}, {3, 129, 200}, {17, 1, 129},   {64, 3, 127},    {200, 127, 64},
 };
 
 /// One shape larger than the largest block tile (128 x 128) in every dimension, K a multiple of 4
@@ -278,13 +278,11 @@ TEST_CASE("gemm: bad shapes are rejected before any launch, naming the parameter
     for (const pd::Version& v : gemm::versions()) {
         if (!v.runs_here()) continue;
         if (input_type(v) == DType::fp32)
-            launchers.push_back({"gemm " + v.name, [&, name = v.name](const gemm::Shape& s) {
-                                     gemm::gemm(name, pf, pf, pf, s);
-                                 }});
+            launchers.push_back(
+                {"gemm " + v.name, [&, name = v.name](const gemm::Shape& s) { gemm::gemm(name, pf, pf, pf, s); }});
         else
-            launchers.push_back({"gemm " + v.name, [&, name = v.name](const gemm::Shape& s) {
-                                     gemm::gemm(name, pb, pb, pf, s);
-                                 }});
+            launchers.push_back(
+                {"gemm " + v.name, [&, name = v.name](const gemm::Shape& s) { gemm::gemm(name, pb, pb, pf, s); }});
     }
     for (const Bad& bad_shape : bad) {
         const gemm::Shape& s = bad_shape.shape;

@@ -6,8 +6,8 @@
 // outputs with guard floats past the end; bitwise repeatability; the rejection of bad shapes,
 // names, the wrong input type and the CUDA-only v4 on the simulator with a message naming the
 // parameter; and versions() against the dispatch.
-#include "guard_check.hpp"
 #include "gemv/gemv.hpp"
+#include "guard_check.hpp"
 #include "linear_reference.hpp"
 #include "pd/buffer.hpp"
 #include "pd/compare.hpp"
@@ -18,11 +18,11 @@
 
 #include <array>
 #include <cstring>
-#include <type_traits>
 #include <functional>
 #include <span>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace gv = pd::kernels::gemv;
@@ -212,8 +212,7 @@ void check_all_versions(const Inputs& in, const References& ref, const gv::Shape
 
 }  // namespace
 
-TEST_CASE("gemv: versions() lists v1 to v6 in order, v4 CUDA only, v6 bf16 only, and each one dispatches",
-          "[gemv]") {
+TEST_CASE("gemv: versions() lists v1 to v6 in order, v4 CUDA only, v6 bf16 only, and each one dispatches", "[gemv]") {
     // The registry is the same on both backends (the page's table and the program read it);
     // runs_here() and takes() tell which versions a call may use.
     const std::vector<pd::Version>& vs = gv::versions();
@@ -343,13 +342,13 @@ TEST_CASE("gemv: v6 takes bf16 only: the dispatch refuses fp32 inputs, naming --
     y.fill_bytes(pd::kPoisonByte);
     CHECK_THROWS_AS(gv::gemv("v6", w.data(), x.data(), y.data(), s), std::invalid_argument);
 #if defined(PD_BACKEND_SIM)
-    CHECK_THROWS_WITH(gv::gemv("v6", w.data(), x.data(), y.data(), s),
-                      Contains("gemv: version v6 takes bf16 inputs, not fp32") &&
-                          Contains("(fp32 versions: v1, v2, v3, v5)"));
+    CHECK_THROWS_WITH(
+        gv::gemv("v6", w.data(), x.data(), y.data(), s),
+        Contains("gemv: version v6 takes bf16 inputs, not fp32") && Contains("(fp32 versions: v1, v2, v3, v5)"));
 #else
-    CHECK_THROWS_WITH(gv::gemv("v6", w.data(), x.data(), y.data(), s),
-                      Contains("gemv: version v6 takes bf16 inputs, not fp32") &&
-                          Contains("(fp32 versions: v1, v2, v3, v4, v5)"));
+    CHECK_THROWS_WITH(
+        gv::gemv("v6", w.data(), x.data(), y.data(), s),
+        Contains("gemv: version v6 takes bf16 inputs, not fp32") && Contains("(fp32 versions: v1, v2, v3, v4, v5)"));
 #endif
     PD_CHECK_CUDA(cudaDeviceSynchronize());
     INFO("nothing may be launched: Y keeps its poison");
@@ -394,7 +393,8 @@ TEST_CASE("gemv: launchers reject bad shapes and names, naming the parameter", "
 
     // Unknown names: refused naming --kernel, listing the versions of that input type that run here.
 #if defined(PD_BACKEND_SIM)
-    const std::string fp32_valid = "(fp32 versions: v1, v2, v3, v5)", bf16_valid = "(bf16 versions: v1, v2, v3, v5, v6)";
+    const std::string fp32_valid = "(fp32 versions: v1, v2, v3, v5)",
+                      bf16_valid = "(bf16 versions: v1, v2, v3, v5, v6)";
 #else
     const std::string fp32_valid = "(fp32 versions: v1, v2, v3, v4, v5)",
                       bf16_valid = "(bf16 versions: v1, v2, v3, v4, v5, v6)";
@@ -422,12 +422,13 @@ TEST_CASE("gemv: v4 uses CUB, so it is CUDA-only", "[gemv]") {
     CHECK_THROWS_WITH(gv::gemv_cub(w.data(), x.data(), y.data(), s), Contains("CUDA-only"));
     CHECK_THROWS_WITH(gv::gemv_cub(wh.data(), xh.data(), y.data(), s), Contains("CUDA-only"));
     CHECK_THROWS_AS(gv::gemv("v4", w.data(), x.data(), y.data(), s), std::invalid_argument);
-    CHECK_THROWS_WITH(gv::gemv("v4", w.data(), x.data(), y.data(), s),
-                      Contains("gemv: version v4 runs on CUDA only") && Contains("(fp32 versions here: v1, v2, v3, v5)"));
+    CHECK_THROWS_WITH(
+        gv::gemv("v4", w.data(), x.data(), y.data(), s),
+        Contains("gemv: version v4 runs on CUDA only") && Contains("(fp32 versions here: v1, v2, v3, v5)"));
     CHECK_THROWS_AS(gv::gemv("v4", wh.data(), xh.data(), y.data(), s), std::invalid_argument);
-    CHECK_THROWS_WITH(gv::gemv("v4", wh.data(), xh.data(), y.data(), s),
-                      Contains("gemv: version v4 runs on CUDA only") &&
-                          Contains("(bf16 versions here: v1, v2, v3, v5, v6)"));
+    CHECK_THROWS_WITH(
+        gv::gemv("v4", wh.data(), xh.data(), y.data(), s),
+        Contains("gemv: version v4 runs on CUDA only") && Contains("(bf16 versions here: v1, v2, v3, v5, v6)"));
     PD_CHECK_CUDA(cudaDeviceSynchronize());
     INFO("nothing may be launched: Y keeps its poison");
     CHECK(guard_intact(y.download(), 0));

@@ -31,7 +31,9 @@ namespace {
 constexpr int kSms = 132;  // v2's split rule for an H100/H200-sized GPU, on every backend
 
 /// Chapter 04's contiguous version each paged version adds the block table to.
-const char* contiguous_twin(const std::string& version) { return version == "v1" ? "v2" : "v4"; }
+const char* contiguous_twin(const std::string& version) {
+    return version == "v1" ? "v2" : "v4";
+}
 
 /// Checks paged @p version on cache type C against the reference, and against its chapter 04
 /// twin run on the same data in the contiguous cache (they differ only in where a row is read,
@@ -82,17 +84,17 @@ TEST_CASE("paged attention: one sequence, block sizes 1, 8, 16, 32, contexts aro
         }
 }
 
-TEST_CASE("paged attention: ragged batches in shuffled blocks, GQA groups 1, 2, 4, 8, head dims 32 to 128",
-          "[paged]") {
+TEST_CASE("paged attention: ragged batches in shuffled blocks, GQA groups 1, 2, 4, 8, head dims 32 to 128", "[paged]") {
     using pd::testing::make_paged_batch;
     check_all_versions<float>(make_paged_batch(8, 4, 64, 16, {1, 16, 17, 100, 257}, 1), 11);  // group 2
     check_all_versions<bf16>(make_paged_batch(8, 4, 64, 16, {1, 16, 17, 100, 257}, 2), 12);
     check_all_versions<float>(make_paged_batch(8, 2, 128, 8, {40, 39, 1, 9, 64}, 3), 13);  // group 4, d = 128
     check_all_versions<bf16>(make_paged_batch(8, 2, 128, 8, {40, 39, 1, 9, 64}, 4), 14);
     check_all_versions<float>(make_paged_batch(3, 3, 48, 32, {70, 32, 33}, 5, 5, 3), 15);  // group 1, d = 48
-    check_all_versions<float>(make_paged_batch(4, 1, 32, 1, {3, 40, 7}, 6), 16);  // group 4, block size 1
-    check_all_versions<bf16>(make_paged_batch(8, 1, 32, 32, {300, 2}, 7), 17);  // group 8
-    check_all_versions<float>(make_paged_batch(12, 4, 2, 8, {9, 30}, 8), 18);  // group 3 (v2 runs its group-4 kernel), d = 2
+    check_all_versions<float>(make_paged_batch(4, 1, 32, 1, {3, 40, 7}, 6), 16);           // group 4, block size 1
+    check_all_versions<bf16>(make_paged_batch(8, 1, 32, 32, {300, 2}, 7), 17);             // group 8
+    check_all_versions<float>(make_paged_batch(12, 4, 2, 8, {9, 30}, 8),
+                              18);  // group 3 (v2 runs its group-4 kernel), d = 2
 }
 
 TEST_CASE("paged attention v2: any number of splits, empty ones included", "[paged]") {
@@ -143,7 +145,8 @@ TEST_CASE("paged attention: a table entry that is no block, inside a context, is
     for (const pd::Version& version : at::paged_versions()) {
         pd::DeviceBuffer<float> ws(std::max<std::size_t>(1, at::paged_workspace_floats(version.name, pb.shape, kSms)));
         const std::vector<float> out = pd::testing::run_paged_decode<float>(
-            pb, in, table, [&](const float* q, const float* kk, const float* vv, const int* t, const int* len, float* o) {
+            pb, in, table,
+            [&](const float* q, const float* kk, const float* vv, const int* t, const int* len, float* o) {
                 at::paged_decode_attention(version.name, q, kk, vv, t, len, o, ws.data(), pb.shape, kSms);
             });
         pd::testing::check_decode_output(out, ref, pb.shape, version.name + " with entries -1, num_blocks, -7");
@@ -226,7 +229,9 @@ void check_paged_append(const PagedBatch& pb, const std::vector<int>& row_seq, c
             for (std::size_t c = 0; c < d; ++c) {
                 const std::size_t to =
                     ((std::size_t(block + pd::testing::kGuardBlocks) * s.kv_heads + h) * s.block_size +
-                     std::size_t(pos % s.block_size)) * d + c;
+                     std::size_t(pos % s.block_size)) *
+                        d +
+                    c;
                 const std::size_t from = std::size_t(t) * row_n + std::size_t(h) * d + c;
                 want_k[to] = pd::to_float(pd::from_float<C>(k[from]));
                 want_v[to] = pd::to_float(pd::from_float<C>(v[from]));
@@ -324,7 +329,7 @@ void check_paged_varlen(const PagedBatch& pb, const std::vector<Rows>& rows, std
     const at::DecodeShape cs = pb.contiguous();
     // The reference reads only the keys each query may see: none of the NaN past a context.
     const std::vector<double> ref = pd::reference::varlen_attention(in.q, in.k, in.v, q_start, q_len, pb.lens, slot,
-                                                                     s.heads, s.kv_heads, s.head_dim, cs.max_seq);
+                                                                    s.heads, s.kv_heads, s.head_dim, cs.max_seq);
     constexpr std::size_t kGuard = 32;
     const std::size_t out_n = in.q.size();
     pd::DeviceBuffer<float> dq{std::span<const float>(in.q)}, out(out_n + kGuard), out_slots(out_n + kGuard);
@@ -351,8 +356,9 @@ void check_paged_varlen(const PagedBatch& pb, const std::vector<Rows>& rows, std
     INFO(what.str() << "]");
     const std::size_t dims[] = {std::size_t(T), std::size_t(s.heads), std::size_t(s.head_dim)};
     const pd::CompareResult r = pd::compare<float, double>(got, ref, pd::Tolerance::fp32());
-    INFO(pd::describe(r, "paged varlen attention (NaN: a row never written, or a position read that the table does "
-                         "not give the sequence)",
+    INFO(pd::describe(r,
+                      "paged varlen attention (NaN: a row never written, or a position read that the table does "
+                      "not give the sequence)",
                       dims));
     CHECK(r.passed);
     const pd::CompareResult rs = pd::compare<float, float>(got, slots, {1e-5, 1e-5});

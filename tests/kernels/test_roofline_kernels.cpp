@@ -47,9 +47,9 @@ TEST_CASE("roofline: versions() lists the four ceilings, cuBLAS CUDA only", "[ro
 #if defined(PD_BACKEND_SIM)
     CHECK_FALSE(vs.back().runs_here());
     CHECK_THROWS_AS(pd::find_version(vs, "cublas_bf16", DType::bf16, "roofline"), std::invalid_argument);
-    CHECK_THROWS_WITH(pd::find_version(vs, "cublas_bf16", DType::bf16, "roofline"),
-                      Contains("roofline: version cublas_bf16 runs on CUDA only") &&
-                          Contains("not available on the simulator"));
+    CHECK_THROWS_WITH(
+        pd::find_version(vs, "cublas_bf16", DType::bf16, "roofline"),
+        Contains("roofline: version cublas_bf16 runs on CUDA only") && Contains("not available on the simulator"));
 #else
     CHECK(vs.back().runs_here());
     CHECK(pd::find_version(vs, "cublas_bf16", DType::bf16, "roofline").name == "cublas_bf16");

@@ -8,9 +8,9 @@
 // bitwise repeatable; bad shapes are rejected naming the parameter. The reference itself agrees
 // with chapter 04's decode reference.
 #include "attention/attention.hpp"
-#include "guard_check.hpp"
 #include "attention/varlen_attention.hpp"
 #include "attention_reference.hpp"
+#include "guard_check.hpp"
 #include "pd/buffer.hpp"
 #include "pd/compare.hpp"
 #include "pd/half.hpp"
@@ -103,8 +103,8 @@ Inputs make_inputs(const Batch& b, std::uint64_t seed) {
 /// The CPU reference of batch @p b on inputs @p in: out [T, Hq, d] in double.
 std::vector<double> reference(const Batch& b, const Inputs& in) {
     return pd::reference::varlen_attention(in.q, in.k, in.v, b.field(&Seq::q_start), b.field(&Seq::q_len),
-                                           b.field(&Seq::kv_len), b.field(&Seq::slot), b.heads, b.kv_heads,
-                                           b.head_dim, b.max_seq);
+                                           b.field(&Seq::kv_len), b.field(&Seq::slot), b.heads, b.kv_heads, b.head_dim,
+                                           b.max_seq);
 }
 
 /// NaN in K and V at positions from[slot] ... S_max - 1 of every KV head of each slot.
@@ -190,9 +190,19 @@ TEST_CASE("varlen attention: a mixed batch of prefill chunk, decodes and a whole
 
 TEST_CASE("varlen attention: ragged query counts around the block and tile sizes", "[varlen]") {
     // q_len 1, 2, 3, 17, 31, 33, 16, 32 after 0 ... 100 cached positions; group 2, d = 48.
-    Batch b{{{1, 1, 7, 0}, {2, 5, 0, 1}, {3, 43, 6, 3}, {17, 18, 1, 6}, {31, 31, 5, 23}, {33, 130, 2, 54},
-             {16, 32, 4, 87}, {32, 132, 3, 103}},
-            6, 3, 48, 8, 140};
+    Batch b{{{1, 1, 7, 0},
+             {2, 5, 0, 1},
+             {3, 43, 6, 3},
+             {17, 18, 1, 6},
+             {31, 31, 5, 23},
+             {33, 130, 2, 54},
+             {16, 32, 4, 87},
+             {32, 132, 3, 103}},
+            6,
+            3,
+            48,
+            8,
+            140};
     check_batch<float>(b, 31);
     check_batch<bf16>(b, 32);
 }

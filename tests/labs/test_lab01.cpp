@@ -23,8 +23,8 @@ constexpr std::size_t kGuard = 64;  // poisoned floats after the score matrix th
 
 /// Scores Q K^T / sqrt(d) rounded to float, from seeded Q and K, as the scores kernel would
 /// give them (pd::reference::attention_scores, every score, masked or not).
-std::vector<float> make_scores(const att::Shape& s, std::uint64_t seed, float logit_scale,
-                               std::vector<float>& q, std::vector<float>& k) {
+std::vector<float> make_scores(const att::Shape& s, std::uint64_t seed, float logit_scale, std::vector<float>& q,
+                               std::vector<float>& k) {
     q.resize(s.q_elements());
     k.resize(s.kv_elements());
     pd::fill_uniform<float>(q, -1.f, 1.f, pd::derive_seed(seed, 1));
@@ -71,8 +71,9 @@ void check_softmax(const att::Shape& s, std::uint64_t seed, float logit_scale = 
     INFO(masked << " masked keys (j >= allowed_keys(i)) are not exactly 0: write 0.f there, after the allowed ones");
     CHECK(masked == 0);
     const std::size_t past = pd::testing::guard_written(all, scores.size());
-    INFO(past << " of the " << kGuard << " floats after the matrix were written: keep every write inside the row, "
-              "j < kv_len");
+    INFO(past << " of the " << kGuard
+              << " floats after the matrix were written: keep every write inside the row, "
+                 "j < kv_len");
     CHECK(past == 0);
 }
 
@@ -84,8 +85,8 @@ TEST_CASE("lab01: rows shorter than, equal to and longer than the block", "[lab0
 
 TEST_CASE("lab01: causal mask, queries the last Sq of Sk positions", "[lab01]") {
     check_softmax({2, 3, 17, 17, 32, true}, 7);
-    check_softmax({1, 2, 5, 300, 16, true}, 8);   // Sq < Sk: bottom-right aligned mask
-    check_softmax({1, 1, 1, 513, 16, true}, 9);   // one query sees every key
+    check_softmax({1, 2, 5, 300, 16, true}, 8);  // Sq < Sk: bottom-right aligned mask
+    check_softmax({1, 1, 1, 513, 16, true}, 9);  // one query sees every key
     check_softmax({1, 1, 129, 129, 16, true}, 10);
 }
 

@@ -46,8 +46,9 @@ void check_tiled(const gemm::Shape& s, std::uint64_t seed, bool integers) {
     INFO("NaN in Y: an output never written (the buffer starts as NaN); all zeros: the dot products never accumulated");
     CHECK(r.passed);
     const std::size_t past = pd::testing::guard_written(all, s.y_elements());
-    INFO(past << " of the " << kGuard << " floats after Y were written: nothing may be written past Y, "
-              "check t < T and n < N before storing");
+    INFO(past << " of the " << kGuard
+              << " floats after Y were written: nothing may be written past Y, "
+                 "check t < T and n < N before storing");
     CHECK(past == 0);
 }
 

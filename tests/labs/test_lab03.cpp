@@ -56,8 +56,9 @@ void check_lab(const gv::Shape& s, std::uint64_t seed) {
     INFO(pd::describe(r, "gemv_warp_per_row (NaN: an element of Y never written)", dims));
     CHECK(r.passed);
     const std::size_t past = pd::testing::guard_written(all, s.y_elements());
-    INFO(past << " of the " << kGuard << " floats after Y were written: nothing may be written past Y [B, N], "
-              "check the row n < N before storing");
+    INFO(past << " of the " << kGuard
+              << " floats after Y were written: nothing may be written past Y [B, N], "
+                 "check the row n < N before storing");
     CHECK(past == 0);
 }
 

@@ -52,7 +52,8 @@ TEST_CASE("lab04: online softmax stays finite when the scores are large", "[lab0
     INFO(kWhere);
     std::vector<float> q(std::size_t(2) * 128, 1.f), k(s.cache().elements()), v(s.cache().elements());
     pd::fill_uniform<float>(v, -1.f, 1.f, 9);
-    for (std::size_t i = 0; i < k.size(); ++i) k[i] = 10.f * float(int(i / 128) % 7) / 7.f;  // rows of equal values, scores up to ~97
+    for (std::size_t i = 0; i < k.size(); ++i)
+        k[i] = 10.f * float(int(i / 128) % 7) / 7.f;  // rows of equal values, scores up to ~97
     pd::DeviceBuffer<float> dq{std::span<const float>(q)}, dk{std::span<const float>(k)}, dv{std::span<const float>(v)},
         out(q.size());
     const std::vector<int> lens{40};
@@ -70,5 +71,5 @@ TEST_CASE("lab04: KV append writes each new token's K and V at its position", "[
     INFO("lab 04: kv_append in <lab tree>/04_kv_cache/kv_append.cu");
     pd::testing::check_append<float>({2, 2, 12, 64}, 3, {0, 9}, 41);  // sequence 1 fills the last positions 9, 10, 11
     pd::testing::check_append<bf16>({3, 1, 20, 48}, 1, {0, 5, 19}, 42);  // one decode step, rounded to bf16
-    pd::testing::check_append<float>({1, 2, 8, 32}, 4, {6}, 43);  // positions 8 and 9 are past S_max: dropped
+    pd::testing::check_append<float>({1, 2, 8, 32}, 4, {6}, 43);         // positions 8 and 9 are past S_max: dropped
 }

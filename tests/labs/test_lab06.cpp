@@ -47,8 +47,8 @@ TEST_CASE("lab06: one sequence, block sizes 1, 8, 16, 32, contexts within one bl
 
 TEST_CASE("lab06: ragged batch in shuffled blocks, grouped-query heads", "[lab06]") {
     check_v1<float>(make_paged_batch(8, 2, 64, 16, {100, 1, 37, 16, 17}, 1), 301);  // group 4
-    check_v1<float>(make_paged_batch(6, 6, 48, 8, {50, 9}, 2, 6, 3), 302);         // 6 spare blocks, 3 spare columns
-    check_v1<bf16>(make_paged_batch(8, 1, 32, 1, {64, 63, 2, 17}, 3), 303);        // group 8, one position per block
+    check_v1<float>(make_paged_batch(6, 6, 48, 8, {50, 9}, 2, 6, 3), 302);          // 6 spare blocks, 3 spare columns
+    check_v1<bf16>(make_paged_batch(8, 1, 32, 1, {64, 63, 2, 17}, 3), 303);         // group 8, one position per block
 }
 
 TEST_CASE("lab06: an entry that is no block (-1, or past the cache) is skipped, never read through", "[lab06]") {

@@ -28,7 +28,8 @@ std::vector<sv::Request> workload(int vocab) {
     for (int i = 0; i < 7; ++i) {
         sv::Request r{.id = i, .arrival_s = 0.001 * i, .prompt_tokens = prompts[i], .output_tokens = outputs[i]};
         r.prompt = md::synthetic_prompt(r.prompt_tokens, vocab, 3, i);
-        for (int t = 0; t < 8 && t < r.prompt_tokens; ++t) r.prompt[std::size_t(t)] = 40 + (i / 2) * 10 + t;  // shared starts
+        for (int t = 0; t < 8 && t < r.prompt_tokens; ++t)
+            r.prompt[std::size_t(t)] = 40 + (i / 2) * 10 + t;  // shared starts
         requests.push_back(r);
     }
     return requests;
@@ -72,8 +73,12 @@ TEST_CASE("model: no engine step allocates device memory, on slots or on pages, 
         for (int block_size : {0, 4}) {
             INFO("policy " << sv::to_string(p) << ", block size " << block_size);
             // small limits: chunks, waiting and preemptions
-            const sv::SchedulerConfig config{.policy = p, .token_budget = 8, .max_seqs = 3, .kv_capacity = 48,
-                                             .block_size = block_size, .prefix_caching = block_size > 0};
+            const sv::SchedulerConfig config{.policy = p,
+                                             .token_budget = 8,
+                                             .max_seqs = 3,
+                                             .kv_capacity = 48,
+                                             .block_size = block_size,
+                                             .prefix_caching = block_size > 0};
             sv::Scheduler scheduler(config);
             md::ModelOptions o = md::engine_model_options(c, config, requests, pd::DType::fp32, pd::DType::fp32, 1);
             o.max_seq = 32;

@@ -5,18 +5,18 @@
 // fp32; in bf16 equal up to a first divergence where each side's token is in the other's top
 // 5); tied embeddings through a llama2.c checkpoint written, read back and loaded; and the
 // rejection of bad input.
-#include "pd/model/model.hpp"
 #include "model_reference.hpp"
 #include "pd/llama2c.hpp"
+#include "pd/model/model.hpp"
 #include "pd/rng.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <unistd.h>
 #include <string>
 #include <vector>
 
@@ -27,7 +27,9 @@ using pd::DType;
 namespace {
 
 /// The tiny preset with a short cache.
-pd::ModelConfig tiny() { return *pd::find_model("tiny"); }
+pd::ModelConfig tiny() {
+    return *pd::find_model("tiny");
+}
 
 std::vector<int> random_tokens(std::size_t n, int vocab, std::uint64_t seed) {
     pd::Rng rng(seed);
@@ -103,7 +105,8 @@ void check_against_reference(const pd::ModelConfig& c, md::ModelOptions o, int P
 
 TEST_CASE("model: prefill and every decode step match the CPU reference model (fp32)", "[model][forward]") {
     check_against_reference(tiny(), {.batch = 3, .max_seq = 24, .attention = "v4"}, 9, 5, 11);
-    check_against_reference(tiny(), {.batch = 1, .max_seq = 24, .attention = "v2"}, 1, 4, 12);  // one-token prompt, B = 1
+    check_against_reference(tiny(), {.batch = 1, .max_seq = 24, .attention = "v2"}, 1, 4,
+                            12);  // one-token prompt, B = 1
     check_against_reference(tiny(), {.kv = DType::bf16, .batch = 2, .max_seq = 16, .attention = "v1"}, 5, 3, 13);
 }
 
@@ -183,7 +186,8 @@ Greedy generate_both(const pd::ModelConfig& c, const md::ModelOptions& o, int P,
         take(g.recomputed, g.recomputed_logits);
         std::vector<int> longer;
         for (int b = 0; b < B; ++b) {
-            longer.insert(longer.end(), seq.begin() + std::ptrdiff_t(b) * (P + i), seq.begin() + std::ptrdiff_t(b + 1) * (P + i));
+            longer.insert(longer.end(), seq.begin() + std::ptrdiff_t(b) * (P + i),
+                          seq.begin() + std::ptrdiff_t(b + 1) * (P + i));
             longer.push_back(g.recomputed[std::size_t(i) * B + b]);
         }
         seq = std::move(longer);
@@ -206,12 +210,13 @@ TEST_CASE("model: free-running greedy generation, cached and recomputed", "[mode
         const Greedy g = generate_both(c, {.batch = 2, .max_seq = 20, .attention = "v4"}, 7, 8, 51);
         CHECK(g.cached == g.recomputed);
         // and the tokens are really the argmax of the logits they came from
-        for (std::size_t i = 0; i < g.cached.size(); ++i) CHECK(rank_of(g.cached_logits.data() + i * V, V, g.cached[i]) == 0);
+        for (std::size_t i = 0; i < g.cached.size(); ++i)
+            CHECK(rank_of(g.cached_logits.data() + i * V, V, g.cached[i]) == 0);
     }
     SECTION("bf16: equal up to a first divergence, where each side's token is in the other's top 5") {
         const int B = 2, G = 6;
-        const Greedy g = generate_both(c, {.weights = DType::bf16, .kv = DType::bf16, .batch = B, .max_seq = 16,
-                                           .attention = "v3"}, 5, G, 52);
+        const Greedy g = generate_both(
+            c, {.weights = DType::bf16, .kv = DType::bf16, .batch = B, .max_seq = 16, .attention = "v3"}, 5, G, 52);
         for (int b = 0; b < B; ++b)
             for (int i = 0; i < G; ++i) {
                 const std::size_t at = std::size_t(i) * B + b;
@@ -226,8 +231,17 @@ TEST_CASE("model: free-running greedy generation, cached and recomputed", "[mode
 
 TEST_CASE("model: tied embeddings through a llama2.c checkpoint, written, read and loaded", "[model][llama2c]") {
     // a small stories-like shape: shared classifier, no GQA, head dim 16
-    pd::ModelConfig c{.name = "mini", .vocab = 300, .d_model = 64, .layers = 2, .heads = 4, .kv_heads = 4,
-                      .head_dim = 16, .ffn_dim = 96, .max_seq = 32, .tied_embeddings = true, .source = "test"};
+    pd::ModelConfig c{.name = "mini",
+                      .vocab = 300,
+                      .d_model = 64,
+                      .layers = 2,
+                      .heads = 4,
+                      .kv_heads = 4,
+                      .head_dim = 16,
+                      .ffn_dim = 96,
+                      .max_seq = 32,
+                      .tied_embeddings = true,
+                      .source = "test"};
     md::Model direct(c, {.batch = 1, .max_seq = 12});
     direct.init_synthetic(61);
     const pd::ModelWeights w = direct.download_weights();

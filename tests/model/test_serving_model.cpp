@@ -22,7 +22,9 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-pd::ModelConfig tiny() { return *pd::find_model("tiny"); }
+pd::ModelConfig tiny() {
+    return *pd::find_model("tiny");
+}
 
 std::vector<int> random_tokens(std::size_t n, int vocab, std::uint64_t seed) {
     pd::Rng rng(seed);
@@ -101,7 +103,8 @@ TEST_CASE("mixed step: each sequence of a mixed batch gets the logits it gets al
     const pd::ModelConfig c = tiny();
     const int V = c.vocab;
     using D = pd::DType;
-    for (const auto& [weights, kv] : {std::pair{D::fp32, D::fp32}, std::pair{D::fp32, D::bf16}, std::pair{D::bf16, D::bf16}}) {
+    for (const auto& [weights, kv] :
+         {std::pair{D::fp32, D::fp32}, std::pair{D::fp32, D::bf16}, std::pair{D::bf16, D::bf16}}) {
         INFO("weights " << to_string(weights) << ", cache " << to_string(kv));
         // A and B hold 9 and 5 positions; then one step: B decodes, C brings a prefill chunk
         // of 11, A decodes; slots deliberately out of order
@@ -139,8 +142,8 @@ TEST_CASE("mixed step: each sequence of a mixed batch gets the logits it gets al
                 fed.insert(fed.end(), {1, 2});
             }
             REQUIRE(m.plan(step).attention == (n == 1 && !companion ? md::Plan::Attention::decode
-                                                                    : n == 1 ? md::Plan::Attention::varlen
-                                                                             : md::Plan::Attention::prefill));
+                                               : n == 1             ? md::Plan::Attention::varlen
+                                                                    : md::Plan::Attention::prefill));
             m.forward(fed, step);
             return m.logits().download();  // row 0: the sequence's
         };
@@ -177,7 +180,8 @@ TEST_CASE("mixed step: bad input is rejected, naming the sequence and the field"
     m.init_synthetic(9);
     const std::vector<int> t = {1, 2, 3};
     const auto step = [&](std::vector<md::StepSequence> s, std::vector<int> tokens) { m.forward(tokens, s); };
-    CHECK_THROWS_WITH(step({{.slot = 2, .context = 0, .tokens = 3}}, t), Contains("sequence 0") && Contains("slot = 2"));
+    CHECK_THROWS_WITH(step({{.slot = 2, .context = 0, .tokens = 3}}, t),
+                      Contains("sequence 0") && Contains("slot = 2"));
     CHECK_THROWS_WITH(step({{.slot = 0, .context = 0, .tokens = 1}, {.slot = 0, .context = 0, .tokens = 2}}, t),
                       Contains("used twice"));
     CHECK_THROWS_WITH(step({{.slot = 1, .context = 14, .tokens = 3}}, t), Contains("max_seq = 16"));
@@ -193,7 +197,8 @@ TEST_CASE("engine on the model: every request generates the tokens it generates 
     // into chunks, 3 slots and a 30-position cache (the longest request needs 24) force waiting and preemptions
     std::vector<sv::Request> requests;
     const int prompts[] = {13, 3, 20, 1, 9, 17, 6}, outputs[] = {6, 9, 4, 7, 2, 5, 8};
-    for (int i = 0; i < 7; ++i) requests.push_back({.id = i, .arrival_s = 0.001 * i, .prompt_tokens = prompts[i], .output_tokens = outputs[i]});
+    for (int i = 0; i < 7; ++i)
+        requests.push_back({.id = i, .arrival_s = 0.001 * i, .prompt_tokens = prompts[i], .output_tokens = outputs[i]});
     md::Model alone(c, {.batch = 1, .max_seq = 32});
     alone.init_synthetic(10);
     std::vector<std::vector<int>> want;
@@ -223,7 +228,8 @@ TEST_CASE("engine on the model: a request too long for its cache slot is rejecte
     CHECK_THROWS_WITH(md::ModelExecutor(m, r, 1), Contains("request 0") && Contains("Request.output_tokens"));
 }
 
-TEST_CASE("paged model: a request served from the prefix cache gets the logits computed from scratch", "[serving][model][paged]") {
+TEST_CASE("paged model: a request served from the prefix cache gets the logits computed from scratch",
+          "[serving][model][paged]") {
     const pd::ModelConfig c = tiny();
     for (pd::DType kv : {pd::DType::fp32, pd::DType::bf16}) {
         INFO("cache " << to_string(kv));
@@ -273,7 +279,11 @@ TEST_CASE("paged model: the engine generates the same tokens with slots and with
             // waiting and preemptions again
             md::Model m(c, {.batch = 3, .max_seq = 32, .block_size = 4, .num_blocks = 12});
             m.init_synthetic(10);
-            sv::Scheduler scheduler({.policy = p, .token_budget = 8, .max_seqs = 3, .kv_capacity = 48, .block_size = 4,
+            sv::Scheduler scheduler({.policy = p,
+                                     .token_budget = 8,
+                                     .max_seqs = 3,
+                                     .kv_capacity = 48,
+                                     .block_size = 4,
                                      .prefix_caching = prefix});
             md::ModelExecutor executor(m, requests, 5, scheduler.paged());
             const sv::Timeline t = sv::run_engine(requests, scheduler, executor, true);

@@ -144,8 +144,7 @@ int main() {
         finish_launch();
         std::vector<double> want(n);
         for (int i = 0; i < n; ++i) want[i] = double(in[i]) * scale;
-        CHECK(conformance::bit_mismatches("convert_scale<int, double>", to_host(d_out, n).data(), want.data(), n) ==
-              0);
+        CHECK(conformance::bit_mismatches("convert_scale<int, double>", to_host(d_out, n).data(), want.data(), n) == 0);
         CUDA_OK(cudaFree(d_in));
         CUDA_OK(cudaFree(d_out));
     }

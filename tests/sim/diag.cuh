@@ -50,7 +50,9 @@ inline void expect_fault(const char* what, cudaError_t expected, std::initialize
 
 }  // namespace conformance
 
-__global__ void diag_fill(int* out, int value) { out[threadIdx.x] = value; }
+__global__ void diag_fill(int* out, int value) {
+    out[threadIdx.x] = value;
+}
 
 /// After cudaDeviceReset, a valid kernel runs and writes its output: the fault was cleared.
 inline void check_recovered(const char* what) {

@@ -253,7 +253,8 @@ void in_bounds() {
     CHECK_MSG(before == cudaErrorInvalidValue, "a memset from before the start gives cudaErrorInvalidValue (got %s)",
               cudaGetErrorName(before));
     CHECK_MSG(pd::sim::last_diagnostic().find("cudaMemset: the destination range of 8 bytes starts 4 bytes before "
-                                              "the start of " + made) != std::string::npos,
+                                              "the start of " +
+                                              made) != std::string::npos,
               "the diagnostic explains the refused memset: %s", pd::sim::last_diagnostic().c_str());
     const cudaError_t from_past = cudaMemcpy(big.data(), d + kN, 4, cudaMemcpyDeviceToHost);
     CHECK_MSG(from_past == cudaErrorInvalidValue, "a copy from past the end gives cudaErrorInvalidValue (got %s)",
@@ -287,34 +288,40 @@ int main(int argc, char** argv) {
     const std::string file = __FILE__;
     if (!kSanitizer) {
         const std::string advice = "an index of that kernel went out of bounds";
-        expect_stop("off_by_one", {"pd::sim: kernel 'add_one' wrote at bytes 0 to 3 past the end of a 4000-byte "
-                                   "allocation made by cudaMalloc at " + at(__FILE__, kOffByOneMalloc) +
-                                       " (device allocation #2)",
-                                   advice},
+        expect_stop("off_by_one",
+                    {"pd::sim: kernel 'add_one' wrote at bytes 0 to 3 past the end of a 4000-byte "
+                     "allocation made by cudaMalloc at " +
+                         at(__FILE__, kOffByOneMalloc) + " (device allocation #2)",
+                     advice},
                     {"device allocation #1)"});
         // The value stored past the end of `out` was read from in's guard zone: still noticed.
-        expect_stop("copy", {"pd::sim: kernel 'copy_off_by_one' wrote at bytes 0 to 3 past the end of a 4000-byte "
-                             "allocation made by cudaMalloc at " + at(__FILE__, kCopyMalloc) +
-                                 " (device allocation #2)"},
+        expect_stop("copy",
+                    {"pd::sim: kernel 'copy_off_by_one' wrote at bytes 0 to 3 past the end of a 4000-byte "
+                     "allocation made by cudaMalloc at " +
+                     at(__FILE__, kCopyMalloc) + " (device allocation #2)"},
                     {"device allocation #1)"});
         expect_stop("before_start", {"pd::sim: kernel 'oob::shift_left<float>' wrote at bytes 1 to 4 before the "
                                      "start of a 1200-byte allocation made by cudaMallocManaged at " +
-                                         at(__FILE__, kBeforeStartMalloc) + " (device allocation #1)"});
+                                     at(__FILE__, kBeforeStartMalloc) + " (device allocation #1)"});
         expect_stop("far", {"pd::sim: kernel 'write_far' wrote at bytes 160 to 163 past the end of a 4000-byte "
-                            "allocation made by cudaMalloc at " + at(__FILE__, kFarMalloc)});
-        expect_stop("host_write", {"pd::sim: cudaFree: host code wrote at bytes 0 to 3 past the end of a 4000-byte "
-                                   "allocation made by cudaMalloc at " + at(__FILE__, kHostWriteMalloc),
-                                   "no kernel wrote these bytes"},
+                            "allocation made by cudaMalloc at " +
+                            at(__FILE__, kFarMalloc)});
+        expect_stop("host_write",
+                    {"pd::sim: cudaFree: host code wrote at bytes 0 to 3 past the end of a 4000-byte "
+                     "allocation made by cudaMalloc at " +
+                         at(__FILE__, kHostWriteMalloc),
+                     "no kernel wrote these bytes"},
                     {"kernel '"});
         expect_stop("device_buffer", {"pd::sim: kernel 'add_one' wrote at bytes 0 to 3 past the end of a 4000-byte "
-                                      "allocation made by cudaMalloc at " + at(__FILE__, kDeviceBufferLine)});
+                                      "allocation made by cudaMalloc at " +
+                                      at(__FILE__, kDeviceBufferLine)});
     } else {
         // AddressSanitizer reports the access itself, reads included; the simulator's line first
         // names the kernel, the block and the thread (i = 1000 is block 3, thread 232).
         const std::string by = "pd::sim: the access AddressSanitizer reports below was made by kernel ";
-        expect_stop("off_by_one", {by + "'add_one', block (3,0,0) thread (232,0,0)",
-                                   "AddressSanitizer: heap-buffer-overflow", "READ of size 4",
-                                   "0 bytes to the right of 4000-byte region"});
+        expect_stop("off_by_one",
+                    {by + "'add_one', block (3,0,0) thread (232,0,0)", "AddressSanitizer: heap-buffer-overflow",
+                     "READ of size 4", "0 bytes to the right of 4000-byte region"});
         expect_stop("copy", {by + "'copy_off_by_one', block (3,0,0) thread (232,0,0)",
                              "AddressSanitizer: heap-buffer-overflow", "READ of size 4"});
         expect_stop("before_start", {by + "'oob::shift_left<float>', block (0,0,0) thread (0,0,0)",

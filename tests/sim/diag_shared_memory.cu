@@ -24,8 +24,10 @@ constexpr int kBlock = 128;
 __global__ void block_sum(const float* in, float* out, int n, bool fixed) {
     __shared__ float s[kBlock];
     const int t = threadIdx.x, i = blockIdx.x * kBlock + t;
-    if (i < n) s[t] = in[i];
-    else if (fixed) s[t] = 0.0f;
+    if (i < n)
+        s[t] = in[i];
+    else if (fixed)
+        s[t] = 0.0f;
     __syncthreads();
     for (int stride = kBlock / 2; stride > 0; stride /= 2) {
         if (t < stride) s[t] += s[t + stride];
@@ -52,8 +54,8 @@ __global__ void too_big(float* out) {
 
 constexpr int kSecondLine = __LINE__ + 3;
 __global__ void two_arrays_too_big(float* out) {
-    __shared__ float first[8192];    // 32 KiB
-    __shared__ float second[5120];   // 20 KiB: 52 KiB in all
+    __shared__ float first[8192];   // 32 KiB
+    __shared__ float second[5120];  // 20 KiB: 52 KiB in all
     first[threadIdx.x] = 1.0f;
     second[threadIdx.x] = 2.0f;
     __syncthreads();

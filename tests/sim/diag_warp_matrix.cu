@@ -59,7 +59,7 @@ __global__ void ldmatrix_before_wait(const std::uint16_t* src, std::uint32_t* ou
     const int row = 63 - t;
     pd::cp_async(s + row * 8, src + row * 8, 16, 16);
     pd::cp_async_commit();
-    if (wait) pd::cp_async_wait<0>();    // called with wait = false: the bug
+    if (wait) pd::cp_async_wait<0>();  // called with wait = false: the bug
     __syncthreads();
     std::uint32_t r[4];
     if (t < 32) pd::ldmatrix_x4(r, s + t * 8);
@@ -84,8 +84,7 @@ __global__ void mma_half_warp(float* out) {
     const float c[4] = {0, 0, 0, 0};
     float d[4] = {0, 0, 0, 0};
     // Bug: an mma.sync in divergent code; lanes 16-31 never reach it.
-    if (threadIdx.x % 32 < 16)
-        pd::mma_m16n8k16_bf16(d, a, b, c);
+    if (threadIdx.x % 32 < 16) pd::mma_m16n8k16_bf16(d, a, b, c);
     out[threadIdx.x] = d[0];
 }
 
@@ -138,14 +137,15 @@ int main() {
     check_recovered("ldmatrix, misaligned row");
 
     cp_async_bad_size<<<1, 32>>>(d_bytes, d_out);
-    conformance::expect_fault("cp.async of 12 bytes", cudaErrorLaunchFailure,
-                              {"cp.async of 12 bytes", "4, 8 or 16", "block (0,0,0) thread (", at(__FILE__, kBadSizeLine)});
+    conformance::expect_fault(
+        "cp.async of 12 bytes", cudaErrorLaunchFailure,
+        {"cp.async of 12 bytes", "4, 8 or 16", "block (0,0,0) thread (", at(__FILE__, kBadSizeLine)});
     check_recovered("cp.async of 12 bytes");
 
     cp_async_misaligned<<<1, 32>>>(d_bytes, d_out);
-    conformance::expect_fault("cp.async, misaligned destination", cudaErrorMisalignedAddress,
-                              {"cp.async of 16 bytes", "destination address is not 16-byte aligned",
-                               at(__FILE__, kMisalignedCopyLine)});
+    conformance::expect_fault(
+        "cp.async, misaligned destination", cudaErrorMisalignedAddress,
+        {"cp.async of 16 bytes", "destination address is not 16-byte aligned", at(__FILE__, kMisalignedCopyLine)});
     check_recovered("cp.async, misaligned destination");
 
     // With the wait in place the same kernel runs and reads the rows (row t holds 8t .. 8t + 7).
@@ -185,22 +185,22 @@ int main() {
     CHECK_MSG(landed == 32, "after the wait the copied values must be there: %d of 32 were", landed);
 
     mma_half_warp<<<1, 32>>>(d_f);
-    conformance::expect_fault("mma.sync in half of the warp", cudaErrorLaunchFailure,
-                              {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", at(__FILE__, kHalfWarpLine),
-                               "exited"});
+    conformance::expect_fault(
+        "mma.sync in half of the warp", cudaErrorLaunchFailure,
+        {"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", at(__FILE__, kHalfWarpLine), "exited"});
     check_recovered("mma.sync in half of the warp");
 
     mma_partial_warp<<<1, 48>>>(d_f);
-    conformance::expect_fault("mma.sync in a partial warp", cudaErrorLaunchFailure,
-                              {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", at(__FILE__, kPartialLine),
-                               "do not exist", "48"});
+    conformance::expect_fault(
+        "mma.sync in a partial warp", cudaErrorLaunchFailure,
+        {"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32", at(__FILE__, kPartialLine), "do not exist", "48"});
     check_recovered("mma.sync in a partial warp");
 
     ldmatrix_two_forms<<<1, 32>>>(d_u32);
-    conformance::expect_fault("two ldmatrix forms in one warp", cudaErrorLaunchFailure,
-                              {"different warp collectives", "ldmatrix.sync.aligned.m8n8.x4.shared.b16",
-                               at(__FILE__, kX4Line), "ldmatrix.sync.aligned.m8n8.x2.shared.b16",
-                               at(__FILE__, kX2Line)});
+    conformance::expect_fault(
+        "two ldmatrix forms in one warp", cudaErrorLaunchFailure,
+        {"different warp collectives", "ldmatrix.sync.aligned.m8n8.x4.shared.b16", at(__FILE__, kX4Line),
+         "ldmatrix.sync.aligned.m8n8.x2.shared.b16", at(__FILE__, kX2Line)});
     check_recovered("two ldmatrix forms in one warp");
 
     CUDA_OK(cudaFree(d_u32));

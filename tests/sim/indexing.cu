@@ -46,11 +46,11 @@ int run(dim3 block, int nx, int ny, int nz) {
 }
 
 int main() {
-    CHECK(run(dim3(128), 1000, 1, 1) == 0);         // 1D, partial last block
-    CHECK(run(dim3(1), 7, 1, 1) == 0);              // one thread per block
-    CHECK(run(dim3(16, 8), 33, 17, 1) == 0);        // 2D
-    CHECK(run(dim3(4, 4, 4), 9, 5, 7) == 0);        // 3D
-    CHECK(run(dim3(1024), 1025, 1, 1) == 0);        // the largest block
-    CHECK(run(dim3(3, 5, 2), 10, 11, 3) == 0);      // blocks that are not whole warps
+    CHECK(run(dim3(128), 1000, 1, 1) == 0);     // 1D, partial last block
+    CHECK(run(dim3(1), 7, 1, 1) == 0);          // one thread per block
+    CHECK(run(dim3(16, 8), 33, 17, 1) == 0);    // 2D
+    CHECK(run(dim3(4, 4, 4), 9, 5, 7) == 0);    // 3D
+    CHECK(run(dim3(1024), 1025, 1, 1) == 0);    // the largest block
+    CHECK(run(dim3(3, 5, 2), 10, 11, 3) == 0);  // blocks that are not whole warps
     return conformance::finish();
 }

@@ -17,7 +17,7 @@ __global__ void mod_plus_index(int* v, int n) {
 int main() {
     for (int n : {1, 31, 1000, 4097}) {
         thrust::device_vector<int> d(n);
-        thrust::sequence(d.begin(), d.end(), 3);            // 3, 4, 5, ...
+        thrust::sequence(d.begin(), d.end(), 3);                // 3, 4, 5, ...
         thrust::exclusive_scan(d.begin(), d.end(), d.begin());  // running sums before each element
         mod_plus_index<<<(n + 127) / 128, 128>>>(thrust::raw_pointer_cast(d.data()), n);
         CUDA_OK(cudaGetLastError());

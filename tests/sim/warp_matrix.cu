@@ -48,7 +48,9 @@ std::array<At, 2> b_register(int l, int j) {
     return {At{row, g}, At{row + 1, g}};
 }
 /// Accumulator element i (16 x 8, fp32) of lane l: row g + 8 (i / 2), column 2t + i % 2.
-At c_element(int l, int i) { return {l / 4 + 8 * (i / 2), 2 * (l % 4) + i % 2}; }
+At c_element(int l, int i) {
+    return {l / 4 + 8 * (i / 2), 2 * (l % 4) + i % 2};
+}
 
 /// ldmatrix: register q of lane l holds, of matrix q, row g columns 2t and 2t + 1; with .trans,
 /// column g rows 2t and 2t + 1 (PTX ISA, ldmatrix: "a group of four threads loads a row").
@@ -61,13 +63,17 @@ std::array<At, 2> ldmatrix_register(int l, bool trans) {
 template <typename T>
 std::uint16_t bits16(float v) {
     T h;
-    if constexpr (std::is_same_v<T, __half>) h = __float2half(v);
-    else h = __float2bfloat16(v);
+    if constexpr (std::is_same_v<T, __half>)
+        h = __float2half(v);
+    else
+        h = __float2bfloat16(v);
     std::uint16_t b;
     std::memcpy(&b, &h, 2);
     return b;
 }
-std::uint32_t pack(std::uint16_t lo, std::uint16_t hi) { return std::uint32_t(lo) | (std::uint32_t(hi) << 16); }
+std::uint32_t pack(std::uint16_t lo, std::uint16_t hi) {
+    return std::uint32_t(lo) | (std::uint32_t(hi) << 16);
+}
 
 // ---- kernels (one warp) ---------------------------------------------------------------------
 
@@ -81,11 +87,15 @@ __global__ void mma_kernel(const std::uint32_t* a, const std::uint32_t* b, const
     for (int j = 0; j < 4; ++j) ra[j] = a[4 * l + j];
     for (int j = 0; j < 2; ++j) rb[j] = b[2 * l + j];
     for (int i = 0; i < 4; ++i) rc[i] = c[4 * l + i];
-    if constexpr (kF16) pd::mma_m16n8k16_f16(rd, ra, rb, rc);
-    else pd::mma_m16n8k16_bf16(rd, ra, rb, rc);
+    if constexpr (kF16)
+        pd::mma_m16n8k16_f16(rd, ra, rb, rc);
+    else
+        pd::mma_m16n8k16_bf16(rd, ra, rb, rc);
     for (int i = 0; i < 4; ++i) d[4 * l + i] = rd[i];
-    if constexpr (kF16) pd::mma_m16n8k16_f16(rc, ra, rb, rc);
-    else pd::mma_m16n8k16_bf16(rc, ra, rb, rc);
+    if constexpr (kF16)
+        pd::mma_m16n8k16_f16(rc, ra, rb, rc);
+    else
+        pd::mma_m16n8k16_bf16(rc, ra, rb, rc);
     for (int i = 0; i < 4; ++i) d_inplace[4 * l + i] = rc[i];
 }
 
@@ -250,8 +260,9 @@ void check_ldmatrix(std::uint64_t seed) {
             auto element = [&](At e) { return pool[std::size_t(rows[std::size_t(8 * q + e.row)] * 8 + e.col)]; };
             want[std::size_t(4 * l + q)] = pack(element(lo), element(hi));
         }
-    CHECK_MSG(conformance::bit_mismatches("ldmatrix registers out[4 lane + q]", got.data(), want.data(), got.size()) == 0,
-              "ldmatrix x%d%s, seed %llu", kCount, kTrans ? ".trans" : "", (unsigned long long)seed);
+    CHECK_MSG(
+        conformance::bit_mismatches("ldmatrix registers out[4 lane + q]", got.data(), want.data(), got.size()) == 0,
+        "ldmatrix x%d%s, seed %llu", kCount, kTrans ? ".trans" : "", (unsigned long long)seed);
 }
 
 void check_tile_product(std::uint64_t seed) {

@@ -35,8 +35,10 @@ constexpr bool kSupported = true;
 template <typename Frag>
 __device__ void scale(Frag& f, float alpha) {
     for (int i = 0; i < f.num_elements; ++i) {
-        if constexpr (std::is_same_v<typename Frag::element_type, float>) f.x[i] *= alpha;
-        else f.x[i] = __float2half(__half2float(f.x[i]) * alpha);
+        if constexpr (std::is_same_v<typename Frag::element_type, float>)
+            f.x[i] *= alpha;
+        else
+            f.x[i] = __float2half(__half2float(f.x[i]) * alpha);
     }
 }
 
@@ -51,8 +53,10 @@ __global__ void tile_mma(const T* a, unsigned lda, const T* b, unsigned ldb, con
         wmma::fragment<wmma::accumulator, M, N, K, TD> fd;
         wmma::load_matrix_sync(fa, a, lda);
         wmma::load_matrix_sync(fb, b, ldb);
-        if (c != nullptr) wmma::load_matrix_sync(fc, c, ldc, c_layout);
-        else wmma::fill_fragment(fc, TC(0.0f));
+        if (c != nullptr)
+            wmma::load_matrix_sync(fc, c, ldc, c_layout);
+        else
+            wmma::fill_fragment(fc, TC(0.0f));
         wmma::mma_sync(fd, fa, fb, fc);
         if (alpha != 1.0f) scale(fd, alpha);
         wmma::store_matrix_sync(d, fd, ldd, d_layout);
@@ -75,8 +79,10 @@ __global__ void gemm(const T* a, const T* b, float* d, int m, int n, int k) {
         wmma::fill_fragment(acc, 0.0f);
         for (int k0 = 0; k0 < k; k0 += 16) {
             wmma::load_matrix_sync(fa, a + tm * 16 * k + k0, k);
-            if constexpr (b_row) wmma::load_matrix_sync(fb, b + k0 * n + tn * 16, n);
-            else wmma::load_matrix_sync(fb, b + k0 + tn * 16 * k, k);
+            if constexpr (b_row)
+                wmma::load_matrix_sync(fb, b + k0 * n + tn * 16, n);
+            else
+                wmma::load_matrix_sync(fb, b + k0 + tn * 16 * k, k);
             wmma::mma_sync(acc, fa, fb, acc);
         }
         wmma::store_matrix_sync(d + tm * 16 * n + tn * 16, acc, n, wmma::mem_row_major);
@@ -87,16 +93,22 @@ __global__ void gemm(const T* a, const T* b, float* d, int m, int n, int k) {
 
 template <typename T>
 T to_t(float v) {
-    if constexpr (std::is_same_v<T, float>) return v;
-    else if constexpr (std::is_same_v<T, __half>) return __float2half_rn(v);
-    else return __float2bfloat16_rn(v);
+    if constexpr (std::is_same_v<T, float>)
+        return v;
+    else if constexpr (std::is_same_v<T, __half>)
+        return __float2half_rn(v);
+    else
+        return __float2bfloat16_rn(v);
 }
 
 template <typename T>
 float from_t(T v) {
-    if constexpr (std::is_same_v<T, float>) return v;
-    else if constexpr (std::is_same_v<T, __half>) return __half2float(v);
-    else return __bfloat162float(v);
+    if constexpr (std::is_same_v<T, float>)
+        return v;
+    else if constexpr (std::is_same_v<T, __half>)
+        return __half2float(v);
+    else
+        return __bfloat162float(v);
 }
 
 /// Padding, in elements, added to each leading dimension: 16 bytes keeps ldm legal for WMMA.
@@ -159,7 +171,9 @@ int compare(const char* what, const std::vector<T>& mem, int rows, int cols, boo
 /// magnitudes add up to mag. Each fp32 addition errs by at most 2^-24 of the partial sum, so
 /// round-to-nearest in any order stays within terms * 2^-24 * mag; twice that leaves room for
 /// hardware whose adder truncates (2^-23) and for the rounding of the scaling by alpha.
-double fp32_bound(int terms, double mag) { return 2.0 * (terms + 1) * std::ldexp(1.0, -24) * mag; }
+double fp32_bound(int terms, double mag) {
+    return 2.0 * (terms + 1) * std::ldexp(1.0, -24) * mag;
+}
 
 /// What one tile test does.
 struct Case {
@@ -190,8 +204,8 @@ int tile(conformance::Lcg& rng, const Case& cs) {
     TD* dd;
     CUDA_OK(cudaMalloc(&dd, d_elems * sizeof(TD)));
     CUDA_OK(cudaMemset(dd, 0xFF, d_elems * sizeof(TD)));  // poison: NaN
-    tile_mma<M, N, K, T, LayoutA, LayoutB, TC, TD><<<1, 32>>>(da, lda, db, ldb, cs.with_c ? dc : nullptr, ldc,
-                                                             cs.c_layout, dd, ldd, cs.d_layout, cs.alpha);
+    tile_mma<M, N, K, T, LayoutA, LayoutB, TC, TD>
+        <<<1, 32>>>(da, lda, db, ldb, cs.with_c ? dc : nullptr, ldc, cs.c_layout, dd, ldd, cs.d_layout, cs.alpha);
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
     std::vector<TD> d(d_elems);
@@ -281,18 +295,18 @@ int main() {
            0));
     CHECK((tile<16, 16, 16, half, row, row>(
                rng, {.integers = true, .with_c = true, .d_layout = wmma::mem_col_major, .alpha = 0.5f}) == 0));
-    CHECK((tile<16, 16, 16, half, col, col>(rng, {.integers = true, .with_c = true, .c_layout = wmma::mem_col_major,
-                                                  .alpha = -2.0f}) == 0));
-    CHECK((tile<16, 16, 16, half, row, col>(rng, {.with_c = true, .d_layout = wmma::mem_col_major, .alpha = 0.5f}) ==
-           0));
+    CHECK((tile<16, 16, 16, half, col, col>(
+               rng, {.integers = true, .with_c = true, .c_layout = wmma::mem_col_major, .alpha = -2.0f}) == 0));
+    CHECK(
+        (tile<16, 16, 16, half, row, col>(rng, {.with_c = true, .d_layout = wmma::mem_col_major, .alpha = 0.5f}) == 0));
     // __half accumulators, and a mix of __half and float for c and d: small integers only, as a
     // GPU may round a __half accumulator along the way (here it is rounded once, at the end).
     CHECK((tile<16, 16, 16, half, row, col, half, half>(rng, {.integers = true, .with_c = true, .alpha = 0.5f}) == 0));
     CHECK((tile<16, 16, 16, half, row, row, half, float>(rng, {.integers = true, .with_c = true}) == 0));
-    CHECK((tile<16, 16, 16, half, col, col, float, half>(rng, {.integers = true,
-                                                               .with_c = true,
-                                                               .c_layout = wmma::mem_col_major,
-                                                               .d_layout = wmma::mem_col_major}) == 0));
+    CHECK((tile<16, 16, 16, half, col, col, float, half>(
+               rng,
+               {.integers = true, .with_c = true, .c_layout = wmma::mem_col_major, .d_layout = wmma::mem_col_major}) ==
+           0));
     // The 32x8x16 and 8x32x16 shapes.
     CHECK((tile<32, 8, 16, half, row, col>(rng, {.integers = true, .with_c = true}) == 0));
     CHECK((tile<32, 8, 16, half, col, row>(rng, {.with_c = true, .d_layout = wmma::mem_col_major}) == 0));
@@ -313,8 +327,10 @@ int main() {
         CHECK((tile<16, 16, 16, bf, row, col>(rng, exact) == 0));
         CHECK((tile<16, 16, 16, bf, row, row>(
                    rng, {.integers = true, .with_c = true, .d_layout = wmma::mem_col_major, .alpha = 0.5f}) == 0));
-        CHECK((tile<16, 16, 16, bf, row, col>(rng, {.with_c = true, .c_layout = wmma::mem_col_major,
-                                                    .d_layout = wmma::mem_col_major, .alpha = -2.0f}) == 0));
+        CHECK((tile<16, 16, 16, bf, row, col>(rng, {.with_c = true,
+                                                    .c_layout = wmma::mem_col_major,
+                                                    .d_layout = wmma::mem_col_major,
+                                                    .alpha = -2.0f}) == 0));
         CHECK((tile<32, 8, 16, bf, row, col>(rng, {.integers = true, .with_c = true}) == 0));
         CHECK((tile<8, 32, 16, bf, col, row>(rng, {.with_c = true, .d_layout = wmma::mem_col_major}) == 0));
         CHECK((gemm_test<bf, col>(rng, false) == 0));

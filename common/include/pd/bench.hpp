@@ -77,7 +77,6 @@ public:
     Bench(const Bench&) = delete;
     Bench& operator=(const Bench&) = delete;
 
-
     CLI::App app;           ///< the command line: a chapter adds its own options before parse()
     CommonOptions options;  ///< the shared options (sim defaults: 3 timed runs after 1 warm-up)
     Roofs roofs;            ///< the roofs of this run (measure_roofs(); chapter 00 sets its own)

@@ -8,8 +8,8 @@
 #include <cstring>
 #include <limits>
 #include <source_location>
-#include <stdexcept>
 #include <span>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -43,7 +43,9 @@ public:
         : DeviceBuffer(host.size(), where) {
         upload(host);
     }
-    ~DeviceBuffer() { reset(); }
+    ~DeviceBuffer() {
+        reset();
+    }
 
     DeviceBuffer(const DeviceBuffer&) = delete;
     DeviceBuffer& operator=(const DeviceBuffer&) = delete;
@@ -61,13 +63,21 @@ public:
     }
 
     /// Device pointer to the first element (nullptr when empty).
-    T* data() noexcept { return ptr_; }
+    T* data() noexcept {
+        return ptr_;
+    }
     /// Device pointer to the first element (nullptr when empty).
-    const T* data() const noexcept { return ptr_; }
+    const T* data() const noexcept {
+        return ptr_;
+    }
     /// Number of elements.
-    std::size_t size() const noexcept { return count_; }
+    std::size_t size() const noexcept {
+        return count_;
+    }
     /// Size in bytes: size() * sizeof(T).
-    std::size_t bytes() const noexcept { return count_ * sizeof(T); }
+    std::size_t bytes() const noexcept {
+        return count_ * sizeof(T);
+    }
 
     /// Copies @p host (exactly size() elements) to the device; synchronous.
     void upload(std::span<const T> host) {

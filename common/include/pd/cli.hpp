@@ -15,21 +15,21 @@ namespace pd {
 
 /// Exit codes of every chapter program.
 enum ExitCode : int {
-    kExitOk = 0,          ///< every version ran and passed
-    kExitMismatch = 1,    ///< a result did not match its reference
-    kExitBadInput = 2,    ///< bad arguments or an unsupported problem
+    kExitOk = 0,        ///< every version ran and passed
+    kExitMismatch = 1,  ///< a result did not match its reference
+    kExitBadInput = 2,  ///< bad arguments or an unsupported problem
 };
 
 /// Values of the shared options. A chapter sets backend-appropriate defaults before calling
 /// add_common_options (the defaults are shown by `--help`).
 struct CommonOptions {
-    std::string kernel = "all";   ///< `--kernel NAME|all`
-    std::uint64_t seed = 42;      ///< `--seed`
-    int iters = 20;               ///< `--iters`: timed runs (the median is reported)
-    int warmup = 3;               ///< `--warmup`: untimed runs first
-    bool check_only = false;      ///< `--check-only`: validate, do not time
-    std::string json;             ///< `--json FILE`, "-" for stdout
-    std::string dump;             ///< `--dump DIR`: inputs and outputs as .npy
+    std::string kernel = "all";  ///< `--kernel NAME|all`
+    std::uint64_t seed = 42;     ///< `--seed`
+    int iters = 20;              ///< `--iters`: timed runs (the median is reported)
+    int warmup = 3;              ///< `--warmup`: untimed runs first
+    bool check_only = false;     ///< `--check-only`: validate, do not time
+    std::string json;            ///< `--json FILE`, "-" for stdout
+    std::string dump;            ///< `--dump DIR`: inputs and outputs as .npy
 
     /// True when `--kernel` selects @p name (or is "all").
     bool selects(const std::string& name) const { return kernel == "all" || kernel == name; }
@@ -37,8 +37,7 @@ struct CommonOptions {
 
 /// Registers `--kernel` (checked against @p kernel_names plus "all"), `--seed`, `--iters`,
 /// `--warmup`, `--check-only`, `--json` and `--dump` on @p app.
-void add_common_options(CLI::App& app, CommonOptions& options,
-                        const std::vector<std::string>& kernel_names);
+void add_common_options(CLI::App& app, CommonOptions& options, const std::vector<std::string>& kernel_names);
 
 /// Parses the command line. Returns std::nullopt when the program should continue, or the
 /// exit code to return now: 0 after `--help`, kExitBadInput after an error, whose one-line

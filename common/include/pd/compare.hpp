@@ -44,31 +44,29 @@ struct Mismatch {
 struct CompareResult {
     /// The verdict: true when the output passed.
     bool passed = false;
-    std::size_t count = 0;             ///< elements compared
-    std::size_t bad = 0;               ///< elements out of tolerance (non-finite included)
-    std::size_t non_finite = 0;        ///< NaN or inf in the output
-    bool all_zero_output = false;      ///< output all zero while the reference is not
-    double max_abs_err = 0;            ///< max |out - ref| over finite outputs
-    double max_rel_err = 0;            ///< max |out - ref| / |ref| over elements with |ref| > atol
-    double rel_l2_err = 0;             ///< ||out - ref||_2 / ||ref||_2 (0 when ref is all zero)
-    std::vector<Mismatch> first;       ///< the first few mismatches, in index order
-    std::string rule;                  ///< the rule applied, for messages
+    std::size_t count = 0;         ///< elements compared
+    std::size_t bad = 0;           ///< elements out of tolerance (non-finite included)
+    std::size_t non_finite = 0;    ///< NaN or inf in the output
+    bool all_zero_output = false;  ///< output all zero while the reference is not
+    double max_abs_err = 0;        ///< max |out - ref| over finite outputs
+    double max_rel_err = 0;        ///< max |out - ref| / |ref| over elements with |ref| > atol
+    double rel_l2_err = 0;         ///< ||out - ref||_2 / ||ref||_2 (0 when ref is all zero)
+    std::vector<Mismatch> first;   ///< the first few mismatches, in index order
+    std::string rule;              ///< the rule applied, for messages
 };
 
 /// Compares @p out with @p ref element by element under @p tol. Keeps up to @p max_report
 /// mismatches. @pre out.size() == ref.size()
 template <typename T, typename R>
-CompareResult compare(std::span<const T> out, std::span<const R> ref, Tolerance tol,
-                      std::size_t max_report = 8);
+CompareResult compare(std::span<const T> out, std::span<const R> ref, Tolerance tol, std::size_t max_report = 8);
 
 /// Low-precision rule (FlashAttention style): passes when
 /// max|out - ref| <= factor * max|ref_lp - ref| (plus 1e-6 * max|ref| so that an exact
 /// low-precision reference does not demand bit-exactness), where @p ref_lp is the reference
 /// computed with the same rounding of inputs as the kernel. NaN and all-zero guards apply.
 template <typename T, typename R>
-CompareResult compare_to_lowp_reference(std::span<const T> out, std::span<const R> ref,
-                                        std::span<const R> ref_lp, double factor = 2.0,
-                                        std::size_t max_report = 8);
+CompareResult compare_to_lowp_reference(std::span<const T> out, std::span<const R> ref, std::span<const R> ref_lp,
+                                        double factor = 2.0, std::size_t max_report = 8);
 
 /// Norm-wise rule for fp16/bf16 outputs: passes when ||out - ref|| / ||ref|| <= @p bound.
 template <typename T, typename R>
@@ -78,21 +76,20 @@ CompareResult compare_rel_l2(std::span<const T> out, std::span<const R> ref, dou
 /// A readable report: the rule, the counts, the errors and the first mismatches. When
 /// @p shape is given, indices are printed as multi-dimensional coordinates. @p context should
 /// name the kernel, the seed and the shape, e.g. "v1 seed=42 B=2 H=3 S=17 d=64".
-std::string describe(const CompareResult& r, std::string_view context,
-                     std::span<const std::size_t> shape = {});
+std::string describe(const CompareResult& r, std::string_view context, std::span<const std::size_t> shape = {});
 
 /// What a kernel's output is checked against: the reference of every element, or of some rows
 /// (a large problem's double-precision reference would take minutes). Rows are runs of
 /// @p row_length consecutive elements of the output.
 struct Expected {
-    std::vector<double> values;       ///< the reference: [rows.size(), row_length], or every element
-    std::vector<std::size_t> rows;    ///< the output rows that are checked; empty: every element
-    std::size_t row_length = 0;       ///< elements per row (needed with rows)
+    std::vector<double> values;               ///< the reference: [rows.size(), row_length], or every element
+    std::vector<std::size_t> rows;            ///< the output rows that are checked; empty: every element
+    std::size_t row_length = 0;               ///< elements per row (needed with rows)
     Tolerance tolerance = Tolerance::fp32();  ///< element-wise rule (when values_lowp is empty)
     /// When not empty: the low-precision rule of compare_to_lowp_reference(), with `values` as
     /// the reference of the unrounded inputs and this as the reference of the rounded ones.
     std::vector<double> values_lowp;
-    std::vector<std::size_t> dims;    ///< the output's shape, for the coordinates in messages
+    std::vector<std::size_t> dims;  ///< the output's shape, for the coordinates in messages
 
     /// True when only some rows are checked.
     bool sampled() const { return !rows.empty(); }
@@ -131,8 +128,8 @@ inline CompareResult size_mismatch(std::size_t out, std::size_t ref) {
 
 /// Shared scan (sizes already equal): fills counts, errors and guards; `bad_fn(i, err, ref)` says if element i fails.
 template <typename T, typename R, typename BadFn>
-CompareResult scan(std::span<const T> out, std::span<const R> ref, double atol_for_rel,
-                   std::size_t max_report, BadFn&& bad_fn) {
+CompareResult scan(std::span<const T> out, std::span<const R> ref, double atol_for_rel, std::size_t max_report,
+                   BadFn&& bad_fn) {
     CompareResult r;
     r.count = out.size();
     bool out_all_zero = true, ref_all_zero = true;
@@ -151,8 +148,7 @@ CompareResult scan(std::span<const T> out, std::span<const R> ref, double atol_f
             const double e = std::fabs(o - f);
             err2 += e * e;
             if (e > r.max_abs_err) r.max_abs_err = e;
-            if (std::fabs(f) > atol_for_rel && e / std::fabs(f) > r.max_rel_err)
-                r.max_rel_err = e / std::fabs(f);
+            if (std::fabs(f) > atol_for_rel && e / std::fabs(f) > r.max_rel_err) r.max_rel_err = e / std::fabs(f);
             is_bad = bad_fn(i, e, f);
         }
         if (is_bad) {
@@ -169,8 +165,7 @@ CompareResult scan(std::span<const T> out, std::span<const R> ref, double atol_f
 }  // namespace detail
 
 template <typename T, typename R>
-CompareResult compare(std::span<const T> out, std::span<const R> ref, Tolerance tol,
-                      std::size_t max_report) {
+CompareResult compare(std::span<const T> out, std::span<const R> ref, Tolerance tol, std::size_t max_report) {
     if (out.size() != ref.size()) return detail::size_mismatch(out.size(), ref.size());
     CompareResult r = detail::scan(out, ref, tol.atol, max_report, [&](std::size_t, double e, double f) {
         return !(e <= tol.atol + tol.rtol * std::fabs(f));
@@ -180,9 +175,8 @@ CompareResult compare(std::span<const T> out, std::span<const R> ref, Tolerance 
 }
 
 template <typename T, typename R>
-CompareResult compare_to_lowp_reference(std::span<const T> out, std::span<const R> ref,
-                                        std::span<const R> ref_lp, double factor,
-                                        std::size_t max_report) {
+CompareResult compare_to_lowp_reference(std::span<const T> out, std::span<const R> ref, std::span<const R> ref_lp,
+                                        double factor, std::size_t max_report) {
     if (out.size() != ref.size()) return detail::size_mismatch(out.size(), ref.size());
     if (ref_lp.size() != ref.size()) return detail::size_mismatch(ref_lp.size(), ref.size());
     double lp_err = 0, ref_max = 0;
@@ -192,23 +186,21 @@ CompareResult compare_to_lowp_reference(std::span<const T> out, std::span<const 
         ref_max = std::max(ref_max, std::fabs(f));
     }
     const double bound = factor * lp_err + 1e-6 * ref_max;
-    CompareResult r = detail::scan(out, ref, 0.0, max_report,
-                                   [&](std::size_t, double e, double) { return !(e <= bound); });
-    r.rule = "max|out - ref| <= " + std::to_string(factor) + " * max|ref_lp - ref| + 1e-6 * max|ref| = " +
-             std::to_string(bound);
+    CompareResult r =
+        detail::scan(out, ref, 0.0, max_report, [&](std::size_t, double e, double) { return !(e <= bound); });
+    r.rule = "max|out - ref| <= " + std::to_string(factor) +
+             " * max|ref_lp - ref| + 1e-6 * max|ref| = " + std::to_string(bound);
     return r;
 }
 
 template <typename T, typename R>
-CompareResult compare_rel_l2(std::span<const T> out, std::span<const R> ref, double bound,
-                             std::size_t max_report) {
+CompareResult compare_rel_l2(std::span<const T> out, std::span<const R> ref, double bound, std::size_t max_report) {
     if (out.size() != ref.size()) return detail::size_mismatch(out.size(), ref.size());
     // Element-wise: report the elements that contribute most, i.e. those beyond bound*|ref|max.
     double ref_max = 0;
     for (const R& v : ref) ref_max = std::max(ref_max, std::fabs(detail::as_double(v)));
-    CompareResult r = detail::scan(out, ref, 0.0, max_report, [&](std::size_t, double e, double) {
-        return !(e <= bound * ref_max);
-    });
+    CompareResult r =
+        detail::scan(out, ref, 0.0, max_report, [&](std::size_t, double e, double) { return !(e <= bound * ref_max); });
     // The pass criterion is norm-wise; element flags above only point at where to look.
     const bool norm_ok = r.non_finite == 0 && r.rel_l2_err <= bound;
     r.passed = norm_ok && !r.all_zero_output;

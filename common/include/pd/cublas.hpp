@@ -47,7 +47,9 @@ void cublas_gemv(Args&&...) {
 namespace pd {
 
 /// Name of a cuBLAS status code, e.g. "CUBLAS_STATUS_NOT_SUPPORTED".
-inline std::string cublas_status_name(cublasStatus_t s) { return cublasGetStatusName(s); }
+inline std::string cublas_status_name(cublasStatus_t s) {
+    return cublasGetStatusName(s);
+}
 
 /// Throws std::runtime_error naming the call and location when @p s is not success.
 inline void check_cublas(cublasStatus_t s, const char* call, const char* file, int line) {
@@ -75,7 +77,6 @@ private:
     cublasHandle_t h_ = nullptr;
 };
 
-
 /// Y [M, N] = X [M, K] W [N, K]^T for row-major fp32 matrices, with cublasSgemm (no TF32:
 /// the handle's default math mode): the baseline of chapters 02 and 03. cuBLAS is
 /// column-major, so it computes Y^T [N, M] = W X^T with W transposed (ld K) and X as is (ld K).
@@ -93,8 +94,8 @@ inline void cublas_linear(cublasHandle_t h, const float* x, const float* w, floa
 inline void cublas_linear(cublasHandle_t h, const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, int m, int n,
                           int k) {
     const float alpha = 1.f, beta = 0.f;
-    check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w, CUDA_R_16BF, k, x, CUDA_R_16BF, k,
-                              &beta, y, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+    check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, w, CUDA_R_16BF, k, x, CUDA_R_16BF, k, &beta,
+                              y, CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
                  "cublasGemmEx", __FILE__, __LINE__);
 }
 
@@ -103,8 +104,7 @@ inline void cublas_linear(cublasHandle_t h, const __nv_bfloat16* x, const __nv_b
 /// @param y [N]  @param n N  @param k K
 inline void cublas_gemv(cublasHandle_t h, const float* w, const float* x, float* y, int n, int k) {
     const float alpha = 1.f, beta = 0.f;
-    check_cublas(cublasSgemv(h, CUBLAS_OP_T, k, n, &alpha, w, k, x, 1, &beta, y, 1), "cublasSgemv", __FILE__,
-                 __LINE__);
+    check_cublas(cublasSgemv(h, CUBLAS_OP_T, k, n, &alpha, w, k, x, 1, &beta, y, 1), "cublasSgemv", __FILE__, __LINE__);
 }
 
 /// y [N] = W [N, K] x [K] with bf16 W and x, fp32 compute and an fp32 y, with

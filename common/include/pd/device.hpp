@@ -17,30 +17,30 @@ struct DeviceInfo {
     /// Name reported by the runtime, e.g. "NVIDIA H200".
     std::string name;
     /// Compute capability, major and minor.
-    int cc_major = 0, cc_minor = 0;           ///< compute capability
-    int sm_count = 0;                         ///< streaming multiprocessors
+    int cc_major = 0, cc_minor = 0;  ///< compute capability
+    int sm_count = 0;                ///< streaming multiprocessors
     /// Device memory in bytes.
     std::size_t global_mem_bytes = 0;
     /// L2 cache size in bytes.
     int l2_bytes = 0;
-    std::size_t smem_per_block = 0;           ///< default limit per block
-    std::size_t smem_per_block_optin = 0;     ///< limit with cudaFuncAttributeMaxDynamicSharedMemorySize
+    std::size_t smem_per_block = 0;        ///< default limit per block
+    std::size_t smem_per_block_optin = 0;  ///< limit with cudaFuncAttributeMaxDynamicSharedMemorySize
     /// Shared memory per multiprocessor, in bytes.
     std::size_t smem_per_sm = 0;
     /// Largest block the device accepts.
     int max_threads_per_block = 0;
     /// Threads per warp (32).
     int warp_size = 0;
-    int clock_khz = 0;                        ///< peak SM clock (0 when not reported, e.g. on the simulator)
-    int max_threads_per_sm = 0;               ///< resident threads per SM
-    int memory_clock_khz = 0;                 ///< peak memory clock
+    int clock_khz = 0;           ///< peak SM clock (0 when not reported, e.g. on the simulator)
+    int max_threads_per_sm = 0;  ///< resident threads per SM
+    int memory_clock_khz = 0;    ///< peak memory clock
     /// Memory bus width in bits.
     int memory_bus_bits = 0;
-    double theoretical_bandwidth_gbps = 0;    ///< 2 (double data rate) * clock * bus width / 8
+    double theoretical_bandwidth_gbps = 0;  ///< 2 (double data rate) * clock * bus width / 8
     ///@{
     /// CUDA runtime and driver versions, as 1000 * major + 10 * minor.
     int runtime_version = 0, driver_version = 0;
-///@}
+    ///@}
 };
 
 /// How many devices the runtime sees, and why none when there are none.

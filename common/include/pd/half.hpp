@@ -13,24 +13,36 @@
 namespace pd {
 
 /// Converts a 16-bit float (or a float) to float on the host.
-inline float to_float(float x) { return x; }
+inline float to_float(float x) {
+    return x;
+}
 /// __half to float (exact).
-inline float to_float(__half x) { return __half2float(x); }
+inline float to_float(__half x) {
+    return __half2float(x);
+}
 /// __nv_bfloat16 to float (exact).
-inline float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+inline float to_float(__nv_bfloat16 x) {
+    return __bfloat162float(x);
+}
 
 /// Converts a float to type T with round-to-nearest-even.
 template <typename T>
 T from_float(float x);
 /// float to float: the value itself.
 template <>
-inline float from_float<float>(float x) { return x; }
+inline float from_float<float>(float x) {
+    return x;
+}
 /// float to __half, round to nearest even.
 template <>
-inline __half from_float<__half>(float x) { return __float2half_rn(x); }
+inline __half from_float<__half>(float x) {
+    return __float2half_rn(x);
+}
 /// float to __nv_bfloat16, round to nearest even.
 template <>
-inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+    return __float2bfloat16_rn(x);
+}
 
 /// The element type of a kernel's inputs, as `--dtype` names it.
 enum class DType {
@@ -39,24 +51,33 @@ enum class DType {
 };
 
 /// "fp32" or "bf16": the name in tables, JSON and `--dtype`.
-inline const char* to_string(DType d) { return d == DType::fp32 ? "fp32" : "bf16"; }
+inline const char* to_string(DType d) {
+    return d == DType::fp32 ? "fp32" : "bf16";
+}
 
 /// Bytes of one element of type @p d: 4 or 2.
-inline int size_of(DType d) { return d == DType::fp32 ? 4 : 2; }
+inline int size_of(DType d) {
+    return d == DType::fp32 ? 4 : 2;
+}
 
 /// Short dtype name for tables and JSON: "fp32", "fp16", "bf16".
 template <typename T>
 constexpr const char* dtype_name();
 /// "fp32".
 template <>
-constexpr const char* dtype_name<float>() { return "fp32"; }
+constexpr const char* dtype_name<float>() {
+    return "fp32";
+}
 /// "fp16".
 template <>
-constexpr const char* dtype_name<__half>() { return "fp16"; }
+constexpr const char* dtype_name<__half>() {
+    return "fp16";
+}
 /// "bf16".
 template <>
-constexpr const char* dtype_name<__nv_bfloat16>() { return "bf16"; }
-
+constexpr const char* dtype_name<__nv_bfloat16>() {
+    return "bf16";
+}
 
 /// Rounds every value of @p values to T (round to nearest even): the inputs of a 16-bit kernel
 /// made from the same random floats as its fp32 counterpart.

@@ -15,19 +15,19 @@ namespace pd {
 /// A Llama-style decoder: embedding, `layers` blocks of (RMSNorm, attention with grouped-query
 /// heads and RoPE, RMSNorm, SwiGLU FFN), a final RMSNorm and the LM head.
 struct ModelConfig {
-    std::string name;            ///< preset name, as `--model` and `--preset` take it
-    int vocab = 0;               ///< V, vocabulary size
-    int d_model = 0;             ///< D, the width of the residual stream
-    int layers = 0;              ///< L, transformer blocks
-    int heads = 0;               ///< Hq, query heads
-    int kv_heads = 0;            ///< Hkv, key/value heads (grouped-query attention when < Hq)
-    int head_dim = 0;            ///< d, the width of one head
-    int ffn_dim = 0;             ///< F, the SwiGLU inner size
-    int max_seq = 0;             ///< the longest sequence (prompt + generated), the cache's length
-    double rope_theta = 10000;   ///< RoPE base: pair i of a head turns at pos * theta^(-2i/d)
-    double norm_eps = 1e-5;      ///< RMSNorm epsilon
+    std::string name;              ///< preset name, as `--model` and `--preset` take it
+    int vocab = 0;                 ///< V, vocabulary size
+    int d_model = 0;               ///< D, the width of the residual stream
+    int layers = 0;                ///< L, transformer blocks
+    int heads = 0;                 ///< Hq, query heads
+    int kv_heads = 0;              ///< Hkv, key/value heads (grouped-query attention when < Hq)
+    int head_dim = 0;              ///< d, the width of one head
+    int ffn_dim = 0;               ///< F, the SwiGLU inner size
+    int max_seq = 0;               ///< the longest sequence (prompt + generated), the cache's length
+    double rope_theta = 10000;     ///< RoPE base: pair i of a head turns at pos * theta^(-2i/d)
+    double norm_eps = 1e-5;        ///< RMSNorm epsilon
     bool tied_embeddings = false;  ///< true when the LM head reuses the embedding matrix
-    std::string source;          ///< where the shape comes from
+    std::string source;            ///< where the shape comes from
 
     /// Query heads that share one KV head: Hq / Hkv.
     int group() const { return kv_heads > 0 ? heads / kv_heads : 0; }

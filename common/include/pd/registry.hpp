@@ -32,14 +32,16 @@ enum class Units {
 };
 
 /// "simt" or "tensor cores".
-inline const char* to_string(Units u) { return u == Units::simt ? "simt" : "tensor cores"; }
+inline const char* to_string(Units u) {
+    return u == Units::simt ? "simt" : "tensor cores";
+}
 
 /// One step of a chapter.
 struct Version {
-    std::string name;           ///< as `--kernel` takes it, e.g. "v3"
-    std::vector<DType> dtypes;  ///< input types it accepts
-    Units units;                ///< the units it computes on: its compute roof
-    std::string change;         ///< one line: what this step adds to its predecessor
+    std::string name;                   ///< as `--kernel` takes it, e.g. "v3"
+    std::vector<DType> dtypes;          ///< input types it accepts
+    Units units;                        ///< the units it computes on: its compute roof
+    std::string change;                 ///< one line: what this step adds to its predecessor
     Backends backends = Backends::all;  ///< where it runs
 
     /// True when the version accepts inputs of type @p d.

@@ -100,15 +100,15 @@ struct Roofs {
 /// One row of a chapter's results: a version (or a baseline) on one problem, validated and,
 /// when timed, placed on the roofline.
 struct Row {
-    KernelResult result;                    ///< name, time, rates, errors, verdict
-    DType dtype = DType::fp32;              ///< input type
-    Units units = Units::simt;              ///< the units it computes on: its compute roof
-    Cost cost;                              ///< of one run
-    double tokens = 0;                      ///< tokens one run processes (0: not counted), for tokens/s
-    std::optional<double> floor_ms;         ///< the roofline's shortest time
-    std::optional<roofline::Bound> bound;   ///< which roof limits it
-    std::optional<double> copy_fraction;    ///< GB/s over the measured copy bandwidth
-    std::string baseline;                   ///< the row vs_baseline compares with
+    KernelResult result;                              ///< name, time, rates, errors, verdict
+    DType dtype = DType::fp32;                        ///< input type
+    Units units = Units::simt;                        ///< the units it computes on: its compute roof
+    Cost cost;                                        ///< of one run
+    double tokens = 0;                                ///< tokens one run processes (0: not counted), for tokens/s
+    std::optional<double> floor_ms;                   ///< the roofline's shortest time
+    std::optional<roofline::Bound> bound;             ///< which roof limits it
+    std::optional<double> copy_fraction;              ///< GB/s over the measured copy bandwidth
+    std::string baseline;                             ///< the row vs_baseline compares with
     nlohmann::json point = nlohmann::json::object();  ///< problem sizes (the sweep point), merged into the JSON
 
     /// Tokens per second, when tokens are counted and the row was timed.
@@ -127,7 +127,7 @@ nlohmann::json to_json(const Row& row, const std::string& baseline_alias = "");
 /// "vs baseline", "vs cuBLAS", "max abs err", "status" (any other header throws
 /// std::invalid_argument).
 struct Column {
-    std::string header;                            ///< the header cell
+    std::string header;                           ///< the header cell
     std::function<std::string(const Row&)> cell;  ///< the text of one row's cell
     /// A standard column. @param standard_header one of the headers listed above
     Column(const char* standard_header);  // NOLINT: implicit, so tables list headers as strings

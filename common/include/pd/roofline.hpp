@@ -49,11 +49,11 @@ const char* to_string(Bound b);
 struct GpuSpec {
     /// Preset name, as accepted by `--gpu`.
     std::string name;
-    double bandwidth_gbps;   ///< peak memory bandwidth, 1e9 bytes/s
-    double tensor_tflops;    ///< dense (no sparsity) BF16 tensor-core rate, FP32 accumulate
-    double fp32_tflops;      ///< FP32 non-tensor rate
-    double memory_gb;        ///< device memory, 1e9 bytes
-    std::string source;      ///< where the figures come from
+    double bandwidth_gbps;  ///< peak memory bandwidth, 1e9 bytes/s
+    double tensor_tflops;   ///< dense (no sparsity) BF16 tensor-core rate, FP32 accumulate
+    double fp32_tflops;     ///< FP32 non-tensor rate
+    double memory_gb;       ///< device memory, 1e9 bytes
+    std::string source;     ///< where the figures come from
 };
 
 /// The GPU presets: H100-SXM, H200, A100-80GB, L4, T4, RTX-4090.
@@ -69,9 +69,9 @@ std::optional<GpuSpec> find_gpu_for_device(std::string_view device_name);
 
 /// The model shapes (pd::ModelConfig, in model_config.hpp): one list for the calculator and
 /// chapter 04's model.
-using pd::ModelConfig;
-using pd::model_presets;
 using pd::find_model;
+using pd::model_presets;
+using pd::ModelConfig;
 
 /// The hardware a prediction is made for: one GPU's rates times an ideal N-way split.
 struct Machine {
@@ -82,7 +82,7 @@ struct Machine {
     double bytes_per_s = 0;       ///< all GPUs together
     /// Number of GPUs.
     int gpus = 1;
-    double memory_bytes = 0;      ///< all GPUs together (0 when unknown)
+    double memory_bytes = 0;  ///< all GPUs together (0 when unknown)
 };
 /// @p gpus copies of @p spec with perfect tensor parallelism (no communication cost).
 Machine machine_from(const GpuSpec& spec, int gpus);
@@ -90,12 +90,12 @@ Machine machine_from(const GpuSpec& spec, int gpus);
 /// What is served: P parameters of b bytes, B sequences of S prompt tokens, each decode step
 /// attending to S_k cached tokens.
 struct Workload {
-    double params = 0;                      ///< P
-    double bytes_per_param = 0;             ///< b
-    long long batch = 0;                    ///< B
-    long long prompt_tokens = 0;            ///< S
-    std::optional<ModelConfig> model;       ///< adds attention FLOPs and KV-cache bytes
-    double kv_bytes_per_element = 0;        ///< bytes of one cached K or V element
+    double params = 0;                 ///< P
+    double bytes_per_param = 0;        ///< b
+    long long batch = 0;               ///< B
+    long long prompt_tokens = 0;       ///< S
+    std::optional<ModelConfig> model;  ///< adds attention FLOPs and KV-cache bytes
+    double kv_bytes_per_element = 0;   ///< bytes of one cached K or V element
     /// S_k: the cached tokens of each sequence that a decode step attends to and reads
     /// (unset: S). Needs a model.
     std::optional<long long> context;
@@ -106,14 +106,14 @@ inline constexpr long long kMaxContext = 1LL << 24;
 
 /// The calculator's command-line options (chapter 00): what is served and on which GPU.
 struct CalculatorOptions {
-    std::optional<double> params;     ///< `--params` P (default 7e9, or the model's)
-    double bytes_per_param = 2;       ///< `--bytes-per-param` b
-    std::optional<double> kv_bytes;   ///< `--kv-bytes` (default: b)
-    long long batch = 1;              ///< `--batch` B
-    long long prompt_tokens = 2048;   ///< `--prompt-tokens` S
-    std::string gpu = "H200";         ///< `--gpu`: a preset, or "measured" (this run's ceilings)
-    int gpus = 1;                     ///< `--gpus`: an ideal tensor-parallel split
-    std::string model = "none";       ///< `--model`: a preset adds attention and the KV cache
+    std::optional<double> params;      ///< `--params` P (default 7e9, or the model's)
+    double bytes_per_param = 2;        ///< `--bytes-per-param` b
+    std::optional<double> kv_bytes;    ///< `--kv-bytes` (default: b)
+    long long batch = 1;               ///< `--batch` B
+    long long prompt_tokens = 2048;    ///< `--prompt-tokens` S
+    std::string gpu = "H200";          ///< `--gpu`: a preset, or "measured" (this run's ceilings)
+    int gpus = 1;                      ///< `--gpus`: an ideal tensor-parallel split
+    std::string model = "none";        ///< `--model`: a preset adds attention and the KV cache
     std::optional<long long> context;  ///< `--context` S_k (default: S); needs a `--model`
 };
 
@@ -144,29 +144,29 @@ struct PhaseCost {
 
 /// The calculator's answer for a workload on a machine.
 struct Analysis {
-    PhaseCost prefill;          ///< the whole prompt of every sequence: sets TTFT
-    PhaseCost decode;           ///< one new token for every sequence: sets ITL
-    double ridge = 0;           ///< FLOP/byte: the tensor-core peak over the bandwidth
-    double ridge_fp32 = 0;      ///< FLOP/byte of the SIMT units' FP32 peak (0 when unknown)
-    long long context = 0;            ///< S_k, cached tokens per sequence in a decode step (0 without a model)
-    double kv_bytes_per_token = 0;    ///< 2 * layers * kv_heads * head_dim * b_kv (0 without a model)
-    double kv_bytes_per_sequence = 0; ///< one sequence's cache at the context: per token * S_k
-    double kv_bytes_total = 0;        ///< cache of B sequences of S_k tokens: what a decode step reads
-    double weight_bytes = 0;          ///< P * b
-    double critical_batch = 0;        ///< B at which weights-only decode reaches the ridge
+    PhaseCost prefill;                 ///< the whole prompt of every sequence: sets TTFT
+    PhaseCost decode;                  ///< one new token for every sequence: sets ITL
+    double ridge = 0;                  ///< FLOP/byte: the tensor-core peak over the bandwidth
+    double ridge_fp32 = 0;             ///< FLOP/byte of the SIMT units' FP32 peak (0 when unknown)
+    long long context = 0;             ///< S_k, cached tokens per sequence in a decode step (0 without a model)
+    double kv_bytes_per_token = 0;     ///< 2 * layers * kv_heads * head_dim * b_kv (0 without a model)
+    double kv_bytes_per_sequence = 0;  ///< one sequence's cache at the context: per token * S_k
+    double kv_bytes_total = 0;         ///< cache of B sequences of S_k tokens: what a decode step reads
+    double weight_bytes = 0;           ///< P * b
+    double critical_batch = 0;         ///< B at which weights-only decode reaches the ridge
     /// Sequences of S_k tokens whose caches fit in the machine's memory beside the weights:
     /// floor((memory - weights) / bytes per sequence), 0 when the weights alone do not fit.
     /// Empty without a model, or when the machine's memory is unknown.
     std::optional<long long> max_sequences;
-    std::vector<std::string> terms;   ///< what the counts include
+    std::vector<std::string> terms;  ///< what the counts include
 };
 
 /// Counts prefill and one decode step, and places them on @p machine's roofline.
 ///
 /// Dense layers: 2 FLOPs per parameter per token and every weight read once per pass, so
 /// prefill intensity is 2*B*S/b and decode intensity 2*B/b. With a model, prefill adds
-/// causal attention (2*layers*B*H*d*S*(S+1) FLOPs: S(S+1)/2 query-key pairs of 4d FLOPs per head) and the KV-cache write of B*S tokens, and
-/// decode adds attention over S_k cached tokens (4*layers*B*H*d*S_k FLOPs) and reading the
+/// causal attention (2*layers*B*H*d*S*(S+1) FLOPs: S(S+1)/2 query-key pairs of 4d FLOPs per head) and the KV-cache
+/// write of B*S tokens, and decode adds attention over S_k cached tokens (4*layers*B*H*d*S_k FLOPs) and reading the
 /// cache of B*S_k tokens; the analysis also counts how many sequences of S_k tokens fit in
 /// the machine's memory.
 /// Throws std::invalid_argument naming the parameter when a value is out of range.
@@ -177,14 +177,12 @@ Analysis analyze(const Workload& w, const Machine& machine);
 /// decode step's batch buys, and with a model the KV cache (per token, per sequence, for the
 /// batch, its share of a decode step's bytes), whether it all fits in memory and how many
 /// sequences would.
-std::string describe(const Workload& w, const Machine& machine, const std::string& machine_source,
-                     const Analysis& a);
+std::string describe(const Workload& w, const Machine& machine, const std::string& machine_source, const Analysis& a);
 
 /// The calculator's answer as JSON (chapter 00's "analysis" section): the workload, the machine,
 /// the ridge point, the weight bytes, the KV cache (`kv_cache`: `context`, `bytes_per_token`,
 /// `bytes_per_sequence`, `bytes_total`, `decode_share`, `max_sequences`; null values without a
 /// model), and per phase its counts, bound and floor.
-nlohmann::json to_json(const Workload& w, const Machine& machine, const std::string& machine_source,
-                       const Analysis& a);
+nlohmann::json to_json(const Workload& w, const Machine& machine, const std::string& machine_source, const Analysis& a);
 
 }  // namespace pd::roofline

@@ -16,10 +16,10 @@
 ///
 /// | operand | registers | lane l holds |
 /// | :------ | :-------- | :----------- |
-/// | A, 16 x 16 (row) | a[0..3] | a[0]: (g, 2t), (g, 2t+1); a[1]: (g+8, 2t), (g+8, 2t+1); a[2]: (g, 2t+8), (g, 2t+9); a[3]: (g+8, 2t+8), (g+8, 2t+9) |
-/// | B, 16 x 8 (col) | b[0..1] | b[0]: (2t, g), (2t+1, g); b[1]: (2t+8, g), (2t+9, g) |
-/// | C, D, 16 x 8 | c[0..3] (float) | (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1) |
-/// | ldmatrix, each 8 x 8 matrix q | r[q] | (g, 2t), (g, 2t+1); with `.trans` (2t, g), (2t+1, g) |
+/// | A, 16 x 16 (row) | a[0..3] | a[0]: (g, 2t), (g, 2t+1); a[1]: (g+8, 2t), (g+8, 2t+1); a[2]: (g, 2t+8), (g, 2t+9);
+/// a[3]: (g+8, 2t+8), (g+8, 2t+9) | | B, 16 x 8 (col) | b[0..1] | b[0]: (2t, g), (2t+1, g); b[1]: (2t+8, g), (2t+9, g)
+/// | | C, D, 16 x 8 | c[0..3] (float) | (g, 2t), (g, 2t+1), (g+8, 2t), (g+8, 2t+1) | | ldmatrix, each 8 x 8 matrix q |
+/// r[q] | (g, 2t), (g, 2t+1); with `.trans` (2t, g), (2t+1, g) |
 ///
 /// So an `ldmatrix_x4` of the four 8 x 8 quarters of a row-major 16 x 16 tile (lanes 0-15 giving
 /// rows 0-15 at columns 0-7, lanes 16-31 the same rows at columns 8-15) is exactly an A fragment,
@@ -118,8 +118,7 @@ __device__ __forceinline__ void mma_m16n8k16_bf16(float (&d)[4], const std::uint
         "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%10, %11, %12, %13};\n"
         : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
-          "f"(c[3]));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
 #elif defined(__CUDA_ARCH__)
     __trap();  // bf16 tensor cores need compute capability 8.0
 #endif
@@ -136,8 +135,7 @@ __device__ __forceinline__ void mma_m16n8k16_f16(float (&d)[4], const std::uint3
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
         "{%10, %11, %12, %13};\n"
         : "=f"(d[0]), "=f"(d[1]), "=f"(d[2]), "=f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]),
-          "f"(c[3]));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]), "f"(c[0]), "f"(c[1]), "f"(c[2]), "f"(c[3]));
 #elif defined(__CUDA_ARCH__)
     __trap();  // m16n8k16 needs compute capability 8.0
 #endif
@@ -253,11 +251,12 @@ __device__ __forceinline__ void cp_async(void* dst, const void* src, int bytes, 
                          : "memory");
             break;
         case 16:
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(detail::shared_address(dst)),
-                         "l"(src), "r"(src_bytes)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(detail::shared_address(dst)), "l"(src),
+                         "r"(src_bytes)
                          : "memory");
             break;
-        default: __trap();
+        default:
+            __trap();
     }
 #elif defined(__CUDA_ARCH__)
     __trap();  // cp.async needs compute capability 8.0

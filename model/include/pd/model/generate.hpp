@@ -66,9 +66,9 @@ nlohmann::json check_generations(const Model& m, const std::vector<int>& prompt,
 /// prefill of each sequence's first C - 1 tokens, then one decode step of its last) and
 /// recomputed (a prefill of all C tokens).
 struct StepAtContext {
-    double max_logit_diff = 0;  ///< the largest |cached - recomputed| of a logit
-    double max_logit = 0;       ///< the largest |recomputed| logit
-    bool agree = false;         ///< max_logit_diff <= tolerance * max(1, max_logit)
+    double max_logit_diff = 0;            ///< the largest |cached - recomputed| of a logit
+    double max_logit = 0;                 ///< the largest |recomputed| logit
+    bool agree = false;                   ///< max_logit_diff <= tolerance * max(1, max_logit)
     std::optional<double> cached_ms;      ///< the cached step's time, when timed
     std::optional<double> recomputed_ms;  ///< the recomputed step's time, when timed
 };

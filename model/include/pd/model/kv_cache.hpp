@@ -19,17 +19,17 @@ namespace pd::model {
 /// The device-side description of one forward pass's batch: S sequences, packed one after
 /// another into T rows. Arrays are on the device; the flags were decided on the host.
 struct BatchView {
-    int sequences = 0;               ///< S
-    int tokens = 0;                  ///< T, the sum of q_len
-    int max_q_len = 0;               ///< the longest q_len
-    int max_kv_len = 0;              ///< the longest context after the pass (context + q_len)
-    const int* q_len = nullptr;      ///< [S] new tokens of each sequence
-    const int* context = nullptr;    ///< [S] positions already cached: its first new token's position
-    const int* slot = nullptr;       ///< [S] its slot (slots) or its row of the block table (pages)
-    const int* q_start = nullptr;    ///< [S] its first row
-    const int* kv_len = nullptr;     ///< [S] context + q_len
-    const int* positions = nullptr;  ///< [T] the position of each row
-    const int* row_seq = nullptr;    ///< [T] the slot (slots) or the table row (pages) of each row
+    int sequences = 0;                 ///< S
+    int tokens = 0;                    ///< T, the sum of q_len
+    int max_q_len = 0;                 ///< the longest q_len
+    int max_kv_len = 0;                ///< the longest context after the pass (context + q_len)
+    const int* q_len = nullptr;        ///< [S] new tokens of each sequence
+    const int* context = nullptr;      ///< [S] positions already cached: its first new token's position
+    const int* slot = nullptr;         ///< [S] its slot (slots) or its row of the block table (pages)
+    const int* q_start = nullptr;      ///< [S] its first row
+    const int* kv_len = nullptr;       ///< [S] context + q_len
+    const int* positions = nullptr;    ///< [T] the position of each row
+    const int* row_seq = nullptr;      ///< [T] the slot (slots) or the table row (pages) of each row
     const int* block_table = nullptr;  ///< [S, max_blocks] (pages)
     /// Sequence s is in slot s of a contiguous cache and every sequence brings `uniform` tokens:
     /// the layout of chapter 04's kernels (lab 04's append, decode attention v1 ... v4).
@@ -67,17 +67,17 @@ public:
 
 /// Sizes of a cache: slots of max_seq positions, or (block_size > 0) num_blocks blocks.
 struct KvCacheShape {
-    int layers = 1;        ///< L
-    int kv_heads = 1;      ///< Hkv
-    int heads = 1;         ///< Hq (attention's query heads)
-    int head_dim = 1;      ///< d
-    int slots = 1;         ///< sequences a pass takes at most (slots, or rows of the block table)
-    int max_seq = 1;       ///< positions a sequence holds at most
-    int block_size = 0;    ///< 0: slots; > 0: positions per block
-    int num_blocks = 0;    ///< pages: blocks of the cache
-    std::string attention = "v4";  ///< slots: decode attention version (v1 ... v4)
+    int layers = 1;                      ///< L
+    int kv_heads = 1;                    ///< Hkv
+    int heads = 1;                       ///< Hq (attention's query heads)
+    int head_dim = 1;                    ///< d
+    int slots = 1;                       ///< sequences a pass takes at most (slots, or rows of the block table)
+    int max_seq = 1;                     ///< positions a sequence holds at most
+    int block_size = 0;                  ///< 0: slots; > 0: positions per block
+    int num_blocks = 0;                  ///< pages: blocks of the cache
+    std::string attention = "v4";        ///< slots: decode attention version (v1 ... v4)
     std::string paged_attention = "v2";  ///< pages: paged decode attention version (v1, v2)
-    int sm_count = 1;      ///< the device's SMs (v4's and paged v2's splits)
+    int sm_count = 1;                    ///< the device's SMs (v4's and paged v2's splits)
 };
 
 /// A cache of @p shape holding elements of @p dtype (fp32 or bf16): the slots of chapter 04,

@@ -44,17 +44,17 @@ namespace pd::model {
 /// How the model runs. Its errors name these fields (ModelOptions.batch = 0 ...); a program
 /// maps them to its flags.
 struct ModelOptions {
-    DType weights = DType::fp32;    ///< type of the weight matrices (fp32 or bf16)
-    DType kv = DType::fp32;         ///< type of the cache
-    int batch = 1;                  ///< sequences a pass takes at most (cache slots), 1 ... 64 (chapter 03's batch limit)
-    int max_seq = 0;                ///< positions of each sequence's cache (0: the config's max_seq)
-    std::string attention = "v4";   ///< the decode attention version on slots (v1 ... v4)
+    DType weights = DType::fp32;  ///< type of the weight matrices (fp32 or bf16)
+    DType kv = DType::fp32;       ///< type of the cache
+    int batch = 1;                ///< sequences a pass takes at most (cache slots), 1 ... 64 (chapter 03's batch limit)
+    int max_seq = 0;              ///< positions of each sequence's cache (0: the config's max_seq)
+    std::string attention = "v4";        ///< the decode attention version on slots (v1 ... v4)
     std::string paged_attention = "v2";  ///< the decode attention version on pages (v1, v2)
-    int sm_count = 1;               ///< the device's SMs, for the split-KV versions
+    int sm_count = 1;                    ///< the device's SMs, for the split-KV versions
     /// 0: a slot of max_seq positions per sequence. > 0 (chapter 06): a paged cache of
     /// num_blocks blocks of block_size positions, read through the block tables each pass brings.
     int block_size = 0;
-    int num_blocks = 0;             ///< paged: blocks of the cache (0: batch x ceil(max_seq / block_size))
+    int num_blocks = 0;  ///< paged: blocks of the cache (0: batch x ceil(max_seq / block_size))
     /// The most tokens one pass takes (0: batch x max_seq, a prefill of every slot). Every
     /// activation is allocated for it when the model is built, so that no pass allocates.
     int max_step_tokens = 0;
@@ -206,9 +206,10 @@ public:
 
 private:
     void check(std::span<const int> tokens, std::span<const StepSequence> sequences) const;
-    template <typename W> void forward_pass(const Plan& plan);
-    template <typename W> void project(const Plan& plan, const W* x, const DeviceMatrix& w, std::size_t offset,
-                                       float* y, int N, int K);
+    template <typename W>
+    void forward_pass(const Plan& plan);
+    template <typename W>
+    void project(const Plan& plan, const W* x, const DeviceMatrix& w, std::size_t offset, float* y, int N, int K);
     void final_logits(const float* x_last, int rows);
     void upload_batch(std::span<const int> tokens, std::span<const StepSequence> sequences);
     void upload_decode_batch();
@@ -223,10 +224,10 @@ private:
     std::unique_ptr<KvCache> cache_;
     // the batch of the pass: metadata on the host and on the device
     BatchView batch_;
-    std::vector<int> meta_host_;                   // q_len [B], context [B], slot [B] of the pass
-    std::vector<int> table_host_;                  // paged: the pass's block tables [B, max_blocks]
+    std::vector<int> meta_host_;   // q_len [B], context [B], slot [B] of the pass
+    std::vector<int> table_host_;  // paged: the pass's block tables [B, max_blocks]
     DeviceBuffer<int> tokens_, meta_, q_start_, kv_len_, positions_, row_seq_, block_table_;
-    DeviceBuffer<char> scratch_;                   // the metadata scan's temporary storage
+    DeviceBuffer<char> scratch_;  // the metadata scan's temporary storage
     // activations, for max_step_tokens rows
     DeviceBuffer<float> x_, h_, q_, k_, v_, o_, y_, gate_, up_, act_, qh_, kh_, vh_, oh_, scores_, x_last_, logits_;
     DeviceBuffer<__nv_bfloat16> h16_, o16_, act16_;

@@ -33,7 +33,7 @@ struct Sequence;         // scheduler.hpp
 
 /// What admitting a waiting request would take (BlockManager::can_allocate()).
 struct Allocation {
-    bool slot = false;    ///< a cache slot is free
+    bool slot = false;  ///< a cache slot is free
     /// Positions its prefill covers: its prompt, plus after a preemption the tokens it had
     /// generated (what the policies plan with).
     int prefill = 0;
@@ -109,10 +109,10 @@ public:
     void check_invariants(const std::vector<Sequence>& running, const std::deque<Sequence>& waiting) const;
 
 private:
-    int block_size_;                 // 0 on slots
-    int slots_;                      // max_seqs
+    int block_size_;  // 0 on slots
+    int slots_;       // max_seqs
     long long capacity_;
-    std::vector<int> free_slots_;    // a stack: the back is handed out next
+    std::vector<int> free_slots_;  // a stack: the back is handed out next
     std::optional<PagedCache> paged_;
 };
 

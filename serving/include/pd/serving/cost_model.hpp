@@ -25,8 +25,8 @@
 
 #include "pd/model_config.hpp"
 #include "pd/roofline.hpp"
-#include "pd/step_cost.hpp"
 #include "pd/serving/types.hpp"
+#include "pd/step_cost.hpp"
 
 #include <string>
 

@@ -22,18 +22,18 @@ namespace pd::serving {
 
 /// What `--scenario`, `--trace` and the workload options say.
 struct WorkloadOptions {
-    std::string scenario = "poisson";  ///< poisson, long-prompt or shared-prefix (those the program offers)
-    std::string trace;                 ///< `--trace FILE` (instead of the scenario)
-    int requests = 200;                ///< requests of the poisson and shared-prefix workloads
-    double rate = 4;                   ///< requests per second
-    double burstiness = 1;             ///< gamma shape of the gaps (1 = Poisson)
-    double prompt_len = 1000;          ///< mean prompt tokens
-    double output_len = 200;           ///< mean output tokens
+    std::string scenario = "poisson";   ///< poisson, long-prompt or shared-prefix (those the program offers)
+    std::string trace;                  ///< `--trace FILE` (instead of the scenario)
+    int requests = 200;                 ///< requests of the poisson and shared-prefix workloads
+    double rate = 4;                    ///< requests per second
+    double burstiness = 1;              ///< gamma shape of the gaps (1 = Poisson)
+    double prompt_len = 1000;           ///< mean prompt tokens
+    double output_len = 200;            ///< mean output tokens
     std::string prompt_dist = "fixed";  ///< fixed, uniform (+-50%) or lognormal (sigma 1)
     std::string output_dist = "fixed";  ///< as prompt_dist
-    int system_tokens = 1000;          ///< shared-prefix: the shared system prompt
-    int question_tokens = 100;         ///< shared-prefix: each request's own part
-    int max_len = 1 << 20;             ///< lengths drawn above it are clamped to it (a model's max_seq)
+    int system_tokens = 1000;           ///< shared-prefix: the shared system prompt
+    int question_tokens = 100;          ///< shared-prefix: each request's own part
+    int max_len = 1 << 20;              ///< lengths drawn above it are clamped to it (a model's max_seq)
 };
 
 /// Everything chapters 05 and 06 take from the command line in common. A chapter sets its
@@ -65,13 +65,13 @@ void add_serving_options(CLI::App& app, ServingOptions& o, const Choices& polici
 /// What the model executor runs by default: on the simulator every thread of every kernel runs
 /// on the CPU, so a chapter sizes its workload for seconds on the tiny model.
 struct ModelExecutorDefaults {
-    int requests = 16;               ///< `--requests`
-    double rate = 40;                ///< `--rate`
-    double prompt_len = 16;          ///< `--prompt-len`
-    double output_len = 12;          ///< `--output-len`
-    std::string output_dist = "";    ///< `--output-dist` ("" keeps the chapter's)
-    int max_seqs = 16;               ///< `--max-seqs`
-    int token_budget = 64;           ///< `--token-budget`
+    int requests = 16;             ///< `--requests`
+    double rate = 40;              ///< `--rate`
+    double prompt_len = 16;        ///< `--prompt-len`
+    double output_len = 12;        ///< `--output-len`
+    std::string output_dist = "";  ///< `--output-dist` ("" keeps the chapter's)
+    int max_seqs = 16;             ///< `--max-seqs`
+    int token_budget = 64;         ///< `--token-budget`
 };
 
 /// Applies @p d, and the tiny preset, to the options the command line did not give (options

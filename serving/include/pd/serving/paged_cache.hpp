@@ -93,13 +93,13 @@ private:
 
     int block_size_;
     bool prefix_caching_;
-    std::vector<int> ref_;                       // tables holding each block
-    std::vector<int> free_;                      // blocks holding nothing (a stack)
-    std::list<int> lru_;                         // cached blocks no sequence holds, oldest first
+    std::vector<int> ref_;                          // tables holding each block
+    std::vector<int> free_;                         // blocks holding nothing (a stack)
+    std::list<int> lru_;                            // cached blocks no sequence holds, oldest first
     std::vector<std::list<int>::iterator> lru_at_;  // each block's place in lru_ (end() if absent)
-    std::vector<bool> is_cached_;                // the block holds a registered prefix
-    std::vector<std::uint64_t> hash_;            // its prefix hash, when cached
-    std::vector<std::vector<int>> tokens_;       // its tokens, when cached (to confirm a hit)
+    std::vector<bool> is_cached_;                   // the block holds a registered prefix
+    std::vector<std::uint64_t> hash_;               // its prefix hash, when cached
+    std::vector<std::vector<int>> tokens_;          // its tokens, when cached (to confirm a hit)
     std::unordered_map<std::uint64_t, int> by_hash_;
     std::unordered_map<int, std::vector<int>> tables_;
     long long evictions_ = 0;

@@ -57,18 +57,19 @@ struct SchedulerConfig {
     /// 0: the capacity counts the positions in use (chapter 05). > 0: a paged cache of
     /// kv_capacity / block_size blocks (chapter 06), allocated as sequences grow.
     int block_size = 0;
-    bool prefix_caching = false;      ///< paged only: reuse cached full prompt blocks (`--prefix-cache`)
+    bool prefix_caching = false;  ///< paged only: reuse cached full prompt blocks (`--prefix-cache`)
 };
 
 /// A request inside the scheduler.
 struct Sequence {
-    Request request;     ///< as it arrived
-    int computed = 0;    ///< positions whose K and V are in its cache
-    int generated = 0;   ///< output tokens emitted so far
-    int prefill_len = 0; ///< positions to prefill since its admission: the prompt, plus after a preemption its generated tokens
-    int slot = -1;       ///< its cache slot while running, -1 while waiting
-    int preemptions = 0; ///< times its cache was dropped
-    int prefix_hit = 0;  ///< positions of its prompt found in the prefix cache at its admission
+    Request request;    ///< as it arrived
+    int computed = 0;   ///< positions whose K and V are in its cache
+    int generated = 0;  ///< output tokens emitted so far
+    int prefill_len =
+        0;  ///< positions to prefill since its admission: the prompt, plus after a preemption its generated tokens
+    int slot = -1;        ///< its cache slot while running, -1 while waiting
+    int preemptions = 0;  ///< times its cache was dropped
+    int prefix_hit = 0;   ///< positions of its prompt found in the prefix cache at its admission
     /// True while its prefill is not complete (it decodes afterwards).
     bool prefilling() const { return computed < prefill_len; }
 };
@@ -150,8 +151,8 @@ private:
     std::deque<Sequence> waiting_;
     std::vector<Sequence> running_;
     int preemptions_ = 0;
-    std::unordered_map<int, int> preempted_;    // preemptions per request
-    std::unordered_map<int, long long> hits_;   // prefix-cache positions per request
+    std::unordered_map<int, int> preempted_;   // preemptions per request
+    std::unordered_map<int, long long> hits_;  // prefix-cache positions per request
 };
 
 /// The most tokens a step that a Scheduler with @p config builds for @p requests can hold: a

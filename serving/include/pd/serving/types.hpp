@@ -11,10 +11,10 @@ namespace pd::serving {
 
 /// One request of a workload: it arrives, has a prompt, and wants a number of output tokens.
 struct Request {
-    int id = 0;               ///< index in the workload, 0, 1, 2, ... in arrival order
-    double arrival_s = 0;     ///< arrival time, seconds from the start of the run
-    int prompt_tokens = 1;    ///< prompt length (>= 1)
-    int output_tokens = 1;    ///< tokens to generate (>= 1); the first comes out of the prefill
+    int id = 0;             ///< index in the workload, 0, 1, 2, ... in arrival order
+    double arrival_s = 0;   ///< arrival time, seconds from the start of the run
+    int prompt_tokens = 1;  ///< prompt length (>= 1)
+    int output_tokens = 1;  ///< tokens to generate (>= 1); the first comes out of the prefill
     /// The prompt's token ids, when the workload has them (prefix caching matches them; the
     /// model executor feeds them). Empty: a prompt of prompt_tokens tokens shared with no one.
     std::vector<int> prompt;
@@ -23,14 +23,14 @@ struct Request {
 /// What one request does in one step: `tokens` new tokens of its prompt (a prefill chunk, or
 /// a whole prompt), or one decode token, attending to `context` cached positions before them.
 struct BatchItem {
-    int request = 0;   ///< Request::id
-    int tokens = 1;    ///< query tokens this step (1 for a decode)
-    int context = 0;   ///< positions already in the request's cache before this step
+    int request = 0;       ///< Request::id
+    int tokens = 1;        ///< query tokens this step (1 for a decode)
+    int context = 0;       ///< positions already in the request's cache before this step
     bool prefill = false;  ///< true for prompt tokens (a chunk, or a recomputation after preemption)
     /// True when this item finishes the prompt, so the step emits the request's next token
     /// (every decode item emits one; a prefill chunk only when it is the last).
     bool emits = true;
-    int slot = -1;     ///< the request's cache slot (set by the scheduler; the real executor's cache row)
+    int slot = -1;  ///< the request's cache slot (set by the scheduler; the real executor's cache row)
 };
 
 /// One iteration of the engine: the tokens of several requests processed together.
@@ -63,20 +63,21 @@ struct Timeline {
         double start_s = 0;  ///< when it started
         double end_s = 0;    ///< when it ended (its tokens are emitted at end_s)
         Step step;           ///< what it ran
-        long long kv_used = 0;  ///< positions holding K and V while it ran (its new tokens included; a shared block's once)
-        int running = 0;     ///< requests holding a cache slot while it ran (some may pause in it)
+        long long kv_used =
+            0;            ///< positions holding K and V while it ran (its new tokens included; a shared block's once)
+        int running = 0;  ///< requests holding a cache slot while it ran (some may pause in it)
         long long kv_blocks = 0;  ///< paged: blocks held while it ran (0 otherwise)
     };
     /// One request's life.
     struct RequestRecord {
-        Request request;                 ///< as it arrived
-        std::vector<double> token_s;     ///< the time of each output token (token_s[0]: the first)
-        int preemptions = 0;             ///< times it was preempted and later recomputed
-        long long prefix_hit = 0;        ///< prompt positions found in the prefix cache (not computed)
+        Request request;              ///< as it arrived
+        std::vector<double> token_s;  ///< the time of each output token (token_s[0]: the first)
+        int preemptions = 0;          ///< times it was preempted and later recomputed
+        long long prefix_hit = 0;     ///< prompt positions found in the prefix cache (not computed)
     };
-    std::string policy;                  ///< the scheduler's policy
-    std::vector<StepRecord> steps;       ///< in order
-    std::vector<RequestRecord> requests; ///< by Request::id
+    std::string policy;                   ///< the scheduler's policy
+    std::vector<StepRecord> steps;        ///< in order
+    std::vector<RequestRecord> requests;  ///< by Request::id
 };
 
 }  // namespace pd::serving

@@ -42,8 +42,8 @@ struct WorkloadSpec {
     /// process (exponential gaps), below 1 burstier, above 1 more regular. The coefficient of
     /// variation of the gaps is 1/sqrt(burstiness).
     double burstiness = 1.0;
-    LengthSpec prompt;        ///< prompt lengths
-    LengthSpec output;        ///< output lengths (the first output token comes from the prefill)
+    LengthSpec prompt;       ///< prompt lengths
+    LengthSpec output;       ///< output lengths (the first output token comes from the prefill)
     std::uint64_t seed = 1;  ///< fixes the whole workload
 };
 
@@ -91,9 +91,8 @@ std::vector<Request> read_trace(const std::string& path);
 /// @param long_output the long prompt's output length (>= 1)
 /// @return users + 1 requests in arrival order
 /// @throws std::invalid_argument naming the parameter out of range
-std::vector<Request> long_prompt_scenario(int users = 16, int long_prompt = 50000,
-                                          double long_arrival_s = 1.0, int user_prompt = 100,
-                                          int user_output = 400, int long_output = 16);
+std::vector<Request> long_prompt_scenario(int users = 16, int long_prompt = 50000, double long_arrival_s = 1.0,
+                                          int user_prompt = 100, int user_output = 400, int long_output = 16);
 
 /// The `--scenario shared-prefix` workload (chapter 06): requests that all begin with the same
 /// system prompt, each followed by its own question, arriving as @p spec says (its prompt

@@ -132,8 +132,26 @@ int block_barrier(BarrierKind kind, int predicate, const std::source_location& l
 
 /// Kinds of warp collectives. `Instruction` is a warp-wide PTX instruction (warp_instruction()).
 enum class WarpOp {
-    SyncWarp, Shfl, ShflUp, ShflDown, ShflXor, Ballot, Any, All, Match, Wmma, ActiveMask,
-    ReduceAdd, ReduceMinU, ReduceMaxU, ReduceMinI, ReduceMaxI, ReduceAnd, ReduceOr, ReduceXor, Instruction
+    SyncWarp,
+    Shfl,
+    ShflUp,
+    ShflDown,
+    ShflXor,
+    Ballot,
+    Any,
+    All,
+    Match,
+    Wmma,
+    ActiveMask,
+    ReduceAdd,
+    ReduceMinU,
+    ReduceMaxU,
+    ReduceMinI,
+    ReduceMaxI,
+    ReduceAnd,
+    ReduceOr,
+    ReduceXor,
+    Instruction
 };
 /// Arrives at a warp collective with a value of up to 8 bytes; returns this lane's result.
 std::uint64_t warp_collective(WarpOp op, unsigned mask, std::uint64_t value, int param, int width,
@@ -509,10 +527,10 @@ unsigned __match_all_sync(unsigned mask, T value, int* pred,
 /// defined are `__reduce_add_sync`, `__reduce_min_sync` and `__reduce_max_sync` on `int` and
 /// `unsigned`, and `__reduce_and_sync`, `__reduce_or_sync` and `__reduce_xor_sync` on
 /// `unsigned`. Each is a warp collective (see __shfl_sync()). The macro is undefined after use.
-#define PD_SIM_WARP_REDUCE(name, type, op)                                                                \
+#define PD_SIM_WARP_REDUCE(name, type, op)                                                                           \
     inline type name(unsigned mask, type value, const std::source_location& loc = std::source_location::current()) { \
-        using namespace ::pd::sim::detail;                                                                \
-        return type(warp_collective(WarpOp::op, mask, std::uint32_t(value), 0, 32, loc));                 \
+        using namespace ::pd::sim::detail;                                                                           \
+        return type(warp_collective(WarpOp::op, mask, std::uint32_t(value), 0, 32, loc));                            \
     }
 PD_SIM_WARP_REDUCE(__reduce_add_sync, unsigned, ReduceAdd)
 PD_SIM_WARP_REDUCE(__reduce_add_sync, int, ReduceAdd)
@@ -529,9 +547,15 @@ PD_SIM_WARP_REDUCE(__reduce_xor_sync, unsigned, ReduceXor)
 ///@{
 /// A sequentially consistent fence (std::atomic_thread_fence). The threads of one block run on
 /// one OS thread, so among them every write is already visible to the next thread to run.
-inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline void __threadfence_block() { std::atomic_thread_fence(std::memory_order_seq_cst); }
-inline void __threadfence_system() { std::atomic_thread_fence(std::memory_order_seq_cst); }
+inline void __threadfence() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+inline void __threadfence_block() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+inline void __threadfence_system() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+}
 ///@}
 /// The host's steady clock in nanoseconds (not GPU clock cycles).
 long long clock64();
@@ -654,18 +678,30 @@ inline unsigned atomicDec(unsigned* address, unsigned val) {
 // ---- integer and bit intrinsics ---------------------------------------------------------------
 ///@{
 /// The number of bits set in @p x.
-inline int __popc(unsigned x) { return std::popcount(x); }
-inline int __popcll(unsigned long long x) { return std::popcount(x); }
+inline int __popc(unsigned x) {
+    return std::popcount(x);
+}
+inline int __popcll(unsigned long long x) {
+    return std::popcount(x);
+}
 ///@}
 ///@{
 /// The number of leading zero bits of @p x (32 or 64 for 0).
-inline int __clz(int x) { return std::countl_zero(static_cast<unsigned>(x)); }
-inline int __clzll(long long x) { return std::countl_zero(static_cast<unsigned long long>(x)); }
+inline int __clz(int x) {
+    return std::countl_zero(static_cast<unsigned>(x));
+}
+inline int __clzll(long long x) {
+    return std::countl_zero(static_cast<unsigned long long>(x));
+}
 ///@}
 ///@{
 /// The position (from 1) of the least significant bit set in @p x; 0 for 0.
-inline int __ffs(int x) { return x == 0 ? 0 : std::countr_zero(static_cast<unsigned>(x)) + 1; }
-inline int __ffsll(long long x) { return x == 0 ? 0 : std::countr_zero(static_cast<unsigned long long>(x)) + 1; }
+inline int __ffs(int x) {
+    return x == 0 ? 0 : std::countr_zero(static_cast<unsigned>(x)) + 1;
+}
+inline int __ffsll(long long x) {
+    return x == 0 ? 0 : std::countr_zero(static_cast<unsigned long long>(x)) + 1;
+}
 ///@}
 /// @p x with its 32 bits in reverse order.
 inline unsigned __brev(unsigned x) {
@@ -681,21 +717,39 @@ inline int __mul24(int a, int b) {
     const int a24 = int(unsigned(a) << 8) >> 8, b24 = int(unsigned(b) << 8) >> 8;
     return int(unsigned(a24) * unsigned(b24));
 }
-inline unsigned __umul24(unsigned a, unsigned b) { return (a & 0xFFFFFFu) * (b & 0xFFFFFFu); }
+inline unsigned __umul24(unsigned a, unsigned b) {
+    return (a & 0xFFFFFFu) * (b & 0xFFFFFFu);
+}
 ///@}
 ///@{
 /// The high 32 bits of the 64-bit product of @p a and @p b.
-inline int __mulhi(int a, int b) { return int((static_cast<long long>(a) * b) >> 32); }
-inline unsigned __umulhi(unsigned a, unsigned b) { return unsigned((static_cast<unsigned long long>(a) * b) >> 32); }
+inline int __mulhi(int a, int b) {
+    return int((static_cast<long long>(a) * b) >> 32);
+}
+inline unsigned __umulhi(unsigned a, unsigned b) {
+    return unsigned((static_cast<unsigned long long>(a) * b) >> 32);
+}
 ///@}
 ///@{
 /// Reinterprets the bits of @p x as the other type (std::bit_cast).
-inline float __int_as_float(int x) { return std::bit_cast<float>(x); }
-inline int __float_as_int(float x) { return std::bit_cast<int>(x); }
-inline float __uint_as_float(unsigned x) { return std::bit_cast<float>(x); }
-inline unsigned __float_as_uint(float x) { return std::bit_cast<unsigned>(x); }
-inline double __longlong_as_double(long long x) { return std::bit_cast<double>(x); }
-inline long long __double_as_longlong(double x) { return std::bit_cast<long long>(x); }
+inline float __int_as_float(int x) {
+    return std::bit_cast<float>(x);
+}
+inline int __float_as_int(float x) {
+    return std::bit_cast<int>(x);
+}
+inline float __uint_as_float(unsigned x) {
+    return std::bit_cast<float>(x);
+}
+inline unsigned __float_as_uint(float x) {
+    return std::bit_cast<unsigned>(x);
+}
+inline double __longlong_as_double(long long x) {
+    return std::bit_cast<double>(x);
+}
+inline long long __double_as_longlong(double x) {
+    return std::bit_cast<long long>(x);
+}
 ///@}
 
 ///@{
@@ -703,12 +757,18 @@ inline long long __double_as_longlong(double x) { return std::bit_cast<long long
 inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
     return (unsigned long long)(((unsigned __int128)a * b) >> 64);
 }
-inline long long __mul64hi(long long a, long long b) { return (long long)(((__int128)a * b) >> 64); }
+inline long long __mul64hi(long long a, long long b) {
+    return (long long)(((__int128)a * b) >> 64);
+}
 ///@}
 ///@{
 /// `z + |x - y|`.
-inline unsigned __sad(int x, int y, unsigned z) { return z + unsigned(x > y ? x - y : y - x); }
-inline unsigned __usad(unsigned x, unsigned y, unsigned z) { return z + (x > y ? x - y : y - x); }
+inline unsigned __sad(int x, int y, unsigned z) {
+    return z + unsigned(x > y ? x - y : y - x);
+}
+inline unsigned __usad(unsigned x, unsigned y, unsigned z) {
+    return z + (x > y ? x - y : y - x);
+}
 ///@}
 /// Byte i of the result is the byte of the 8-byte value y:x (x the low half) that the low
 /// 3 bits of nibble i of @p s select.
@@ -743,28 +803,60 @@ inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) {
 ///@{
 /// The average `(a + b) / 2` without overflow, rounded down (`__hadd`, `__uhadd`) or up
 /// (`__rhadd`, `__urhadd`).
-inline int __hadd(int a, int b) { return int((static_cast<long long>(a) + b) >> 1); }
-inline unsigned __uhadd(unsigned a, unsigned b) { return unsigned((static_cast<unsigned long long>(a) + b) >> 1); }
-inline int __rhadd(int a, int b) { return int((static_cast<long long>(a) + b + 1) >> 1); }
-inline unsigned __urhadd(unsigned a, unsigned b) { return unsigned((static_cast<unsigned long long>(a) + b + 1) >> 1); }
+inline int __hadd(int a, int b) {
+    return int((static_cast<long long>(a) + b) >> 1);
+}
+inline unsigned __uhadd(unsigned a, unsigned b) {
+    return unsigned((static_cast<unsigned long long>(a) + b) >> 1);
+}
+inline int __rhadd(int a, int b) {
+    return int((static_cast<long long>(a) + b + 1) >> 1);
+}
+inline unsigned __urhadd(unsigned a, unsigned b) {
+    return unsigned((static_cast<unsigned long long>(a) + b + 1) >> 1);
+}
 ///@}
 
 // CUDA's min and max for every arithmetic type (device code calls them unqualified).
 ///@{
 /// CUDA's min and max overloads; the float and double forms are fmin and fmax (a NaN
 /// operand gives the other operand).
-inline int min(int a, int b) { return a < b ? a : b; }
-inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
-inline long long min(long long a, long long b) { return a < b ? a : b; }
-inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
-inline float min(float a, float b) { return std::fmin(a, b); }
-inline double min(double a, double b) { return std::fmin(a, b); }
-inline int max(int a, int b) { return a > b ? a : b; }
-inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
-inline long long max(long long a, long long b) { return a > b ? a : b; }
-inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
-inline float max(float a, float b) { return std::fmax(a, b); }
-inline double max(double a, double b) { return std::fmax(a, b); }
+inline int min(int a, int b) {
+    return a < b ? a : b;
+}
+inline unsigned min(unsigned a, unsigned b) {
+    return a < b ? a : b;
+}
+inline long long min(long long a, long long b) {
+    return a < b ? a : b;
+}
+inline unsigned long long min(unsigned long long a, unsigned long long b) {
+    return a < b ? a : b;
+}
+inline float min(float a, float b) {
+    return std::fmin(a, b);
+}
+inline double min(double a, double b) {
+    return std::fmin(a, b);
+}
+inline int max(int a, int b) {
+    return a > b ? a : b;
+}
+inline unsigned max(unsigned a, unsigned b) {
+    return a > b ? a : b;
+}
+inline long long max(long long a, long long b) {
+    return a > b ? a : b;
+}
+inline unsigned long long max(unsigned long long a, unsigned long long b) {
+    return a > b ? a : b;
+}
+inline float max(float a, float b) {
+    return std::fmax(a, b);
+}
+inline double max(double a, double b) {
+    return std::fmax(a, b);
+}
 ///@}
 
 // ---- conversions with CUDA's rounding suffixes (rn: to nearest even, rz: toward zero,
@@ -772,20 +864,48 @@ inline double max(double a, double b) { return std::fmax(a, b); }
 ///@{
 /// Conversions with CUDA's rounding suffixes. A result outside the range of an integer
 /// type is undefined here (the host conversion's behaviour), where CUDA clamps it.
-inline int __float2int_rn(float x) { return int(std::nearbyint(x)); }
-inline int __float2int_rz(float x) { return int(std::trunc(x)); }
-inline int __float2int_rd(float x) { return int(std::floor(x)); }
-inline int __float2int_ru(float x) { return int(std::ceil(x)); }
-inline unsigned __float2uint_rn(float x) { return unsigned(std::nearbyint(x)); }
-inline unsigned __float2uint_rz(float x) { return unsigned(std::trunc(x)); }
-inline long long __float2ll_rn(float x) { return static_cast<long long>(std::nearbyint(x)); }
-inline long long __float2ll_rz(float x) { return static_cast<long long>(std::trunc(x)); }
-inline float __int2float_rn(int x) { return float(x); }
-inline float __uint2float_rn(unsigned x) { return float(x); }
-inline float __ll2float_rn(long long x) { return float(x); }
-inline float __double2float_rn(double x) { return float(x); }
-inline int __double2int_rn(double x) { return int(std::nearbyint(x)); }
-inline int __double2int_rz(double x) { return int(std::trunc(x)); }
+inline int __float2int_rn(float x) {
+    return int(std::nearbyint(x));
+}
+inline int __float2int_rz(float x) {
+    return int(std::trunc(x));
+}
+inline int __float2int_rd(float x) {
+    return int(std::floor(x));
+}
+inline int __float2int_ru(float x) {
+    return int(std::ceil(x));
+}
+inline unsigned __float2uint_rn(float x) {
+    return unsigned(std::nearbyint(x));
+}
+inline unsigned __float2uint_rz(float x) {
+    return unsigned(std::trunc(x));
+}
+inline long long __float2ll_rn(float x) {
+    return static_cast<long long>(std::nearbyint(x));
+}
+inline long long __float2ll_rz(float x) {
+    return static_cast<long long>(std::trunc(x));
+}
+inline float __int2float_rn(int x) {
+    return float(x);
+}
+inline float __uint2float_rn(unsigned x) {
+    return float(x);
+}
+inline float __ll2float_rn(long long x) {
+    return float(x);
+}
+inline float __double2float_rn(double x) {
+    return float(x);
+}
+inline int __double2int_rn(double x) {
+    return int(std::nearbyint(x));
+}
+inline int __double2int_rz(double x) {
+    return int(std::trunc(x));
+}
 ///@}
 
 // ---- float math: CUDA's names that the host library lacks -----------------------------------
@@ -798,39 +918,97 @@ inline int __double2int_rz(double x) { return int(std::trunc(x)); }
 /// so results can differ from a GPU's in the last bits. `sinpif(x)` and the like compute
 /// `sin(pi * x)` with pi rounded, so they are not exact at integers as CUDA's are.
 /// `__saturatef` clamps to [0, 1] (NaN gives 0).
-inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
-inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
-inline float rcbrtf(float x) { return 1.0f / std::cbrt(x); }
-inline float __expf(float x) { return std::exp(x); }
-inline float __exp10f(float x) { return std::pow(10.0f, x); }
-inline float __logf(float x) { return std::log(x); }
-inline float __log2f(float x) { return std::log2(x); }
-inline float __log10f(float x) { return std::log10(x); }
-inline float __sinf(float x) { return std::sin(x); }
-inline float __cosf(float x) { return std::cos(x); }
-inline float __tanf(float x) { return std::tan(x); }
+inline float rsqrtf(float x) {
+    return 1.0f / std::sqrt(x);
+}
+inline double rsqrt(double x) {
+    return 1.0 / std::sqrt(x);
+}
+inline float rcbrtf(float x) {
+    return 1.0f / std::cbrt(x);
+}
+inline float __expf(float x) {
+    return std::exp(x);
+}
+inline float __exp10f(float x) {
+    return std::pow(10.0f, x);
+}
+inline float __logf(float x) {
+    return std::log(x);
+}
+inline float __log2f(float x) {
+    return std::log2(x);
+}
+inline float __log10f(float x) {
+    return std::log10(x);
+}
+inline float __sinf(float x) {
+    return std::sin(x);
+}
+inline float __cosf(float x) {
+    return std::cos(x);
+}
+inline float __tanf(float x) {
+    return std::tan(x);
+}
 inline void __sincosf(float x, float* s, float* c) {
     *s = std::sin(x);
     *c = std::cos(x);
 }
-inline float __powf(float x, float y) { return std::pow(x, y); }
-inline float __fdividef(float x, float y) { return x / y; }
-inline float __frcp_rn(float x) { return 1.0f / x; }
-inline float __fsqrt_rn(float x) { return std::sqrt(x); }
-inline float __saturatef(float x) { return x < 0.f ? 0.f : (x > 1.f ? 1.f : (x == x ? x : 0.f)); }
-inline float __fmaf_rn(float a, float b, float c) { return std::fma(a, b, c); }
-inline float __fadd_rn(float a, float b) { return a + b; }
-inline float __fmul_rn(float a, float b) { return a * b; }
-inline float __fdiv_rn(float a, float b) { return a / b; }
-inline float __fsub_rn(float a, float b) { return a - b; }
-inline float __frsqrt_rn(float x) { return 1.0f / std::sqrt(x); }
-inline float sinpif(float x) { return std::sin(3.14159265358979323846f * x); }
-inline float cospif(float x) { return std::cos(3.14159265358979323846f * x); }
-inline double sinpi(double x) { return std::sin(3.14159265358979323846 * x); }
-inline double cospi(double x) { return std::cos(3.14159265358979323846 * x); }
-inline float norm3df(float a, float b, float c) { return std::sqrt(a * a + b * b + c * c); }
-inline float normcdff(float x) { return 0.5f * std::erfc(-x / std::sqrt(2.0f)); }
-inline double __fma_rn(double a, double b, double c) { return std::fma(a, b, c); }
+inline float __powf(float x, float y) {
+    return std::pow(x, y);
+}
+inline float __fdividef(float x, float y) {
+    return x / y;
+}
+inline float __frcp_rn(float x) {
+    return 1.0f / x;
+}
+inline float __fsqrt_rn(float x) {
+    return std::sqrt(x);
+}
+inline float __saturatef(float x) {
+    return x < 0.f ? 0.f : (x > 1.f ? 1.f : (x == x ? x : 0.f));
+}
+inline float __fmaf_rn(float a, float b, float c) {
+    return std::fma(a, b, c);
+}
+inline float __fadd_rn(float a, float b) {
+    return a + b;
+}
+inline float __fmul_rn(float a, float b) {
+    return a * b;
+}
+inline float __fdiv_rn(float a, float b) {
+    return a / b;
+}
+inline float __fsub_rn(float a, float b) {
+    return a - b;
+}
+inline float __frsqrt_rn(float x) {
+    return 1.0f / std::sqrt(x);
+}
+inline float sinpif(float x) {
+    return std::sin(3.14159265358979323846f * x);
+}
+inline float cospif(float x) {
+    return std::cos(3.14159265358979323846f * x);
+}
+inline double sinpi(double x) {
+    return std::sin(3.14159265358979323846 * x);
+}
+inline double cospi(double x) {
+    return std::cos(3.14159265358979323846 * x);
+}
+inline float norm3df(float a, float b, float c) {
+    return std::sqrt(a * a + b * b + c * c);
+}
+inline float normcdff(float x) {
+    return 0.5f * std::erfc(-x / std::sqrt(2.0f));
+}
+inline double __fma_rn(double a, double b, double c) {
+    return std::fma(a, b, c);
+}
 ///@}
 
 // ---- 16-bit float functions the toolkit's headers give only to device code --------------------
@@ -844,14 +1022,24 @@ inline __half2 __hfma2(__half2 a, __half2 b, __half2 c) {
     return __halves2half2(__hfma(__low2half(a), __low2half(b), __low2half(c)),
                           __hfma(__high2half(a), __high2half(b), __high2half(c)));
 }
-inline __half hexp(__half x) { return __float2half_rn(std::exp(__half2float(x))); }
-inline __half hlog(__half x) { return __float2half_rn(std::log(__half2float(x))); }
-inline __half hsqrt(__half x) { return __float2half_rn(std::sqrt(__half2float(x))); }
-inline __half hrsqrt(__half x) { return __float2half_rn(1.0f / std::sqrt(__half2float(x))); }
+inline __half hexp(__half x) {
+    return __float2half_rn(std::exp(__half2float(x)));
+}
+inline __half hlog(__half x) {
+    return __float2half_rn(std::log(__half2float(x)));
+}
+inline __half hsqrt(__half x) {
+    return __float2half_rn(std::sqrt(__half2float(x)));
+}
+inline __half hrsqrt(__half x) {
+    return __float2half_rn(1.0f / std::sqrt(__half2float(x)));
+}
 inline __nv_bfloat16 __hfma(__nv_bfloat16 a, __nv_bfloat16 b, __nv_bfloat16 c) {
     return __float2bfloat16_rn(std::fma(__bfloat162float(a), __bfloat162float(b), __bfloat162float(c)));
 }
-inline __nv_bfloat16 hexp(__nv_bfloat16 x) { return __float2bfloat16_rn(std::exp(__bfloat162float(x))); }
+inline __nv_bfloat16 hexp(__nv_bfloat16 x) {
+    return __float2bfloat16_rn(std::exp(__bfloat162float(x)));
+}
 ///@}
 
 // ---- the C++ forms of runtime API calls that cuda_runtime.h declares for nvcc only -----------
@@ -869,15 +1057,17 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* attr, T* entry) {
 template <typename T>
 cudaError_t cudaMemcpyToSymbol(const T& symbol, const void* src, std::size_t count, std::size_t offset = 0,
                                cudaMemcpyKind kind = cudaMemcpyHostToDevice) {
-    static_assert(!std::is_pointer_v<T>, "cudaMemcpyToSymbol takes the __constant__/__device__ variable itself, "
-                                         "not its address");
+    static_assert(!std::is_pointer_v<T>,
+                  "cudaMemcpyToSymbol takes the __constant__/__device__ variable itself, "
+                  "not its address");
     return ::cudaMemcpyToSymbol(static_cast<const void*>(&symbol), src, count, offset, kind);
 }
 template <typename T>
 cudaError_t cudaMemcpyFromSymbol(void* dst, const T& symbol, std::size_t count, std::size_t offset = 0,
                                  cudaMemcpyKind kind = cudaMemcpyDeviceToHost) {
-    static_assert(!std::is_pointer_v<T>, "cudaMemcpyFromSymbol takes the __constant__/__device__ variable itself, "
-                                         "not its address");
+    static_assert(!std::is_pointer_v<T>,
+                  "cudaMemcpyFromSymbol takes the __constant__/__device__ variable itself, "
+                  "not its address");
     return ::cudaMemcpyFromSymbol(dst, static_cast<const void*>(&symbol), count, offset, kind);
 }
 ///@}

@@ -147,17 +147,23 @@ inline float to_float(T v) {
 /// A float rounded to the nearest element of type @p T (ties to even).
 template <typename T>
 inline T from_float(float v) {
-    if constexpr (std::is_same_v<T, float>) return v;
-    else if constexpr (std::is_same_v<T, __half>) return __float2half_rn(v);
-    else return __float2bfloat16_rn(v);
+    if constexpr (std::is_same_v<T, float>)
+        return v;
+    else if constexpr (std::is_same_v<T, __half>)
+        return __float2half_rn(v);
+    else
+        return __float2bfloat16_rn(v);
 }
 
 /// CUDA's name of an element type, for diagnostics.
 template <typename T>
 inline const char* type_name() {
-    if constexpr (std::is_same_v<T, float>) return "float";
-    else if constexpr (std::is_same_v<T, __half>) return "__half";
-    else return "__nv_bfloat16";
+    if constexpr (std::is_same_v<T, float>)
+        return "float";
+    else if constexpr (std::is_same_v<T, __half>)
+        return "__half";
+    else
+        return "__nv_bfloat16";
 }
 
 /// The warp-synchronous operations.
@@ -166,9 +172,12 @@ enum class Op : std::uint64_t { Load = 1, Store = 2, Mma = 3 };
 /// The name of @p op as the user wrote it.
 inline const char* op_name(Op op) {
     switch (op) {
-        case Op::Load: return "nvcuda::wmma::load_matrix_sync";
-        case Op::Store: return "nvcuda::wmma::store_matrix_sync";
-        case Op::Mma: return "nvcuda::wmma::mma_sync";
+        case Op::Load:
+            return "nvcuda::wmma::load_matrix_sync";
+        case Op::Store:
+            return "nvcuda::wmma::store_matrix_sync";
+        case Op::Mma:
+            return "nvcuda::wmma::mma_sync";
     }
     return "nvcuda::wmma";
 }
@@ -180,7 +189,9 @@ inline std::uint64_t mix(std::uint64_t h, std::uint64_t v) {
 }
 
 /// The lane of the calling thread in its warp.
-inline int lane() { return current->linear % kWarpSize; }
+inline int lane() {
+    return current->linear % kWarpSize;
+}
 
 /// Begins a warp-synchronous operation: waits for every lane of the warp, then stops the kernel
 /// unless all of them called @p op from the same call site with the same @p mptr, @p ldm and
@@ -223,8 +234,8 @@ template <typename T>
 inline void read_tile(T* x, int rows, int cols, const T* mptr, unsigned ldm, bool col_layout) {
     for (int r = 0; r < rows; ++r)
         for (int c = 0; c < cols; ++c)
-            x[r * cols + c] = col_layout ? mptr[std::size_t(r) + std::size_t(c) * ldm]
-                                         : mptr[std::size_t(r) * ldm + std::size_t(c)];
+            x[r * cols + c] =
+                col_layout ? mptr[std::size_t(r) + std::size_t(c) * ldm] : mptr[std::size_t(r) * ldm + std::size_t(c)];
 }
 
 }  // namespace pd::sim::detail::wmma_impl
