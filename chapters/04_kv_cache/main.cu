@@ -35,14 +35,15 @@ using pd::fmt;
 struct Options {
 #if defined(PD_BACKEND_SIM)
     std::string preset = "tiny";  // seconds on a CPU
-    int batch = 2, prompt_len = 16, gen = 8, attn_batch = 3, attn_context = 300, sweep_max = 64;
+    int batch = 2, prompt_len = 16, gen = 8, sweep_max = 64;
 #else
     std::string preset = "llama-3-8b";  // the GPU benchmark: a one-layer cache read of 512 MiB per step
-    int batch = 1, prompt_len = 512, gen = 32, attn_batch = 16, attn_context = 8192, sweep_max = 4096;
+    int batch = 1, prompt_len = 512, gen = 32, sweep_max = 4096;
 #endif
     std::string mode = "both", kv_dtype = "fp32", attention = "v4";
     bool sweep = false;
     std::string checkpoint, tokenizer, prompt;
+    md::AttentionBenchOptions attn;  // --attn-batch, --attn-context
 };
 
 /// Random prompts [B, P] (ids in [0, V)), or the tokenizer's encoding of --prompt for every sequence.
@@ -151,16 +152,9 @@ void sweep_context(pd::Bench& bench, const Options& o, md::Model& model, std::ve
 /// copy bandwidth: a step must read each sequence's K and V once.
 std::vector<pd::Row> attention_versions(pd::Bench& bench, const Options& o, const pd::ModelConfig& config,
                                         int sm_count) {
+    md::DecodeAttentionBench attention(bench, config, o.attn.batch, o.attn.context);
     std::ostream& out = bench.out();
-    out << "\ndecode attention on one layer's cache: B = " << o.attn_batch << ", Hq = " << config.heads
-        << ", Hkv = " << config.kv_heads << ", d = " << config.head_dim;
-    if (o.attn_batch == 1)
-        out << ", context " << o.attn_context;
-    else
-        out << ", contexts " << o.attn_context << " down to " << std::max(1, o.attn_context - 3 * (o.attn_batch - 1))
-            << " (ragged)";
-    out << "; reference: CPU, double\n";
-    md::DecodeAttentionBench attention(bench, config, o.attn_batch, o.attn_context);
+    out << "\ndecode attention on one layer's cache: " << attention.shape_line() << "; reference: CPU, double\n";
     bench.require_fits(attention.device_bytes(), "the decode attention benchmark's caches",
                        "lower --attn-batch or --attn-context");
     std::vector<pd::Row> rows;
@@ -172,7 +166,7 @@ std::vector<pd::Row> attention_versions(pd::Bench& bench, const Options& o, cons
                 ver.name, d,
                 {.name = ver.name,
                  .units = ver.units,
-                 .point = {{"batch", o.attn_batch}, {"context", o.attn_context}, {"splits", splits}},
+                 .point = {{"batch", o.attn.batch}, {"context", o.attn.context}, {"splits", splits}},
                  .dump = "attention_" + ver.name + (d == DType::fp32 ? "" : "_bf16")}));
         }
     out << pd::render(rows, {"kernel", "dtype", "time ms", "GB/s", "of copy", "max abs err", "status"})
@@ -183,14 +177,8 @@ std::vector<pd::Row> attention_versions(pd::Bench& bench, const Options& o, cons
 }
 // [ch04_attention_versions]
 
-int run(int argc, char** argv) {
-    Options o;
-    pd::Bench bench{"04_kv_cache", "KV caching",
-                    "Chapter 04: KV caching. A Llama-style model generates greedily, recomputing the whole sequence "
-                    "at every step and with a KV cache; both must agree, and the cache's step costs the weights plus "
-                    "the K and V it reads. Also validates and times decode attention v1 scores in memory, v2 online "
-                    "softmax, v3 one block per KV head, v4 split-KV, on one layer's cache.",
-                    at::decode_versions()};
+/// The chapter's options, beside the harness's own (--kernel, --dtype, --seed, ...).
+void add_options(pd::Bench& bench, Options& o) {
     bench.option("--preset", o.preset, "Model shape: tiny, stories15M, llama-3-8b, llama-3-70b, llama-2-7b",
                  CLI::IsMember(pd::model_names()));
     bench.option("--batch", o.batch, "Sequences B generated together", CLI::Range(1, 64));
@@ -202,15 +190,24 @@ int run(int argc, char** argv) {
     bench.option("--kv-dtype", o.kv_dtype, "Type of the KV cache", CLI::IsMember({"fp32", "bf16"}));
     bench.option("--attention", o.attention, "Decode attention version the model uses",
                  CLI::IsMember({"v1", "v2", "v3", "v4"}));
-    bench.option("--attn-batch", o.attn_batch, "Sequences of the decode attention benchmark", CLI::Range(1, 65535));
-    bench.option("--attn-context", o.attn_context, "Longest context of the decode attention benchmark",
-                 CLI::Range(1, 1 << 20));
+    o.attn.add_to(bench);
     bench.app.add_flag("--sweep-context", o.sweep, "Also time one decode step against the context: cache vs recompute");
     bench.option("--sweep-max", o.sweep_max, "Longest context of the sweep", CLI::Range(2, 1 << 20));
     bench.app.add_option("--checkpoint", o.checkpoint,
                          "A llama2.c checkpoint (e.g. stories15M.bin) instead of --preset");
     bench.app.add_option("--tokenizer", o.tokenizer, "Its tokenizer.bin (for --prompt and to print the text)");
     bench.app.add_option("--prompt", o.prompt, "Prompt text (needs --tokenizer)");
+}
+
+int run(int argc, char** argv) {
+    Options o;
+    pd::Bench bench{"04_kv_cache", "KV caching",
+                    "Chapter 04: KV caching. A Llama-style model generates greedily, recomputing the whole sequence "
+                    "at every step and with a KV cache; both must agree, and the cache's step costs the weights plus "
+                    "the K and V it reads. Also validates and times decode attention v1 scores in memory, v2 online "
+                    "softmax, v3 one block per KV head, v4 split-KV, on one layer's cache.",
+                    at::decode_versions()};
+    add_options(bench, o);
     if (auto code = bench.parse(argc, argv)) return *code;
     if (!o.prompt.empty() && o.tokenizer.empty()) throw std::invalid_argument("--prompt needs --tokenizer");
     if (!o.tokenizer.empty() && o.checkpoint.empty()) throw std::invalid_argument("--tokenizer needs --checkpoint");
@@ -229,7 +226,7 @@ int run(int argc, char** argv) {
                                     " exceeds the model's max_seq = " + std::to_string(config.max_seq) + " (" +
                                     config.name + ")");
     const std::vector<DType> dtypes = bench.dtypes();
-    const DType kv = o.kv_dtype == "bf16" ? DType::bf16 : DType::fp32;
+    const DType kv = pd::dtype_named(o.kv_dtype);
     std::ostream& out = bench.out();
     const pd::DeviceInfo& dev = bench.device();
     md::ModelOptions mo{.weights = dtypes.front(),
@@ -304,8 +301,8 @@ int run(int argc, char** argv) {
                                           {"mode", o.mode},
                                           {"kv_dtype", o.kv_dtype},
                                           {"attention", o.attention},
-                                          {"attn_batch", o.attn_batch},
-                                          {"attn_context", o.attn_context},
+                                          {"attn_batch", o.attn.batch},
+                                          {"attn_context", o.attn.context},
                                           {"dtype", dtypes.size() == 2 ? "all" : to_string(dtypes[0])}},
                                          rows);
     report["kv_cache"] = {{"bytes_per_token", kv_token}, {"bytes_run", kv_token * B * total}};

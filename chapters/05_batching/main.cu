@@ -71,14 +71,6 @@ std::vector<sv::Request> make_workload(const Options& o, double rate, std::uint6
     return sv::make_workload(o.s.w, rate, seed, m.vocab);
 }
 
-/// The model executor's types: the weights of `--dtype` (all: fp32), the cache of `--kv-dtype`.
-pd::DType model_weights(const pd::Bench& bench) {
-    return bench.dtypes().size() == 1 ? bench.dtypes().front() : pd::DType::fp32;
-}
-pd::DType kv_type(const Options& o) {
-    return o.s.kv_dtype == "bf16" ? pd::DType::bf16 : pd::DType::fp32;
-}
-
 /// One policy's scheduler: its limits from the options.
 sv::SchedulerConfig scheduler_config(const Options& o, sv::Policy p, long long kv_capacity) {
     return {.policy = p, .token_budget = o.s.token_budget, .max_seqs = o.s.max_seqs, .kv_capacity = kv_capacity};
@@ -89,7 +81,7 @@ sv::SchedulerConfig scheduler_config(const Options& o, sv::Policy p, long long k
 sv::Timeline serve(const Options& o, const std::vector<sv::Request>& requests, const sv::SchedulerConfig& config,
                    const sv::CostModelConfig& cost, pd::Bench* bench = nullptr) {
     if (bench && o.s.on_model())
-        return md::serve_on_model(cost.model, config, requests, model_weights(*bench), kv_type(o),
+        return md::serve_on_model(cost.model, config, requests, bench->single_dtype(), pd::dtype_named(o.s.kv_dtype),
                                   bench->device().sm_count, bench->options.seed);
     sv::Scheduler scheduler(config);
     sv::CostModel executor(cost);
@@ -125,18 +117,8 @@ double find_capacity(const Options& o, sv::Policy p, long long kv, const sv::Cos
 }
 // [ch05_capacity]
 
-int run(int argc, char** argv) {
-    Options o;
-    o.s.policy = "all";
-    o.s.preset = "llama-3-70b";
-    o.s.tp = 8;
-    pd::Bench bench{"05_batching",
-                    "chunked prefill and continuous batching",
-                    "Chapter 05: chunked prefill and continuous batching. Replays a workload under the static, "
-                    "continuous and chunked policies, on chapter 04's model (--executor model) or with the roofline "
-                    "cost model, and reports TTFT, TPOT, ITL, end-to-end latency and throughput as vLLM's serving "
-                    "benchmark defines them.",
-                    {}};
+/// The chapter's options, beside the harness's and the serving options of serving/options.hpp.
+void add_options(pd::Bench& bench, Options& o) {
     sv::add_serving_options(
         bench.app, o.s,
         {{"static", ""}, {"continuous", ""}, {"chunked", ""}, {"all", "side by side on the same workload"}},
@@ -149,6 +131,64 @@ int run(int argc, char** argv) {
                  CLI::Range(0.0, 1e9));
     bench.app.add_flag("--find-capacity", o.find_capacity,
                        "Bisect the highest rate whose p99 ITL meets --slo-tpot-ms with a median TTFT below 2 s");
+}
+
+/// The cache the policies share, and what runs their steps.
+struct Cache {
+    long long positions;   ///< the scheduler's kv_capacity
+    double per_token;      ///< bytes of K and V per position
+    std::string executor;  ///< what runs the steps, for the header and the JSON
+};
+
+/// On the model, one slot of max_seq positions per running request, reserved whether used or
+/// not; with the cost model, the GPUs' memory beside the weights (or --kv-capacity).
+Cache cache_for(const Options& o, const pd::ModelConfig& model, const sv::CostModelConfig& cost,
+                const std::vector<sv::Request>& requests, sv::Policy first, pd::Bench& bench) {
+    long long kv = o.kv_capacity;
+    double kv_per_token = 0;
+    std::string executor;
+    if (o.s.on_model()) {
+        // [ch05_model_setup]
+        const long long slots = static_cast<long long>(o.s.max_seqs) * model.max_seq;
+        if (kv > slots)
+            throw std::invalid_argument("--kv-capacity " + std::to_string(kv) + " exceeds the model's " +
+                                        std::to_string(o.s.max_seqs) + " slots x " + std::to_string(model.max_seq) +
+                                        " positions");
+        if (kv == 0) kv = slots;
+        kv_per_token = model.kv_bytes_per_token(pd::size_of(pd::dtype_named(o.s.kv_dtype)));
+        executor = md::describe_engine_model(
+            model, md::engine_model_options(model, scheduler_config(o, first, kv), requests, bench.single_dtype(),
+                                            pd::dtype_named(o.s.kv_dtype), bench.device().sm_count));
+        // [ch05_model_setup]
+    } else {
+        kv_per_token = model.kv_bytes_per_token(cost.kv_bytes_per_element);
+        const double weights = model.parameter_count() * cost.weight_bytes_per_param;
+        if (kv == 0) {
+            const double free_bytes = 0.9 * cost.machine.memory_bytes - weights;  // 10% kept for activations
+            if (free_bytes < kv_per_token)
+                throw std::invalid_argument(o.s.preset + " (" + pd::format_bytes(weights) +
+                                            " of weights) leaves no room for a cache on " + cost.machine.name +
+                                            ": raise --tp or set --kv-capacity");
+            kv = static_cast<long long>(free_bytes / kv_per_token);
+        }
+        executor = sv::CostModel(cost).describe();
+    }
+    return {kv, kv_per_token, executor};
+}
+
+int run(int argc, char** argv) {
+    Options o;
+    o.s.policy = "all";
+    o.s.preset = "llama-3-70b";
+    o.s.tp = 8;
+    pd::Bench bench{"05_batching",
+                    "chunked prefill and continuous batching",
+                    "Chapter 05: chunked prefill and continuous batching. Replays a workload under the static, "
+                    "continuous and chunked policies, on chapter 04's model (--executor model) or with the roofline "
+                    "cost model, and reports TTFT, TPOT, ITL, end-to-end latency and throughput as vLLM's serving "
+                    "benchmark defines them.",
+                    {}};
+    add_options(bench, o);
     if (auto code = bench.parse(argc, argv)) return *code;
     if (o.find_capacity && (o.slo_tpot_ms <= 0 || o.s.w.scenario != "poisson" || !o.s.w.trace.empty()))
         throw std::invalid_argument("--find-capacity needs --slo-tpot-ms > 0 and the poisson scenario (no --trace)");
@@ -168,37 +208,10 @@ int run(int argc, char** argv) {
     std::vector<sv::Policy> policies;
     for (sv::Policy p : {sv::Policy::static_batch, sv::Policy::continuous, sv::Policy::chunked})
         if (o.s.policy == "all" || o.s.policy == sv::to_string(p)) policies.push_back(p);
-    long long kv = o.kv_capacity;
-    double kv_per_token = 0;
-    std::string executor;
-    if (on_model) {
-        // [ch05_model_setup]
-        // one slot of max_seq positions per running request, reserved whether used or not
-        const long long slots = static_cast<long long>(o.s.max_seqs) * model.max_seq;
-        if (kv > slots)
-            throw std::invalid_argument("--kv-capacity " + std::to_string(kv) + " exceeds the model's " +
-                                        std::to_string(o.s.max_seqs) + " slots x " + std::to_string(model.max_seq) +
-                                        " positions");
-        if (kv == 0) kv = slots;
-        kv_per_token = model.kv_bytes_per_token(pd::size_of(kv_type(o)));
-        executor = md::describe_engine_model(
-            model, md::engine_model_options(model, scheduler_config(o, policies.front(), kv), requests,
-                                            model_weights(bench), kv_type(o), bench.device().sm_count));
-        // [ch05_model_setup]
-    } else {
-        kv_per_token = model.kv_bytes_per_token(cost.kv_bytes_per_element);
-        const double weights = model.parameter_count() * cost.weight_bytes_per_param;
-        if (kv == 0) {
-            const double free_bytes = 0.9 * cost.machine.memory_bytes - weights;  // 10% kept for activations
-            if (free_bytes < kv_per_token)
-                throw std::invalid_argument(o.s.preset + " (" + pd::format_bytes(weights) +
-                                            " of weights) leaves no room "
-                                            "for a cache on " +
-                                            cost.machine.name + ": raise --tp or set --kv-capacity");
-            kv = static_cast<long long>(free_bytes / kv_per_token);
-        }
-        executor = sv::CostModel(cost).describe();
-    }
+    const Cache cache = cache_for(o, model, cost, requests, policies.front(), bench);
+    const long long kv = cache.positions;
+    const double kv_per_token = cache.per_token;
+    const std::string& executor = cache.executor;
     // a slot holds the longest sequence: the model's max_seq (the cost model also stretches it to
     // the longest request, as the 50,000-token prompt of the long-prompt scenario)
     long long slot_len = model.max_seq;
@@ -248,9 +261,7 @@ int run(int argc, char** argv) {
         << "TTFT: first token - arrival; TPOT: (E2E - TTFT) / (output - 1), mean over "
            "requests; ITL: every gap between a request's tokens, pooled; E2E: last token - arrival (vLLM's "
            "definitions). "
-        << (on_model ? std::string("Times are the model's steps, timed on ") +
-                           (pd::Bench::sim() ? "the simulator (CPU figures)" : "the GPU") + ".\n"
-                     : std::string("Times come from the cost model's steps, not from this machine's clock.\n"));
+        << sv::step_times_note(on_model, pd::Bench::sim()) << ".\n";
     if (o.find_capacity)
         out << "capacity: the highest rate whose p99 ITL is within --slo-tpot-ms " << o.slo_tpot_ms
             << " ms with a median TTFT below 2 s (bisection)\n";
@@ -260,22 +271,12 @@ int run(int argc, char** argv) {
                              C::point("reserved max", "kv_reserved_peak"), C::percent("unused", "kv_unused_share")})
         << "used: positions holding K and V; reserved: running requests x slot; unused: 1 - used / reserved "
            "over the run, weighted by step time (what chapter 06's paged cache gives back).\n";
-    if (!o.s.timeline.empty()) {
-        sv::write_timelines(o.s, executor, timelines);
-        out << "timeline of every policy written to " << o.s.timeline << "\n";
-    }
+    sv::write_timelines(o.s, executor, timelines, out, "policy");
 
-    nlohmann::json report = bench.report({{"preset", o.s.preset},
-                                          {"gpu", o.s.gpu},
-                                          {"tp", o.s.tp},
-                                          {"executor", o.s.executor},
-                                          {"scenario", o.s.w.trace.empty() ? o.s.w.scenario : "trace"},
-                                          {"requests", requests.size()},
-                                          {"rate", o.s.w.rate},
-                                          {"token_budget", o.s.token_budget},
-                                          {"max_seqs", o.s.max_seqs},
-                                          {"kv_capacity", kv}},
-                                         rows, on_model ? bench.device_json() : nlohmann::json{{"executor", executor}});
+    nlohmann::json problem = sv::problem_json(o.s, requests.size());
+    problem["kv_capacity"] = kv;
+    nlohmann::json report =
+        bench.report(problem, rows, on_model ? bench.device_json() : nlohmann::json{{"executor", executor}});
     report["executor"] = executor;
     report["metrics"] = metrics;
     return bench.finish(report);

@@ -44,11 +44,7 @@ struct Options {
     int block_size = 16;
     double kv_memory_gib = 16;
     bool prefix_cache = false;
-#if defined(PD_BACKEND_SIM)
-    int attn_batch = 3, attn_context = 300;  // seconds on a CPU
-#else
-    int attn_batch = 16, attn_context = 8192;  // chapter 04's benchmark shape: 512 MiB of bf16 K and V per call
-#endif
+    md::AttentionBenchOptions attn;  // --attn-batch, --attn-context
 };
 
 // [ch06_model_defaults]
@@ -61,7 +57,8 @@ void model_defaults(Options& o, const CLI::App& app) {
         app, o.s, {.requests = 16, .rate = 40, .prompt_len = 40, .output_len = 16, .max_seqs = 48, .token_budget = 96});
     if (!sv::given(app, "--kv-memory")) {
         const pd::ModelConfig m = *pd::find_model(o.s.preset);
-        o.kv_memory_gib = 4.0 * m.max_seq * m.kv_bytes_per_token(o.s.kv_dtype == "bf16" ? 2 : 4) / (1ull << 30);
+        o.kv_memory_gib =
+            4.0 * m.max_seq * m.kv_bytes_per_token(pd::size_of(pd::dtype_named(o.s.kv_dtype))) / (1ull << 30);
     }
     o.s.w.system_tokens = 96;
     o.s.w.question_tokens = 16;
@@ -108,20 +105,14 @@ std::vector<CacheSetup> setups(const Options& o, sv::Policy policy, long long po
 }
 // [ch06_setups]
 
-/// The model executor's weights: `--dtype`'s type (all: fp32).
-DType model_weights(const pd::Bench& b) {
-    return b.dtypes().size() == 1 ? b.dtypes().front() : DType::fp32;
-}
-
 /// One setup on the workload: with the cost model, or on chapter 04's model (a fresh one for
 /// every setup, its cache the setup's slots or blocks); @p tokens then receives what each
 /// request generated.
 sv::Timeline serve(const std::vector<sv::Request>& requests, const CacheSetup& setup, const Options& o,
                    pd::Bench& bench, const sv::CostModelConfig& cost, std::vector<std::vector<int>>& tokens) {
     if (o.s.on_model())
-        return md::serve_on_model(cost.model, setup.config, requests, model_weights(bench),
-                                  o.s.kv_dtype == "bf16" ? DType::bf16 : DType::fp32, bench.device().sm_count,
-                                  bench.options.seed, &tokens);
+        return md::serve_on_model(cost.model, setup.config, requests, bench.single_dtype(),
+                                  pd::dtype_named(o.s.kv_dtype), bench.device().sm_count, bench.options.seed, &tokens);
     sv::Scheduler scheduler(setup.config);
     sv::CostModel model_of_steps(cost);
     return sv::run_engine(requests, scheduler, model_of_steps, true);
@@ -157,12 +148,9 @@ pd::Row setup_row(const CacheSetup& setup, const sv::Timeline& t, double kv_per_
 std::vector<pd::Row> attention_rows(pd::Bench& bench, const Options& o, const pd::ModelConfig& model) {
     const int sm = bench.device().sm_count;  // the device line, then the roofs, before the table's header
     bench.measure_roofs();
-    bench.out() << "\ndecode attention on one layer's cache, contiguous (chapter 04) and paged: B = " << o.attn_batch
-                << ", Hq = " << model.heads << ", Hkv = " << model.kv_heads << ", d = " << model.head_dim
-                << ", contexts " << o.attn_context << " down to "
-                << std::max(1, o.attn_context - 3 * (o.attn_batch - 1)) << " (ragged), blocks of " << o.block_size
-                << " shuffled; reference: CPU, double\n";
-    md::DecodeAttentionBench attention(bench, model, o.attn_batch, o.attn_context, o.block_size);
+    md::DecodeAttentionBench attention(bench, model, o.attn.batch, o.attn.context, o.block_size);
+    bench.out() << "\ndecode attention on one layer's cache, contiguous (chapter 04) and paged: "
+                << attention.shape_line() << ", blocks of " << o.block_size << " shuffled; reference: CPU, double\n";
     bench.require_fits(attention.device_bytes(), "the decode attention benchmark's caches",
                        "lower --attn-batch or --attn-context");
     std::vector<pd::Row> rows;
@@ -193,6 +181,65 @@ std::vector<pd::Row> attention_rows(pd::Bench& bench, const Options& o, const pd
 }
 // [ch06_attention]
 
+/// The chapter's options, beside the harness's and the serving options of serving/options.hpp.
+void add_options(pd::Bench& bench, Options& o) {
+    sv::add_serving_options(bench.app, o.s, {{"static", ""}, {"continuous", ""}, {"chunked", ""}},
+                            {{"poisson", "seeded arrivals at --rate"},
+                             {"shared-prefix",
+                              "every prompt starts with the same 1,000-token system prompt, then 100 "
+                              "tokens of its own (model executor: 96 and 16)"}});
+    bench.add_dtype_option();
+    bench.option("--kv", o.kv, "slots, paged, or both (side by side)", CLI::IsMember({"slots", "paged", "both"}));
+    bench.option("--block-size", o.block_size,
+                 "Positions per block of the paged cache (and of the attention benchmark)", CLI::Range(1, 1 << 16));
+    bench.option("--kv-memory", o.kv_memory_gib,
+                 "The KV cache's memory in GiB, over all GPUs (model executor: four slots of the model's max_seq)",
+                 CLI::Range(1e-6, 1e6));
+    bench.app.add_flag("--prefix-cache", o.prefix_cache, "Prefix caching on the paged cache (shared-prefix: both)");
+    o.attn.add_to(bench);
+}
+
+/// What the setups' replays give: a row each, their cache details and timelines for the
+/// JSON, and whether the model generated the same tokens in every setup.
+struct Replays {
+    std::vector<pd::Row> rows;
+    nlohmann::json details = nlohmann::json::array(), timelines = nlohmann::json::array();
+    bool tokens_agree = true;
+};
+
+/// Every setup on the same workload.
+Replays replay(const std::vector<sv::Request>& requests, const std::vector<CacheSetup>& runs, const Options& o,
+               pd::Bench& bench, const sv::CostModelConfig& cost, double kv_per_token) {
+    Replays r;
+    std::vector<std::vector<int>> first_tokens, tokens;  // model executor: what each setup generated
+    for (const CacheSetup& setup : runs) {
+        const sv::Timeline t = serve(requests, setup, o, bench, cost, tokens);
+        pd::Row row = setup_row(setup, t, kv_per_token, r.details);
+        if (o.s.on_model()) {
+            // [ch06_same_tokens]
+            // Pages change where K and V live, not what attention computes: every request must
+            // generate the tokens it generates with slots (exactly, in fp32; bf16 rounds the same
+            // values in a different order of steps, so a near tie may go either way).
+            if (first_tokens.empty()) first_tokens = tokens;
+            int same = 0;
+            for (std::size_t i = 0; i < tokens.size(); ++i) same += tokens[i] == first_tokens[i];
+            row.point["same_tokens"] = double(same) / double(std::max<std::size_t>(1, tokens.size()));
+            if (same != int(tokens.size()) && bench.single_dtype() == DType::fp32 && o.s.kv_dtype == "fp32") {
+                row.result.passed = false;
+                r.tokens_agree = false;
+            }
+            // [ch06_same_tokens]
+        }
+        r.rows.push_back(row);
+        if (!o.s.timeline.empty()) {
+            nlohmann::json tj = sv::to_json(t);
+            tj["policy"] = setup.name + " (" + o.s.policy + ")";
+            r.timelines.push_back(tj);
+        }
+    }
+    return r;
+}
+
 int run(int argc, char** argv) {
     Options o;
     o.s.w = {.requests = 400,
@@ -209,22 +256,7 @@ int run(int argc, char** argv) {
                     "model: memory reserved and used, waste, requests at once, prefill tokens, TTFT, ITL and "
                     "throughput. Then decode attention through block tables against chapter 04's contiguous cache.",
                     at::paged_versions()};
-    sv::add_serving_options(bench.app, o.s, {{"static", ""}, {"continuous", ""}, {"chunked", ""}},
-                            {{"poisson", "seeded arrivals at --rate"},
-                             {"shared-prefix",
-                              "every prompt starts with the same 1,000-token system prompt, then 100 "
-                              "tokens of its own (model executor: 96 and 16)"}});
-    bench.add_dtype_option();
-    bench.option("--kv", o.kv, "slots, paged, or both (side by side)", CLI::IsMember({"slots", "paged", "both"}));
-    bench.option("--block-size", o.block_size,
-                 "Positions per block of the paged cache (and of the attention benchmark)", CLI::Range(1, 1 << 16));
-    bench.option("--kv-memory", o.kv_memory_gib,
-                 "The KV cache's memory in GiB, over all GPUs (model executor: four slots of the model's max_seq)",
-                 CLI::Range(1e-6, 1e6));
-    bench.app.add_flag("--prefix-cache", o.prefix_cache, "Prefix caching on the paged cache (shared-prefix: both)");
-    bench.option("--attn-batch", o.attn_batch, "Sequences of the decode attention benchmark", CLI::Range(1, 65535));
-    bench.option("--attn-context", o.attn_context, "Longest context of the decode attention benchmark",
-                 CLI::Range(1, 1 << 20));
+    add_options(bench, o);
     if (auto code = bench.parse(argc, argv)) return *code;
     const bool on_model = o.s.on_model();
     if (on_model) model_defaults(o, bench.app);
@@ -235,14 +267,14 @@ int run(int argc, char** argv) {
     const pd::ModelConfig model = *pd::find_model(o.s.preset);
     const sv::CostModelConfig cost = sv::cost_model_config(model, *pd::roofline::find_gpu(o.s.gpu), o.s.tp);
     const double kv_per_token =
-        model.kv_bytes_per_token(on_model ? (o.s.kv_dtype == "bf16" ? 2 : 4) : cost.kv_bytes_per_element);
+        model.kv_bytes_per_token(on_model ? pd::size_of(pd::dtype_named(o.s.kv_dtype)) : cost.kv_bytes_per_element);
     const long long positions = static_cast<long long>(o.kv_memory_gib * (1ull << 30) / kv_per_token);
     o.s.w.max_len = model.max_seq / 2;  // a prompt and its output fit in a slot of max_seq
     const std::vector<sv::Request> requests = sv::make_workload(o.s.w, o.s.w.rate, bench.options.seed, model.vocab);
     const std::vector<CacheSetup> runs = setups(o, sv::policy_from(o.s.policy), positions, model.max_seq);
     std::string executor = sv::CostModel(cost).describe();
     if (on_model) {
-        const DType weights = model_weights(bench);
+        const DType weights = bench.single_dtype();
         md::Model::check_options(model, {.weights = weights, .batch = o.s.max_seqs});  // now, not after a replay
         bench.require_fits(o.kv_memory_gib * (1ull << 30) + model.parameter_count() * pd::size_of(weights),
                            "the model's weights and KV cache", "lower --kv-memory or pick a smaller --preset");
@@ -257,35 +289,7 @@ int run(int argc, char** argv) {
         << "workload: " << requests.size() << " requests (" << sv::describe(o.s.w) << ")\n\n";
 
     // ---- every setup on the same workload ----
-    std::vector<pd::Row> rows;
-    nlohmann::json timelines = nlohmann::json::array(), details = nlohmann::json::array();
-    std::vector<std::vector<int>> first_tokens, tokens;  // model executor: what each setup generated
-    bool tokens_agree = true;
-    for (const CacheSetup& setup : runs) {
-        const sv::Timeline t = serve(requests, setup, o, bench, cost, tokens);
-        pd::Row row = setup_row(setup, t, kv_per_token, details);
-        if (on_model) {
-            // [ch06_same_tokens]
-            // Pages change where K and V live, not what attention computes: every request must
-            // generate the tokens it generates with slots (exactly, in fp32; bf16 rounds the same
-            // values in a different order of steps, so a near tie may go either way).
-            if (first_tokens.empty()) first_tokens = tokens;
-            int same = 0;
-            for (std::size_t r = 0; r < tokens.size(); ++r) same += tokens[r] == first_tokens[r];
-            row.point["same_tokens"] = double(same) / double(std::max<std::size_t>(1, tokens.size()));
-            if (same != int(tokens.size()) && bench.dtypes().front() == DType::fp32 && o.s.kv_dtype == "fp32") {
-                row.result.passed = false;
-                tokens_agree = false;
-            }
-            // [ch06_same_tokens]
-        }
-        rows.push_back(row);
-        if (!o.s.timeline.empty()) {
-            nlohmann::json tj = sv::to_json(t);
-            tj["policy"] = setup.name + " (" + o.s.policy + ")";
-            timelines.push_back(tj);
-        }
-    }
+    const Replays r = replay(requests, runs, o, bench, cost, kv_per_token);
     using C = pd::Column;
     std::vector<C> cols = {C::name("cache"),
                            C::point("running max", "running_max"),
@@ -300,42 +304,29 @@ int run(int argc, char** argv) {
                            C::point("E2E p50 s", "e2e_p50_s"),
                            C::point("tok/s", "output_tokens_per_s")};
     if (on_model) cols.push_back(C::percent("same tokens", "same_tokens"));
-    out << pd::render(rows, cols)
+    out << pd::render(r.rows, cols)
         << "reserved, used: the most at once; waste: 1 - used / reserved over the run, weighted by step time; "
            "hits: prompt positions found in the prefix cache. "
-        << (on_model ? std::string("Times are the model's steps, timed on ") +
-                           (pd::Bench::sim() ? "the simulator (CPU figures)" : "the GPU") +
-                           "; same tokens: requests generating exactly the first setup's tokens.\n"
-                     : std::string("Times come from the cost model's steps.\n"));
-    if (!tokens_agree) out << "FAILED: with fp32 weights and cache, pages must generate the tokens slots generate\n";
-    if (!o.s.timeline.empty()) {
-        sv::write_timelines(o.s, executor, timelines);
-        out << "timeline of every setup written to " << o.s.timeline << "\n";
-    }
+        << sv::step_times_note(on_model, pd::Bench::sim())
+        << (on_model ? "; same tokens: requests generating exactly the first setup's tokens.\n" : ".\n");
+    if (!r.tokens_agree) out << "FAILED: with fp32 weights and cache, pages must generate the tokens slots generate\n";
+    sv::write_timelines(o.s, executor, r.timelines, out, "setup");
 
     const std::vector<pd::Row> arows = attention_rows(bench, o, model);  // what the block table costs the kernel
 
-    nlohmann::json report = bench.report({{"preset", o.s.preset},
-                                          {"gpu", o.s.gpu},
-                                          {"tp", o.s.tp},
-                                          {"executor", o.s.executor},
-                                          {"policy", o.s.policy},
-                                          {"kv", o.kv},
-                                          {"block_size", o.block_size},
-                                          {"kv_memory_gib", o.kv_memory_gib},
-                                          {"kv_positions", positions},
-                                          {"scenario", o.s.w.trace.empty() ? o.s.w.scenario : "trace"},
-                                          {"requests", requests.size()},
-                                          {"rate", o.s.w.rate},
-                                          {"token_budget", o.s.token_budget},
-                                          {"max_seqs", o.s.max_seqs},
-                                          {"attn_batch", o.attn_batch},
-                                          {"attn_context", o.attn_context}},
-                                         rows, bench.device_json());
+    nlohmann::json problem = sv::problem_json(o.s, requests.size());
+    problem.update({{"policy", o.s.policy},
+                    {"kv", o.kv},
+                    {"block_size", o.block_size},
+                    {"kv_memory_gib", o.kv_memory_gib},
+                    {"kv_positions", positions},
+                    {"attn_batch", o.attn.batch},
+                    {"attn_context", o.attn.context}});
+    nlohmann::json report = bench.report(problem, r.rows, bench.device_json());
     report["executor"] = executor;
-    report["caches"] = details;
+    report["caches"] = r.details;
     report["attention"] = bench.json(arows);
-    if (!tokens_agree) report["passed"] = false;
+    if (!r.tokens_agree) report["passed"] = false;
     return bench.finish(report);
 }
 

@@ -10,6 +10,8 @@
 /// an element offset into the cache, or -1 when no row holds that position).
 #pragma once
 
+#include "attention/paged_attention.hpp"
+
 #include <cstddef>
 
 namespace pd::kernels::attention {
@@ -89,5 +91,17 @@ struct PagedRows {
     }
 };
 // [paged_rows]
+
+/// The accessor of a paged cache of shape @p s read through @p block_table (host side; the
+/// caller has checked @p s).
+inline PagedRows paged_rows(const int* block_table, const PagedShape& s) {
+    return {.block_table = block_table,
+            .batch = s.batch,
+            .max_blocks = s.max_blocks,
+            .block_size = s.block_size,
+            .num_blocks = s.num_blocks,
+            .kv_heads = s.kv_heads,
+            .d = s.head_dim};
+}
 
 }  // namespace pd::kernels::attention

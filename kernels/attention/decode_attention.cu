@@ -288,13 +288,7 @@ void launch_paged(const float* q, const T* k, const T* v, const int* table, cons
                                     std::to_string(kMaxSplits));
     if (splits > 1 && partials == nullptr)
         throw std::invalid_argument("paged attention v2: partials is null with splits = " + std::to_string(splits));
-    const PagedRows rows{.block_table = table,
-                         .batch = s.batch,
-                         .max_blocks = s.max_blocks,
-                         .block_size = s.block_size,
-                         .num_blocks = s.num_blocks,
-                         .kv_heads = s.kv_heads,
-                         .d = s.head_dim};
+    const PagedRows rows = paged_rows(table, s);
     const int chunk = ceil_div(ceil_div(s.max_kv_len, s.block_size), splits) * s.block_size;
     launch_gqa(q, k, v, rows, kv_len, out, partials,
                {s.batch, s.heads, s.kv_heads, s.head_dim, s.max_kv_len, chunk, splits}, stream);

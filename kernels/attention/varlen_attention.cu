@@ -167,13 +167,7 @@ void launch_pages(const float* q, const T* k, const T* v, const int* q_start, co
     if (max_q_len > tokens) fail("max_q_len = " + str(max_q_len) + " exceeds tokens = " + str(tokens));
     if (max_q_len > s.capacity())
         fail("max_q_len = " + str(max_q_len) + " exceeds max_blocks * block_size = " + str(s.capacity()));
-    const PagedRows rows{.block_table = table,
-                         .batch = s.batch,
-                         .max_blocks = s.max_blocks,
-                         .block_size = s.block_size,
-                         .num_blocks = s.num_blocks,
-                         .kv_heads = s.kv_heads,
-                         .d = s.head_dim};
+    const PagedRows rows = paged_rows(table, s);
     launch_varlen(q, k, v, rows, q_start, q_len, kv_len, out, s.batch, s.heads, s.kv_heads, s.head_dim, max_q_len,
                   stream);
 }

@@ -68,15 +68,9 @@ SlotRows slot_rows(const CacheShape& s) {
     return {.slot = nullptr, .slots = s.batch, .kv_heads = s.kv_heads, .max_seq = s.max_seq, .d = s.head_dim};
 }
 
-PagedRows paged_rows(const int* block_table, const PagedShape& s) {
+PagedRows checked_paged_rows(const int* block_table, const PagedShape& s) {
     attention::check_paged_shape(s);
-    return {.block_table = block_table,
-            .batch = s.batch,
-            .max_blocks = s.max_blocks,
-            .block_size = s.block_size,
-            .num_blocks = s.num_blocks,
-            .kv_heads = s.kv_heads,
-            .d = s.head_dim};
+    return attention::paged_rows(block_table, s);
 }
 
 }  // namespace
@@ -95,13 +89,13 @@ void kv_append_rows(const float* k_new, const float* v_new, __nv_bfloat16* k_cac
 void paged_kv_append_rows(const float* k_new, const float* v_new, float* k_cache, float* v_cache,
                           const int* block_table, const int* row_seq, const int* positions, int T, const PagedShape& s,
                           cudaStream_t stream) {
-    launch_append_rows(k_new, v_new, k_cache, v_cache, paged_rows(block_table, s), row_seq, positions, T,
+    launch_append_rows(k_new, v_new, k_cache, v_cache, checked_paged_rows(block_table, s), row_seq, positions, T,
                        "paged_kv_append_rows", stream);
 }
 void paged_kv_append_rows(const float* k_new, const float* v_new, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
                           const int* block_table, const int* row_seq, const int* positions, int T, const PagedShape& s,
                           cudaStream_t stream) {
-    launch_append_rows(k_new, v_new, k_cache, v_cache, paged_rows(block_table, s), row_seq, positions, T,
+    launch_append_rows(k_new, v_new, k_cache, v_cache, checked_paged_rows(block_table, s), row_seq, positions, T,
                        "paged_kv_append_rows", stream);
 }
 

@@ -70,6 +70,21 @@ std::string DecodeAttentionBench::describe() const {
            (paged_.block_size > 0 ? " block_size=" + std::to_string(paged_.block_size) : "");
 }
 
+std::string DecodeAttentionBench::shape_line() const {
+    const at::DecodeShape& s = contiguous_;
+    std::string line = "B = " + std::to_string(s.batch) + ", Hq = " + std::to_string(s.heads) +
+                       ", Hkv = " + std::to_string(s.kv_heads) + ", d = " + std::to_string(s.head_dim);
+    if (s.batch == 1) return line + ", context " + std::to_string(lens_[0]);
+    return line + ", contexts " + std::to_string(lens_.front()) + " down to " + std::to_string(lens_.back()) +
+           " (ragged)";
+}
+
+void AttentionBenchOptions::add_to(Bench& bench) {
+    bench.option("--attn-batch", batch, "Sequences of the decode attention benchmark", CLI::Range(1, 65535));
+    bench.option("--attn-context", context, "Longest context of the decode attention benchmark",
+                 CLI::Range(1, 1 << 20));
+}
+
 double DecodeAttentionBench::device_bytes() const {
     return 2.0 * (paged_.block_size > 0 ? 2 : 1) * double(k_.size()) * sizeof(float);
 }

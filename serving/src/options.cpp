@@ -147,11 +147,32 @@ std::string describe(const WorkloadOptions& o) {
     return std::string("poisson, ") + rate;
 }
 
-void write_timelines(const ServingOptions& o, const std::string& executor, const nlohmann::json& timelines) {
+void write_timelines(const ServingOptions& o, const std::string& executor, const nlohmann::json& timelines,
+                     std::ostream& out, const std::string& what) {
+    if (o.timeline.empty()) return;
     std::ofstream f(o.timeline);
     if (!f) throw std::invalid_argument("--timeline " + o.timeline + ": cannot write the file");
     f << nlohmann::json{{"executor", executor}, {"token_budget", o.token_budget}, {"timelines", timelines}}.dump(1)
       << "\n";
+    out << "timeline of every " << what << " written to " << o.timeline << "\n";
+}
+
+nlohmann::json problem_json(const ServingOptions& o, std::size_t requests) {
+    return {{"preset", o.preset},
+            {"gpu", o.gpu},
+            {"tp", o.tp},
+            {"executor", o.executor},
+            {"scenario", o.w.trace.empty() ? o.w.scenario : "trace"},
+            {"requests", requests},
+            {"rate", o.w.rate},
+            {"token_budget", o.token_budget},
+            {"max_seqs", o.max_seqs}};
+}
+
+std::string step_times_note(bool on_model, bool simulator) {
+    if (!on_model) return "Times come from the cost model's steps, not from this machine's clock";
+    return std::string("Times are the model's steps, timed on ") +
+           (simulator ? "the simulator (CPU figures)" : "the GPU");
 }
 
 }  // namespace pd::serving

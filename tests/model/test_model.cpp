@@ -5,10 +5,10 @@
 // fp32; in bf16 equal up to a first divergence where each side's token is in the other's top
 // 5); tied embeddings through a llama2.c checkpoint written, read back and loaded; and the
 // rejection of bad input.
+#include "model_check.hpp"
 #include "model_reference.hpp"
 #include "pd/llama2c.hpp"
 #include "pd/model/model.hpp"
-#include "pd/rng.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -26,17 +26,8 @@ using pd::DType;
 
 namespace {
 
-/// The tiny preset with a short cache.
-pd::ModelConfig tiny() {
-    return *pd::find_model("tiny");
-}
-
-std::vector<int> random_tokens(std::size_t n, int vocab, std::uint64_t seed) {
-    pd::Rng rng(seed);
-    std::vector<int> t(n);
-    for (int& x : t) x = rng.integer(0, vocab - 1);
-    return t;
-}
+using pd::test::random_tokens;
+using pd::test::tiny;
 
 /// Largest |got - want| over a row, and whether every element is within tolerance: fp32
 /// |got - want| <= 1e-3 + 1e-3 |want|; bf16 ||got - want|| / ||want|| <= 2e-2 (the device

@@ -3,9 +3,9 @@
 // and the engine with the real executor against chapter 04's cached decode: every request,
 // under every policy (with chunking and preemption forced by small limits), generates exactly
 // the tokens it generates alone (fp32).
+#include "model_check.hpp"
 #include "pd/model/executor.hpp"
 #include "pd/model/model.hpp"
-#include "pd/rng.hpp"
 #include "pd/serving/scheduler.hpp"
 
 #include <catch2/catch.hpp>
@@ -22,16 +22,8 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-pd::ModelConfig tiny() {
-    return *pd::find_model("tiny");
-}
-
-std::vector<int> random_tokens(std::size_t n, int vocab, std::uint64_t seed) {
-    pd::Rng rng(seed);
-    std::vector<int> t(n);
-    for (int& x : t) x = rng.integer(0, vocab - 1);
-    return t;
-}
+using pd::test::random_tokens;
+using pd::test::tiny;
 
 /// Largest |a - b| relative to 1 + |b|, over the first n elements.
 double max_rel_diff(const float* a, const float* b, std::size_t n) {

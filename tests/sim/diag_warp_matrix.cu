@@ -78,7 +78,7 @@ __global__ void plain_read_before_wait(const float* src, float* early, float* la
     late[t] = s[4 * t];
 }
 
-constexpr int kHalfWarpLine = __LINE__ + 7;
+constexpr int kHalfWarpLine = __LINE__ + 6;
 __global__ void mma_half_warp(float* out) {
     const std::uint32_t a[4] = {0, 0, 0, 0}, b[2] = {0, 0};
     const float c[4] = {0, 0, 0, 0};

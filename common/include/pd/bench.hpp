@@ -98,6 +98,12 @@ public:
     /// The input types to run: `--dtype`, narrowed to the type of `--kernel` (fp32 without
     /// add_dtype_option()).
     std::vector<DType> dtypes() const;
+    /// The one input type of a part that runs one (the model of chapters 05 and 06): `--dtype`'s,
+    /// or fp32 with `--dtype all`.
+    DType single_dtype() const {
+        const std::vector<DType> d = dtypes();
+        return d.size() == 1 ? d.front() : DType::fp32;
+    }
     /// True when `--kernel` selects @p v (or is "all") and @p v runs on this backend.
     bool selects(const Version& v) const { return options.selects(v.name) && v.runs_here(); }
     /// As above for the version named @p name of this chapter's registry (false if none).

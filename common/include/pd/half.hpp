@@ -8,6 +8,9 @@
 #include <cuda_fp16.h>
 
 #include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace pd {
@@ -53,6 +56,14 @@ enum class DType {
 /// "fp32" or "bf16": the name in tables, JSON and `--dtype`.
 inline const char* to_string(DType d) {
     return d == DType::fp32 ? "fp32" : "bf16";
+}
+
+/// The type named @p name ("fp32" or "bf16", as to_string() writes it; an option's check has
+/// already refused any other). @param name the name  @throws std::invalid_argument for another
+inline DType dtype_named(std::string_view name) {
+    if (name == "fp32") return DType::fp32;
+    if (name == "bf16") return DType::bf16;
+    throw std::invalid_argument("dtype " + std::string(name) + " is not one of fp32, bf16");
 }
 
 /// Bytes of one element of type @p d: 4 or 2.

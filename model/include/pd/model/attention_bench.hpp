@@ -23,6 +23,19 @@
 
 namespace pd::model {
 
+/// The benchmark's size, `--attn-batch` and `--attn-context` of chapters 04 and 06.
+struct AttentionBenchOptions {
+#if defined(PD_BACKEND_SIM)
+    int batch = 3;      ///< B sequences: 3 on the simulator (seconds on a CPU)
+    int context = 300;  ///< the longest context
+#else
+    int batch = 16;      ///< B sequences: 16 on a GPU
+    int context = 8192;  ///< the longest context (llama-3-8b: 512 MiB of bf16 K and V per call)
+#endif
+    /// Adds `--attn-batch` and `--attn-context` to @p bench's options, writing here.
+    void add_to(Bench& bench);
+};
+
 /// One layer's decode attention problem and its measurements.
 class DecodeAttentionBench {
 public:
@@ -39,6 +52,9 @@ public:
     const kernels::attention::PagedShape& paged() const { return paged_; }
     /// "B=3 Hq=4 Hkv=2 d=32 context=300 (ragged)", and " block_size=16" with a paged copy.
     std::string describe() const;
+    /// "B = 3, Hq = 4, Hkv = 2, d = 32, contexts 300 down to 294 (ragged)" ("context 300" for
+    /// one sequence): the shape line of the benchmark's table.
+    std::string shape_line() const;
     /// Bytes of device memory the caches take (fp32, both layouts).
     double device_bytes() const;
 

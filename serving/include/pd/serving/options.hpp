@@ -13,7 +13,9 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -99,11 +101,24 @@ std::vector<Request> make_workload(const WorkloadOptions& o, double rate, std::u
 /// @param o the options
 std::string describe(const WorkloadOptions& o);
 
-/// Writes `--timeline`'s file: {"executor", "token_budget", "timelines": [...]} (one timeline
-/// per policy or cache setup, as to_json() writes them).
+/// Writes `--timeline`'s file, {"executor", "token_budget", "timelines": [...]} (one timeline
+/// per policy or cache setup, as to_json() writes them), and says so on @p out; nothing without
+/// `--timeline`.
 /// @param o the options (their timeline path and token budget)  @param executor the executor's description
-/// @param timelines the JSON array of timelines
+/// @param timelines the JSON array of timelines  @param out the report  @param what "policy" or "setup"
 /// @throws std::invalid_argument naming `--timeline` when the file cannot be written
-void write_timelines(const ServingOptions& o, const std::string& executor, const nlohmann::json& timelines);
+void write_timelines(const ServingOptions& o, const std::string& executor, const nlohmann::json& timelines,
+                     std::ostream& out, const std::string& what);
+
+/// The report's problem keys chapters 05 and 06 share: preset, gpu, tp, executor, scenario
+/// ("trace" with `--trace`), requests, rate, token_budget and max_seqs.
+/// @param o the options  @param requests requests of the workload
+nlohmann::json problem_json(const ServingOptions& o, std::size_t requests);
+
+/// The table's note on where step times come from: "Times are the model's steps, timed on the
+/// GPU" (or the simulator) or "Times come from the cost model's steps, not from this machine's
+/// clock" (no final period). @param on_model the model executor runs the steps
+/// @param simulator the program runs on the simulator (pd::Bench::sim())
+std::string step_times_note(bool on_model, bool simulator);
 
 }  // namespace pd::serving

@@ -51,22 +51,27 @@ Policy policy_from(const std::string& name);
 /// The scheduler's limits.
 struct SchedulerConfig {
     Policy policy = Policy::chunked;  ///< how steps are built
-    int token_budget = 512;           ///< tokens per step (`--token-budget`); continuous may exceed it for one prompt
-    int max_seqs = 64;                ///< cache slots: requests running at once (`--max-seqs`)
+    int token_budget = 512;           ///< tokens per step; continuous may exceed it for one prompt
+    int max_seqs = 64;                ///< cache slots: requests running at once
     long long kv_capacity = 1 << 20;  ///< positions the cache holds over all running requests
     /// 0: the capacity counts the positions in use (chapter 05). > 0: a paged cache of
     /// kv_capacity / block_size blocks (chapter 06), allocated as sequences grow.
     int block_size = 0;
-    bool prefix_caching = false;  ///< paged only: reuse cached full prompt blocks (`--prefix-cache`)
+    bool prefix_caching = false;  ///< paged only: reuse cached full prompt blocks
 };
+
+/// @p config, if a scheduler can run with it.
+/// @throws std::invalid_argument naming the first field it cannot run with
+/// ("SchedulerConfig.token_budget = 0 must be >= 1"; the cache's own rules are BlockManager's)
+const SchedulerConfig& checked(const SchedulerConfig& config);
 
 /// A request inside the scheduler.
 struct Sequence {
     Request request;    ///< as it arrived
     int computed = 0;   ///< positions whose K and V are in its cache
     int generated = 0;  ///< output tokens emitted so far
-    int prefill_len =
-        0;  ///< positions to prefill since its admission: the prompt, plus after a preemption its generated tokens
+    /// positions to prefill since its admission: the prompt, plus after a preemption its generated tokens
+    int prefill_len = 0;
     int slot = -1;        ///< its cache slot while running, -1 while waiting
     int preemptions = 0;  ///< times its cache was dropped
     int prefix_hit = 0;   ///< positions of its prompt found in the prefix cache at its admission
