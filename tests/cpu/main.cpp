@@ -1,3 +1,6 @@
-// Catch2's own main for the host-only tests.
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
+// Main of the host-only tests: Catch2's runner (tests/catch_session.cpp).
+#include "../catch_session.hpp"
+
+int main(int argc, char** argv) {
+    return pd::testing::run_catch(argc, argv);
+}

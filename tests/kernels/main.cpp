@@ -1,8 +1,6 @@
 // Main of the kernel test binaries: exits 77 (CTest: skipped) when no device is present,
 // except when Catch2 is only asked to list the tests, which needs no device.
-#define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
-
+#include "../catch_session.hpp"
 #include "pd/device.hpp"
 
 #include <cstring>
@@ -19,5 +17,5 @@ int main(int argc, char** argv) {
             return 77;
         }
     }
-    return Catch::Session().run(argc, argv);
+    return pd::testing::run_catch(argc, argv);
 }
