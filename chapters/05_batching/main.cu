@@ -225,6 +225,7 @@ int run(int argc, char** argv) {
 
     // ---- every policy on the same workload ----
     const sv::Slo slo{o.slo_ttft_ms * 1e-3, o.slo_tpot_ms * 1e-3};
+    const bool long_prompt = o.s.w.trace.empty() && o.s.w.scenario == "long-prompt";  // its last request
     std::vector<pd::Row> rows;
     nlohmann::json timelines = nlohmann::json::array(), metrics = nlohmann::json::array();
     for (sv::Policy p : policies) {
@@ -236,6 +237,12 @@ int run(int argc, char** argv) {
                           {"kv_used_peak", cache.used_max},
                           {"kv_reserved_peak", cache.reserved_max},
                           {"kv_unused_share", cache.waste}});
+        if (long_prompt) {
+            const sv::RequestPath path = sv::request_path(t, requests.back().id);
+            row.point.update({{"long_admitted_step", path.admitted_step},
+                              {"long_prefill_steps", path.prefill_steps},
+                              {"long_ttft_s", path.ttft_s}});
+        }
         rows.push_back(row);
         if (o.find_capacity) rows.back().point["capacity_rps"] = find_capacity(o, p, kv, cost, bench.options.seed);
         nlohmann::json mj = sv::to_json(m);
@@ -265,6 +272,14 @@ int run(int argc, char** argv) {
     if (o.find_capacity)
         out << "capacity: the highest rate whose p99 ITL is within --slo-tpot-ms " << o.slo_tpot_ms
             << " ms with a median TTFT below 2 s (bisection)\n";
+    if (long_prompt) {
+        const sv::Request& r = requests.back();
+        out << "\nthe long prompt (request " << r.id << ": " << r.prompt_tokens << " tokens, arriving at "
+            << fmt("%g", r.arrival_s) << " s):\n"
+            << pd::render(rows, {policy, C::point("admitted at step", "long_admitted_step"),
+                                 C::point("prefill steps", "long_prefill_steps"), C::point("TTFT s", "long_ttft_s")})
+            << "admitted at step: the first step that runs its prompt (counting from 1); TTFT: its own.\n";
+    }
     out << "\nthe cache as slots of " << slot_len << " positions (" << pd::format_bytes(slot_len * kv_per_token)
         << ") per running request:\n"
         << pd::render(rows, {policy, C::point("running max", "running_peak"), C::point("used max", "kv_used_peak"),

@@ -150,7 +150,9 @@ std::vector<pd::Row> attention_rows(pd::Bench& bench, const Options& o, const pd
     bench.measure_roofs();
     md::DecodeAttentionBench attention(bench, model, o.attn.batch, o.attn.context, o.block_size);
     bench.out() << "\ndecode attention on one layer's cache, contiguous (chapter 04) and paged: "
-                << attention.shape_line() << ", blocks of " << o.block_size << " shuffled; reference: CPU, double\n";
+                << attention.shape_line() << ", blocks of " << o.block_size
+                << " shuffled (their tables: " << attention.table_entries() << " entries, "
+                << 4 * attention.table_entries() << " bytes); reference: CPU, double\n";
     bench.require_fits(attention.device_bytes(), "the decode attention benchmark's caches",
                        "lower --attn-batch or --attn-context");
     std::vector<pd::Row> rows;

@@ -37,6 +37,7 @@ StepCostShape step_cost_shape(const ModelConfig& c, double weight_bytes, double 
     s.table_bytes = s.head_bytes;
     s.tied = c.tied_embeddings;
     s.kv_bytes_per_position = c.kv_bytes_per_token(kv_bytes);
+    s.score_bytes_per_score = 4.0 * 4 * c.heads * c.layers;  // 4 bytes, 4 passes
     return s;
 }
 
@@ -78,7 +79,8 @@ StepCost step_cost(const StepCostShape& shape, std::span<const StepItem> items, 
     const double gathered = shape.tied && head ? 0 : std::min(tokens * shape.row_bytes, shape.table_bytes);
     c.weight_bytes = shape.resident_bytes + (head ? shape.head_bytes : 0) + gathered;
     c.kv_bytes = (cached + tokens) * shape.kv_bytes_per_position;
-    c.bytes = c.weight_bytes + c.kv_bytes;
+    c.score_bytes = count == AttentionCount::all_scores ? shape.score_bytes_per_score * squares : 0;
+    c.bytes = c.weight_bytes + c.kv_bytes + c.score_bytes;
     return c;
 }
 // [step_cost]

@@ -300,13 +300,15 @@ void launch_paged(const float* q, const T* k, const T* v, const int* table, cons
 int decode_splits(const DecodeShape& s, int sm_count) {
     check_decode_shape(s);
     // Enough blocks for about four per SM (one block per KV head and sequence is far too few
-    // at small batch: 8 blocks for llama-3-8b at B = 1 on 132 SMs), but no split shorter than
-    // kMinSplitKeys positions (the partial results and the combine must stay small next to the
-    // K and V a split reads).
-    constexpr int kBlocksPerSm = 4, kMinSplitKeys = 128;
+    // at small batch: 8 blocks for llama-3-8b at B = 1 on 132 SMs), but at most one split per
+    // kKeysPerSplit positions of the batch's longest context, so that for a context over 128
+    // a split averages more than 64 positions (the partial results and the combine must stay
+    // small next to the K and V a split reads). When that bound binds, a split holds
+    // ceil(S / ceil(S / 128)) <= 128 positions: 8 of 125 for 1,000, 65 and 64 for 129.
+    constexpr int kBlocksPerSm = 4, kKeysPerSplit = 128;
     const long blocks = long(s.batch) * s.kv_heads;
     const long wanted = (long(std::max(sm_count, 1)) * kBlocksPerSm + blocks - 1) / blocks;
-    const long longest = (long(s.max_kv_len) + kMinSplitKeys - 1) / kMinSplitKeys;
+    const long longest = (long(s.max_kv_len) + kKeysPerSplit - 1) / kKeysPerSplit;
     return int(std::clamp<long>(std::min(wanted, longest), 1, kMaxSplits));
 }
 // [split_rule]

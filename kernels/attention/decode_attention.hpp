@@ -78,8 +78,9 @@ inline const std::vector<Version>& decode_versions() {
 }
 // [decode_versions]
 
-/// v4's number of splits for @p s on a GPU of @p sm_count SMs: about four blocks per SM, no
-/// split shorter than 128 positions, at most kMaxSplits. @param s the sizes  @param sm_count SMs
+/// v4's number of splits for @p s on a GPU of @p sm_count SMs: about four blocks per SM, at
+/// most one split per 128 positions of the longest context (s.max_kv_len), at most kMaxSplits.
+/// @param s the sizes  @param sm_count SMs
 int decode_splits(const DecodeShape& s, int sm_count);
 
 /// Floats of workspace @p version needs: v1 B Hq max_kv_len scores; v4 per split and query

@@ -82,8 +82,8 @@ inline const std::vector<Version>& paged_versions() {
 // [paged_versions]
 
 /// v2's number of splits for @p s on a GPU of @p sm_count SMs: chapter 04's rule
-/// (decode_splits() of s.contiguous(): about four blocks per SM, no split shorter than 128
-/// positions, at most kMaxSplits), then rounded to whole blocks: each split takes
+/// (decode_splits() of s.contiguous(): about four blocks per SM, at most one split per 128
+/// positions of the longest context, at most kMaxSplits), then rounded to whole blocks: each split takes
 /// ceil(blocks / splits) blocks of the longest sequence, which may leave fewer splits.
 /// @param s the sizes  @param sm_count the device's SMs
 /// @return 1 ... kMaxSplits

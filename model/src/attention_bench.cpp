@@ -79,6 +79,13 @@ std::string DecodeAttentionBench::shape_line() const {
            " (ragged)";
 }
 
+long long DecodeAttentionBench::table_entries() const {
+    long long entries = 0;
+    if (paged_.block_size > 0)
+        for (int l : lens_) entries += (l + paged_.block_size - 1) / paged_.block_size;
+    return entries;
+}
+
 void AttentionBenchOptions::add_to(Bench& bench) {
     bench.option("--attn-batch", batch, "Sequences of the decode attention benchmark", CLI::Range(1, 65535));
     bench.option("--attn-context", context, "Longest context of the decode attention benchmark",

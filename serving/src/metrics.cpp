@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <numeric>
 #include <stdexcept>
+#include <string>
 
 namespace pd::serving {
 
@@ -157,6 +158,22 @@ std::string describe(const Metrics& m) {
         out += buf;
     }
     return out;
+}
+
+RequestPath request_path(const Timeline& t, int id) {
+    if (id < 0 || std::size_t(id) >= t.requests.size())
+        throw std::invalid_argument("request_path: id = " + std::to_string(id) + " is not a request of the timeline (" +
+                                    std::to_string(t.requests.size()) + " requests)");
+    RequestPath p;
+    for (std::size_t i = 0; i < t.steps.size(); ++i)
+        for (const BatchItem& item : t.steps[i].step.items)
+            if (item.request == id && item.prefill) {
+                if (p.admitted_step == 0) p.admitted_step = int(i) + 1;
+                ++p.prefill_steps;
+            }
+    const Timeline::RequestRecord& r = t.requests[std::size_t(id)];
+    if (!r.token_s.empty()) p.ttft_s = r.token_s.front() - r.request.arrival_s;
+    return p;
 }
 
 // [cache_stats]

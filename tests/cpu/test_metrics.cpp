@@ -1,6 +1,6 @@
 // Chapter 05's serving metrics (vLLM's definitions) on a hand-built timeline whose every value is
-// computed by hand below, single-token requests, goodput under SLOs, the JSON and text, and the
-// timelines that are rejected.
+// computed by hand below, single-token requests, goodput under SLOs, one request's path through
+// the steps, the JSON and text, and the timelines that are rejected.
 #include "pd/serving/metrics.hpp"
 
 #include <catch2/catch.hpp>
@@ -154,6 +154,31 @@ TEST_CASE("compute_metrics of an empty timeline is all zero", "[metrics]") {
     CHECK(m.ttft_s.count == 0);
     CHECK(m.output_tokens_per_s == 0);
     CHECK(pd::serving::to_json(m)["goodput_requests_per_s"].is_null());
+}
+
+TEST_CASE("request_path: the admission step, the prefill's steps and the TTFT of one request", "[metrics]") {
+    // request 1 (arrives 0.25, its token at 1.25) is prefilled in steps 2 and 3, preempted, and
+    // recomputed in step 5; request 2 only decodes here (its prompt ran before the timeline)
+    Timeline t = hand_built();
+    const auto step = [](std::vector<pd::serving::BatchItem> items) {
+        Timeline::StepRecord r;
+        r.step.items = std::move(items);
+        return r;
+    };
+    t.steps = {step({{.request = 0, .tokens = 10, .prefill = true}}),
+               step({{.request = 0, .tokens = 1}, {.request = 1, .tokens = 4, .prefill = true, .emits = false}}),
+               step({{.request = 1, .tokens = 6, .context = 4, .prefill = true}}),
+               step({{.request = 2, .tokens = 1, .context = 10}}),
+               step({{.request = 1, .tokens = 11, .prefill = true}})};
+    const pd::serving::RequestPath one = pd::serving::request_path(t, 1);
+    CHECK(one.admitted_step == 2);
+    CHECK(one.prefill_steps == 3);
+    CHECK(one.ttft_s == 1.0);
+    const pd::serving::RequestPath two = pd::serving::request_path(t, 2);
+    CHECK(two.admitted_step == 0);
+    CHECK(two.prefill_steps == 0);
+    CHECK(two.ttft_s == 0.25);
+    CHECK_THROWS_WITH(pd::serving::request_path(t, 3), Contains("id = 3"));
 }
 
 TEST_CASE("compute_metrics rejects an inconsistent timeline, naming the request", "[metrics]") {

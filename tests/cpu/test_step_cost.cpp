@@ -2,11 +2,17 @@
 // token and the LM head per emitting item, the attention's pairs (causal, and every score of the
 // square as chapter 01's kernels compute them), the weights read once (the embedding as a gather,
 // nothing more for a tied head that is read anyway), the cache read and written; items counted
-// several times; and the errors.
+// several times; chapter 04's worked example (printed: its page quotes it); and the errors.
 #include "pd/step_cost.hpp"
+
+#include "pd/roofline.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -61,7 +67,54 @@ TEST_CASE("step cost: chapter 01's attention counts every score of its square", 
     CHECK(causal.attention_flops == 21 * 32);
     CHECK(all.attention_flops == 36 * 16 + 21 * 16);
     CHECK(all.dense_flops == causal.dense_flops);
-    CHECK(all.bytes == causal.bytes);
+    // the 36 scores of each of 2 heads in 2 layers, 4 bytes each, written, read, written, read
+    CHECK(causal.score_bytes == 0);
+    CHECK(all.score_bytes == 36 * 2 * 2 * 4 * 4);
+    CHECK(all.bytes == causal.bytes + all.score_bytes);
+}
+
+TEST_CASE("step cost: chapter 04's worked example: llama-3-8b at C = 1024 cached and recomputed", "[step_cost]") {
+    // bf16 weights and cache, fp32 norms (as pd::model::Model::cost() counts); B = 1, C = 1024:
+    // the cached step is one token after 1,023 cached positions, the recomputed one a prefill of
+    // all 1,024 through chapter 01's attention, its score matrix in memory.
+    const pd::ModelConfig m = *pd::find_model("llama-3-8b");
+    const pd::roofline::GpuSpec gpu = *pd::roofline::find_gpu("H200");
+    const pd::StepCostShape s = pd::step_cost_shape(m, 2, 2, 4);
+    const double C = 1024, L = m.layers, Hq = m.heads, d = m.head_dim;
+    const pd::StepItem cached_item{.tokens = 1, .context = C - 1}, prefill_item{.tokens = C};
+    const pd::StepCost cached = pd::step_cost(s, std::span(&cached_item, 1));
+    const pd::StepCost recomputed = pd::step_cost(s, std::span(&prefill_item, 1), pd::AttentionCount::all_scores);
+    // the counts by hand: 2 N per token (N: the layers' matrices; and the head once), 4 L Hq d
+    // per pair; recomputing, every score of the C x C square and P V over its C (C + 1) / 2
+    const double N = s.dense_flops_per_token / 2;
+    CHECK(cached.flops == Approx(2 * N + s.head_flops + 4 * L * Hq * d * C));
+    CHECK(recomputed.flops == Approx(2 * N * C + s.head_flops + 2 * L * Hq * d * (C * C + C * (C + 1) / 2)));
+    CHECK(cached.kv_bytes == Approx(C * s.kv_bytes_per_position));
+    CHECK(recomputed.kv_bytes == Approx(C * s.kv_bytes_per_position));  // written, not read
+    CHECK(recomputed.weight_bytes - cached.weight_bytes == Approx((C - 1) * s.row_bytes));
+    CHECK(recomputed.score_bytes == Approx(16 * Hq * L * C * C));  // fp32, four passes
+    CHECK(cached.score_bytes == 0);
+
+    const double peak = gpu.tensor_tflops * 1e12, bandwidth = gpu.bandwidth_gbps * 1e9;
+    std::printf(
+        "\nchapter 04's worked example: llama-3-8b, bf16 weights and cache, B = 1, C = 1024, on the %s "
+        "datasheet (%.1f TFLOP/s, %.1f TB/s)\n",
+        gpu.name.c_str(), gpu.tensor_tflops, gpu.bandwidth_gbps / 1e3);
+    std::printf("%-10s  %8s  %10s  %8s  %9s  %8s  %10s  %9s\n", "step", "GFLOP", "weights GB", "cache GB", "scores GB",
+                "bytes GB", "compute ms", "memory ms");
+    std::printf("%s\n", std::string(90, '-').c_str());
+    for (const auto& [name, c] : {std::pair{"cached", cached}, std::pair{"recomputed", recomputed}})
+        std::printf("%-10s  %8.1f  %10.2f  %8.2f  %9.2f  %8.2f  %10.2f  %9.2f\n", name, c.flops / 1e9,
+                    c.weight_bytes / 1e9, c.kv_bytes / 1e9, c.score_bytes / 1e9, c.bytes / 1e9, c.flops / peak * 1e3,
+                    c.bytes / bandwidth * 1e3);
+    const auto floor_s = [&](const pd::StepCost& c) { return std::max(c.flops / peak, c.bytes / bandwidth); };
+    std::printf("ratios, recomputed over cached: FLOPs %.0f, bytes %.2f, floors %.1f\n",
+                recomputed.flops / cached.flops, recomputed.bytes / cached.bytes,
+                floor_s(recomputed) / floor_s(cached));
+    // the page's conclusion: the score matrix outweighs the weights, yet the compute floor binds
+    CHECK(recomputed.score_bytes > recomputed.weight_bytes);
+    CHECK(recomputed.flops / peak > recomputed.bytes / bandwidth);
+    CHECK(cached.bytes / bandwidth > cached.flops / peak);
 }
 
 TEST_CASE("step cost: a tied head reads the table once; gathers stop at the table", "[step_cost]") {

@@ -10,6 +10,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -74,14 +76,30 @@ TEST_CASE("decode attention v4: any number of splits, empty ones included", "[de
     }
 }
 
-TEST_CASE("decode attention v4: the split rule", "[decode]") {
-    // llama-3-8b, B = 1, context 1024: 8 blocks without splitting; 4 x 132 SMs would want 66
-    // splits, but no split below 128 positions: 1024 / 128 = 8.
-    CHECK(at::decode_splits({1, 32, 8, 128, 8192, 1024}, 132) == 8);
-    // B = 16, context 8192: 128 blocks already; ceil(528 / 128) = 5 splits of 1639 positions.
-    CHECK(at::decode_splits({16, 32, 8, 128, 8192, 8192}, 132) == 5);
-    // a short context is not split
-    CHECK(at::decode_splits({1, 32, 8, 128, 8192, 100}, 132) == 1);
+TEST_CASE("decode attention v4: the split rule on 132 SMs (the chapter's table)", "[decode]") {
+    // llama-3-8b's heads (Hq 32, Hkv 8, d 128) on 132 SMs: n = B Hkv blocks before splitting
+    // want ceil(528 / n) splits, at most one per 128 positions of the longest context; each
+    // split holds ceil(S / splits) positions (the last one the rest). Printed: the chapter's
+    // page quotes this table.
+    struct Case {
+        int batch, context, splits, chunk;
+    };
+    const Case cases[] = {{1, 1024, 8, 128}, {1, 8192, 64, 128}, {16, 8192, 5, 1639},
+                          {1, 1000, 8, 125}, {1, 129, 2, 65},    {1, 100, 1, 100}};
+    std::printf("\nv4's splits on 132 SMs, llama-3-8b's heads (Hq 32, Hkv 8, d 128):\n");
+    std::printf("%5s  %7s  %6s  %11s  %11s  %6s  %19s\n", "B", "context", "blocks", "ceil(528/n)", "ceil(S/128)",
+                "splits", "positions per split");
+    std::printf("%s\n", std::string(79, '-').c_str());
+    for (const Case& c : cases) {
+        const int n = c.batch * 8, wanted = (528 + n - 1) / n, longest = (c.context + 127) / 128;
+        const int splits = at::decode_splits({c.batch, 32, 8, 128, 8192, c.context}, kSms);
+        const int chunk = (c.context + splits - 1) / splits;
+        CHECK(splits == c.splits);
+        CHECK(chunk == c.chunk);
+        CHECK(splits == std::max(1, std::min(wanted, longest)));
+        if (longest <= wanted) CHECK(chunk <= 128);  // when the context's bound binds, no split over 128
+        std::printf("%5d  %7d  %6d  %11d  %11d  %6d  %19d\n", c.batch, c.context, n, wanted, longest, splits, chunk);
+    }
     // capped at kMaxSplits
     CHECK(at::decode_splits({1, 1, 1, 64, 1 << 20, 1 << 20}, 1000) == at::kMaxSplits);
 }

@@ -3,12 +3,14 @@
 // scattered into shuffled blocks: block sizes 1, 8, 16 and 32, contexts shorter than a block,
 // ending inside one and spanning many, ragged batches, grouped-query heads, fp32 and bf16
 // caches; NaN in every position the table does not give a sequence, in the spare blocks and
-// in guard blocks around the cache; table entries that are no block are skipped, never read.
+// in guard blocks around the cache; table entries that are no block are skipped, never read, and
+// a sequence without a single block gets zeros.
 #include "../kernels/paged_check.hpp"
 #include "attention/paged_attention.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -65,4 +67,19 @@ TEST_CASE("lab06: an entry that is no block (-1, or past the cache) is skipped, 
         pb, in, [](int b, int p) { return (b == 0 && p >= 16 && p < 24) || (b == 1 && p < 8); });
     const std::vector<float> out = pd::testing::run_paged_decode<float>(pb, in, table, v1_on<float>(pb));
     pd::testing::check_decode_output(out, ref, pb.shape, "v1 with table entries -1 and num_blocks " + pb.context(401));
+}
+
+TEST_CASE("lab06: a sequence whose every entry is -1 has no key, and its output is zeros", "[lab06]") {
+    INFO(kWhere);
+    // A broken table: no position of sequence 0's context has a block. Nothing is read through
+    // a -1 (the guard blocks around the cache hold NaN), so its four warps' states stay empty
+    // and merge_warps writes 0; sequence 1, whose table is whole, attends as usual.
+    const PagedBatch pb = make_paged_batch(4, 2, 64, 8, {20, 12}, 5);
+    const pd::testing::PagedInputs<float> in = pd::testing::make_paged_inputs<float>(pb, 402);
+    std::vector<int> table = pb.table;
+    std::fill_n(table.begin(), pb.shape.max_blocks, -1);
+    std::vector<double> ref = in.ref;
+    std::fill_n(ref.begin(), std::size_t(pb.shape.heads) * std::size_t(pb.shape.head_dim), 0.0);
+    const std::vector<float> out = pd::testing::run_paged_decode<float>(pb, in, table, v1_on<float>(pb));
+    pd::testing::check_decode_output(out, ref, pb.shape, "v1 with every entry of sequence 0 -1 " + pb.context(402));
 }

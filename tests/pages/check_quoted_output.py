@@ -2,8 +2,10 @@
 """Checks that the program output quoted on the chapter pages is what the programs print.
 
 Every fenced block of a page whose first line is `$ build/bin/<program> <args>` is a quoted run:
-the program is run again (from BIN, with PD_SIM_THREADS=2 as on the pages) and the lines of the
-block must appear, in order and contiguous, in what it prints. In a block:
+the program (a chapter program, or a test binary whose test prints a worked example) is run
+again (from BIN, with PD_SIM_THREADS=2 as on the pages; the arguments split as a shell would,
+quotes included) and the lines of the block must appear, in order and contiguous, in what it
+prints. In a block:
 
 * a line `...` stands for any number of lines (a part of the output left out);
 * a comment after the command (`# the sweep part`) is not part of it, and the block may start
@@ -23,6 +25,7 @@ usage: check_quoted_output.py BIN_DIR PAGE...
 """
 import os
 import re
+import shlex
 import subprocess
 import sys
 
@@ -34,7 +37,7 @@ MEASURED = {
 }
 # Chapter 05's columns, measured when the model executor times the steps.
 MEASURED_SERVING = {
-    "TTFT p50 ms", "TTFT p99 ms", "TPOT ms", "ITL p50 ms", "ITL p99 ms", "ITL max ms", "E2E p50 s", "tok/s", "unused",
+    "TTFT p50 ms", "TTFT p99 ms", "TTFT s", "TPOT ms", "ITL p50 ms", "ITL p99 ms", "ITL max ms", "E2E p50 s", "tok/s", "unused",
 }
 
 
@@ -112,7 +115,7 @@ def main():
     for page in pages:
         for line_no, command, quoted in quoted_runs(page):
             where = f"{page}:{line_no}"
-            args = command.split("#")[0].split()
+            args = shlex.split(command, comments=True)
             program = os.path.join(bin_dir, os.path.basename(args[0]))
             if not os.path.exists(program):
                 print(f"skipped {where}: {args[0]} is not built here")

@@ -15,7 +15,10 @@
 /// * **weights**: every matrix and norm of the layers and the final norm, once per pass; the LM
 ///   head if an item emits; one embedding row per token (at most the whole table; nothing more
 ///   when the head is the embedding table and is read anyway);
-/// * **KV cache**: every item reads its context's K and V and writes its new tokens'.
+/// * **KV cache**: every item reads its context's K and V and writes its new tokens';
+/// * **score matrix** (AttentionCount::all_scores only): chapter 01's kernels keep every score
+///   in memory, in fp32, and pass over it four times (written by the scores kernel, read and
+///   written by the softmax, read by P V): 16 Hq L bytes per score.
 ///
 /// Not counted: activations, the norms' and RoPE's arithmetic, sampling.
 #pragma once
@@ -38,6 +41,7 @@ struct StepCostShape {
     double table_bytes = 0;               ///< the embedding table: the most the gathers read
     bool tied = false;                    ///< the LM head is the embedding table
     double kv_bytes_per_position = 0;     ///< K and V of one position, every layer
+    double score_bytes_per_score = 0;     ///< 16 Hq L: chapter 01's fp32 score, four passes, every head and layer
 };
 
 /// The shape of model @p c: weights of @p weight_bytes per parameter, norms of @p norm_bytes
@@ -65,11 +69,12 @@ enum class AttentionCount { causal, all_scores };
 /// The counts of one pass, with their parts.
 struct StepCost {
     double flops = 0;            ///< dense_flops + attention_flops
-    double bytes = 0;            ///< weight_bytes + kv_bytes
+    double bytes = 0;            ///< weight_bytes + kv_bytes + score_bytes
     double dense_flops = 0;      ///< the layers' matrices and the LM head
     double attention_flops = 0;  ///< q . k and p v
     double weight_bytes = 0;     ///< the weights read
     double kv_bytes = 0;         ///< the cache read and written
+    double score_bytes = 0;      ///< the score matrix in memory (AttentionCount::all_scores; 0 otherwise)
 };
 
 /// The FLOPs and fewest bytes of one pass of @p shape over @p items (an empty batch costs 0).

@@ -57,6 +57,9 @@ public:
     std::string shape_line() const;
     /// Bytes of device memory the caches take (fp32, both layouts).
     double device_bytes() const;
+    /// Entries of the block tables that hold the contexts: ceil(context / block_size) per
+    /// sequence, 4 bytes each (0 without a paged copy).
+    long long table_entries() const;
 
     /// Validates, then times, chapter 04's decode attention @p version on the contiguous cache of
     /// type @p d. @p k names the row (its name, point, dump, baseline); its dtype, cost, context

@@ -90,6 +90,17 @@ nlohmann::json to_json(const Metrics& m);
 /// @return the text, each line ending with a newline
 std::string describe(const Metrics& m);
 
+/// One request's way through a run (chapter 05's long prompt, lab 05's questions).
+struct RequestPath {
+    int admitted_step = 0;  ///< the first step that ran its prompt, counting from 1 (0: none did)
+    int prefill_steps = 0;  ///< steps that ran some of its prompt (a recomputation's included)
+    double ttft_s = 0;      ///< its first token - its arrival (0 without a token)
+};
+
+/// The way of request @p id through @p t.
+/// @throws std::invalid_argument when @p t has no request @p id
+RequestPath request_path(const Timeline& t, int id);
+
 /// How a run used its KV cache (chapters 05 and 06), from the timeline's step records.
 struct CacheStats {
     long long running_max = 0;   ///< the most requests holding cache at once

@@ -14,10 +14,11 @@
 ///  - static: request-level batching. A batch is formed from the waiting requests when none
 ///    is running; it prefills them whole, then decodes until its last request finishes; no
 ///    request joins meanwhile.
-///  - continuous: iteration-level batching (Orca). When requests wait and fit, the step
-///    prefills whole prompts, first come first served, up to the token budget (at least one,
-///    even a longer one), and the running decodes pause; otherwise every running request
-///    decodes.
+///  - continuous: iteration-level batching, prefill first (vLLM's original scheduler). When
+///    requests wait and fit, the step prefills whole prompts, first come first served, up to
+///    the token budget (at least one, even a longer one), and the running decodes pause;
+///    otherwise every running request decodes. (Orca, which introduced iteration-level
+///    scheduling, runs prefills and decodes in one iteration instead: selective batching.)
 ///  - chunked: stall-free batching (Sarathi-Serve). Every step first takes one decode token
 ///    of each running request, then continues the prefills in progress, then admits waiting
 ///    requests, each prompt cut to what is left of the token budget. The batch is decided by
