@@ -3,6 +3,7 @@
 would see.
 
     check_site.py HTML_DIR REPO [--screenshots DIR] [--chromium PATH] [--only REGEX] [--jobs N]
+                  [--shard K/N]
 
 For every page (HTML_DIR/**/*.html, MathJax's own files left out):
 
@@ -21,6 +22,11 @@ least as many code blocks as the README has \\snippet commands, none of them emp
 
 With --screenshots DIR, the index and each chapter page are also saved as PNGs, 1280 pixels
 wide, cut into pieces of at most 2400 pixels high (index.png, index-2.png, ...).
+
+With --shard K/N only the K-th of N shares of the pages is checked, so that N runs (N CTest
+tests) share the work with whatever else runs beside them. Shard 1 takes the index and the
+chapter pages (found by the titles Doxygen wrote), with their screenshots and the check that
+every chapter has a page; the other pages are dealt out in turn.
 
 Chromium is driven through its DevTools protocol over a pipe (--remote-debugging-pipe: JSON
 messages separated by NUL bytes on file descriptors 3 and 4), so only the standard library
@@ -265,6 +271,22 @@ def chapter_pages(chapters_dir):
     return pages
 
 
+def static_title(path):
+    """The title Doxygen wrote into the page (its div.title, tags and entities removed), read
+    without a browser: the shards need it to know the chapter pages before loading any."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        found = re.search(r'<div class="title">(.*?)</div>', f.read(), re.DOTALL)
+    return html.unescape(re.sub(r"<[^>]+>", "", found.group(1))).strip() if found else ""
+
+
+def shard_of(pages, site, chapters, shard):
+    """The pages of shard K of N (shard = (K, N)): see --shard."""
+    k, n = shard
+    first = [p for p in pages if os.path.relpath(p, site) == "index.html" or static_title(p) in chapters]
+    rest = [p for p in pages if p not in first]
+    return (first if k == 1 else []) + rest[k - 1::n]
+
+
 def screenshot(browser, out_dir, name):
     """The whole page, 1280 pixels wide, in pieces of at most 2400 pixels. With the navigation
     tree the text scrolls inside #doc-content, so the window is first made as tall as the page."""
@@ -340,7 +362,14 @@ def main():
     parser.add_argument("--chromium", default=shutil.which("chromium") or "chromium")
     parser.add_argument("--only", metavar="REGEX", help="check only the pages whose file name matches")
     parser.add_argument("--jobs", type=int, default=2, help="browsers checking pages at once (default 2)")
+    parser.add_argument("--shard", metavar="K/N", help="check only the K-th of N shares of the pages")
     args = parser.parse_args()
+    shard = None
+    if args.shard:
+        found = re.fullmatch(r"(\d+)/(\d+)", args.shard)
+        if not found or not 1 <= int(found.group(1)) <= int(found.group(2)):
+            fail(f"--shard {args.shard}: expected K/N with 1 <= K <= N")
+        shard = (int(found.group(1)), int(found.group(2)))
 
     site, repo = os.path.realpath(args.html_dir), os.path.realpath(args.repo)
     if not os.path.isfile(os.path.join(site, "index.html")):
@@ -354,7 +383,9 @@ def main():
                    if not os.path.relpath(p, site).startswith("mathjax" + os.sep))
     if args.only:
         pages = [p for p in pages if re.search(args.only, os.path.relpath(p, site))]
-    if args.screenshots:  # a folder of its own: the PNGs of an earlier run are removed
+    if shard:
+        pages = shard_of(pages, site, chapters, shard)
+    if args.screenshots and (not shard or shard[0] == 1):  # a folder of its own: the PNGs of an earlier run are removed
         os.makedirs(args.screenshots, exist_ok=True)
         for old in glob.glob(os.path.join(args.screenshots, "*.png")):
             os.remove(old)
@@ -382,7 +413,7 @@ def main():
     failures = {os.path.relpath(p, site): r[0] for p, r in sorted(results.items()) if r[0]}
     seen = {r[1] for r in results.values()}
     formulas = sum(r[2] for r in results.values())
-    missing = [] if args.only else sorted(set(chapters) - seen)
+    missing = [] if args.only or (shard and shard[0] != 1) else sorted(set(chapters) - seen)
 
     for name, problems in sorted(failures.items()):
         print(f"FAIL {name}")
@@ -390,7 +421,8 @@ def main():
             print(f"  {p}")
     for title in missing:
         print(f"FAIL no page is titled '{title}' (the title of its README)")
-    print(f"check_site: {len(pages)} pages ({len(seen & set(chapters))} chapter pages) loaded in Chromium in "
+    print(f"check_site: {len(pages)} pages{f' (shard {args.shard})' if shard else ''} "
+          f"({len(seen & set(chapters))} chapter pages) loaded in Chromium in "
           f"{time.monotonic() - start:.0f} s, {formulas} formulas typeset")
     print(f"{len(pages) - len(failures)} passed, {len(failures)} failed")
     return 1 if failures or missing else 0
