@@ -73,7 +73,8 @@ __device__ __forceinline__ void load_x_slice(const T* __restrict__ x, int batch,
 // [gemv_batched_kernel]
 /// v5, the SIMT path, for up to TB tokens: warp w of block i owns rows (i * 8 + w) * R ...
 /// + R - 1, each lane sums vectors lane, lane + 32, ... of those rows for every token, and the
-/// warp reduces the R x TB sums at the end. Each weight is loaded once and used TB times.
+/// warp reduces the R x TB sums at the end, 32 at a time. Each weight is loaded once and used
+/// TB times.
 template <typename T, int TB, bool kAligned>
 __global__ void __launch_bounds__(kBatchedThreads)
     gemv_batched_simt_kernel(const T* __restrict__ w, const T* __restrict__ x, float* __restrict__ y, int n, int k,
@@ -125,14 +126,18 @@ __global__ void __launch_bounds__(kBatchedThreads)
         }
     }
 
+    // The R x TB sums over the warp, up to 32 at once (warp_reduce_sums: lane j gets sum j of
+    // each group, 31 shuffles per 32 sums); sum i is row r = i / TB, token t = i % TB.
+    constexpr int kSums = R * TB, kGroup = kSums < kWarpSize ? kSums : kWarpSize;
 #pragma unroll
-    for (int r = 0; r < R; ++r)
+    for (int g = 0; g < kSums / kGroup; ++g) {
+        float v[kGroup];
 #pragma unroll
-        for (int t = 0; t < TB; ++t) {
-            if (t >= batch) break;  // the same for the whole warp: the shuffles see all 32 lanes
-            const float sum = warp_reduce_sum(acc[r][t]);
-            if (lane == t % kWarpSize && row0 + r < n) y[std::size_t(t) * n + row0 + r] = sum;
-        }
+        for (int j = 0; j < kGroup; ++j) v[j] = acc[(g * kGroup + j) / TB][(g * kGroup + j) % TB];
+        const float sum = warp_reduce_sums(v);
+        const int i = g * kGroup + lane, r = i / TB, t = i % TB;
+        if (lane < kGroup && t < batch && row0 + r < n) y[std::size_t(t) * n + row0 + r] = sum;
+    }
 }
 // [gemv_batched_kernel]
 

@@ -58,6 +58,36 @@ __device__ __forceinline__ float warp_reduce_sum(float v) {
     return warp_reduce(v, SumOp{});
 }
 
+// [warp_reduce_sums]
+/// N sums over the warp at once (N a power of two, at most 32): every lane holds N values, and
+/// lane j gets the warp's sum of v[j % N]. N separate warp_reduce_sum() calls take 5 N shuffles
+/// and leave every sum in every lane; here each exchange also halves the values a lane keeps.
+/// The offsets of 16 down to N move all N values (the sums cannot be spread over fewer lanes
+/// yet); in the round of offset h < N a lane keeps the half of its 2h values that bit h of
+/// its index selects and adds the partner's copy of that half, sending the other half. For
+/// N = 32: 16 + 8 + 4 + 2 + 1 = 31 shuffles instead of 160. Every lane must call it; the lane
+/// is threadIdx.x % 32 (a one-dimensional block, as every kernel here launches).
+template <int N>
+__device__ __forceinline__ float warp_reduce_sums(float (&v)[N]) {
+    static_assert(N >= 1 && N <= kWarpSize && (N & (N - 1)) == 0, "warp_reduce_sums: N a power of two <= 32");
+    const int lane = threadIdx.x % kWarpSize;
+#pragma unroll
+    for (int offset = kWarpSize / 2; offset >= N; offset /= 2)
+#pragma unroll
+        for (int i = 0; i < N; ++i) v[i] += __shfl_xor_sync(0xffffffffu, v[i], offset);
+#pragma unroll
+    for (int h = N / 2; h >= 1; h /= 2) {
+        const bool upper = (lane & h) != 0;
+#pragma unroll
+        for (int i = 0; i < h; ++i) {
+            const float send = upper ? v[i] : v[i + h], keep = upper ? v[i + h] : v[i];
+            v[i] = keep + __shfl_xor_sync(0xffffffffu, send, h);
+        }
+    }
+    return v[0];
+}
+// [warp_reduce_sums]
+
 /// Block-wide reduction for a block of kWarps full warps (kWarps <= 32): warps reduce in
 /// registers, their leaders meet in @p warp_results (shared memory, kWarps floats), and every
 /// warp reduces the leaders' values, so every thread gets the result. Two barriers: the second
