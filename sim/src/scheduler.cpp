@@ -234,6 +234,7 @@ struct BlockRun {
     const Launch* launch = nullptr;
     std::vector<Slot> slots;
     std::vector<int> order;
+    std::vector<int> exited_in_warp;  ///< threads of each warp that have exited (usually none)
     int live = 0;
     bool failed = false;
     std::mt19937_64 rng;
@@ -610,6 +611,7 @@ void resume(BlockRun& b, Slot& s) {
             }
             s.wait = Wait::Exited;
             --b.live;
+            ++b.exited_in_warp[std::size_t(s.linear / kWarpSize)];
             return std::move(s.sink);
         });
     }
@@ -642,6 +644,7 @@ void run_block(Launch& l, std::size_t linear_block) {
     const std::size_t n = std::size_t(bd.x) * bd.y * bd.z;
     b.slots.resize(n);
     b.order.resize(n);
+    b.exited_in_warp.assign(std::size_t(b.warp_count()), 0);
     for (std::size_t t = 0; t < n; ++t) {
         Slot& s = b.slots[t];
         s.thread_idx = uint3{unsigned(t % bd.x), unsigned((t / bd.x) % bd.y), unsigned(t / (std::size_t(bd.x) * bd.y))};
@@ -815,7 +818,8 @@ std::uint64_t warp_collective(WarpOp op, unsigned mask, std::uint64_t value, int
     if (!is_power_of_two(width) || width > kWarpSize)
         fault_and_stop(cudaErrorLaunchFailure,
                        who() + ": width " + std::to_string(width) + " is not a power of two between 1 and 32");
-    for (int k = 0; k < kWarpSize; ++k) {
+    // (a scan of the warp's lanes only when one has exited: this runs once per lane per collective)
+    for (int k = 0; k < kWarpSize && b.exited_in_warp[std::size_t(warp)] > 0; ++k) {
         if (!(mask & (1u << k))) continue;
         const Slot& o = b.slots[std::size_t(warp * kWarpSize + k)];
         if (o.wait == Wait::Exited)
