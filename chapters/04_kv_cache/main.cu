@@ -193,8 +193,9 @@ void add_options(pd::Bench& bench, Options& o) {
     o.attn.add_to(bench);
     bench.app.add_flag("--sweep-context", o.sweep, "Also time one decode step against the context: cache vs recompute");
     bench.option("--sweep-max", o.sweep_max, "Longest context of the sweep", CLI::Range(2, 1 << 20));
-    bench.app.add_option("--checkpoint", o.checkpoint,
-                         "A llama2.c checkpoint (e.g. stories15M.bin) instead of --preset");
+    bench.app
+        .add_option("--checkpoint", o.checkpoint, "A llama2.c checkpoint (e.g. stories15M.bin) instead of --preset")
+        ->excludes("--preset");
     bench.app.add_option("--tokenizer", o.tokenizer, "Its tokenizer.bin (for --prompt and to print the text)");
     bench.app.add_option("--prompt", o.prompt, "Prompt text (needs --tokenizer)");
 }
@@ -228,6 +229,9 @@ int run(int argc, char** argv) {
     const std::vector<DType> dtypes = bench.dtypes();
     const DType kv = pd::dtype_named(o.kv_dtype);
     std::ostream& out = bench.out();
+    if (o.sweep && bench.app.count("--sweep-max") && o.sweep_max > config.max_seq)
+        throw std::invalid_argument("--sweep-max " + std::to_string(o.sweep_max) + " is past the model's context (" +
+                                    std::to_string(config.max_seq) + " positions)");
     const pd::DeviceInfo& dev = bench.device();
     md::ModelOptions mo{.weights = dtypes.front(),
                         .kv = kv,
@@ -287,7 +291,7 @@ int run(int argc, char** argv) {
                "their counts: recompute grows with C, the cached step only by the KV it reads.\n";
 
     if (bench.dumping()) {
-        std::ofstream(bench.dump_dir() + "config.json") << pd::to_json(config).dump(2) << "\n";
+        bench.dump_text("config.json", pd::to_json(config).dump(2) + "\n");
         std::vector<std::int32_t> p32(prompt.begin(), prompt.end());
         bench.dump<std::int32_t>("prompt", p32, {std::size_t(B), std::size_t(P)});
         out << "dumped config.json, the weights, prompt, tokens, logits_cache, logits_recompute, k_cache and v_cache "

@@ -260,6 +260,9 @@ int run(int argc, char** argv) {
                     at::paged_versions()};
     add_options(bench, o);
     if (auto code = bench.parse(argc, argv)) return *code;
+    if (o.prefix_cache && o.kv == "slots")
+        return pd::bad_input(bench.app,
+                             "--prefix-cache needs the paged cache (--kv paged or both): slots share no blocks");
     const bool on_model = o.s.on_model();
     if (on_model) model_defaults(o, bench.app);
 

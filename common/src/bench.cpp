@@ -242,6 +242,12 @@ nlohmann::json Bench::report(nlohmann::json problem, const std::vector<Row>& row
                        baseline_alias);
 }
 
+void Bench::dump_text(const std::string& name, const std::string& text) const {
+    if (!dumping()) return;
+    record_dump_file(dump_dir_, name);
+    write_file_atomically(dump_dir_ + name, [&](std::ostream& f) { f << text; });
+}
+
 nlohmann::json Bench::json(const std::vector<Row>& rows) const {
     nlohmann::json list = nlohmann::json::array();
     for (const Row& r : rows) list.push_back(to_json(r, baseline_alias));

@@ -1,6 +1,8 @@
 // Shared command-line options and the parse-or-exit-2 convention.
 #include "pd/cli.hpp"
 
+#include "pd/files.hpp"
+
 #include <filesystem>
 #include <iostream>
 #include <stdexcept>
@@ -25,15 +27,20 @@ void add_common_options(CLI::App& app, CommonOptions& o, const std::vector<std::
     app.add_flag("--check-only", o.check_only, "Validate every kernel against the reference; do not time");
     app.add_option("--json", o.json, "Write the results as JSON to FILE ('-' for stdout)")
         ->type_name("FILE")
+        ->group(kOutputGroup)
         ->check([](const std::string& path) -> std::string {
             if (path == "-") return {};
+            if (!path.empty() && path.back() == '/') return path + ": is a directory; name a file";
             const auto parent = std::filesystem::path(path).parent_path();
             if (!parent.empty() && !std::filesystem::is_directory(parent))
                 return "directory " + parent.string() + " does not exist";
             return {};
         });
-    app.add_option("--dump", o.dump, "Write inputs and outputs as .npy files into DIR")
+    app.add_option(
+           "--dump", o.dump,
+           "Write inputs and outputs as .npy files into DIR (new, empty, or an earlier dump, which is replaced)")
         ->type_name("DIR")
+        ->group(kOutputGroup)
         ->check([](const std::string& dir) -> std::string {
             if (std::filesystem::exists(dir) && !std::filesystem::is_directory(dir))
                 return dir + " exists and is not a directory";
@@ -53,6 +60,12 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
     } catch (const CLI::ParseError& e) {
         std::cerr << app.get_name() << ": error: " << e.what() << "\n"
                   << "Run with --help for the options and their ranges.\n";
+        return kExitBadInput;
+    }
+    // The output options together, before any work: a run must not fail at its end because
+    // two outputs name one file or a file option names a directory.
+    if (const std::string problem = check_output_options(app); !problem.empty()) {
+        std::cerr << app.get_name() << ": error: " << problem << "\n";
         return kExitBadInput;
     }
     return std::nullopt;
@@ -89,11 +102,7 @@ std::ostream& text_out(const CommonOptions& options) {
 
 std::string prepare_dump_dir(const CommonOptions& options) {
     if (options.dump.empty()) return {};
-    std::error_code ec;
-    std::filesystem::create_directories(options.dump, ec);
-    if (ec || !std::filesystem::is_directory(options.dump))
-        throw std::invalid_argument("--dump " + options.dump + ": cannot create the directory" +
-                                    (ec ? " (" + ec.message() + ")" : ""));
+    prepare_dump_directory(options.dump, "--dump");
     std::string dir = options.dump;
     if (dir.back() != '/') dir.push_back('/');
     return dir;

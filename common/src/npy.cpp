@@ -1,6 +1,8 @@
 // NumPy .npy format version 1.0: magic, header length, a Python dict literal, raw data.
 #include "pd/npy.hpp"
 
+#include "pd/files.hpp"
+
 #include <bit>
 #include <cstring>
 #include <fstream>
@@ -55,16 +57,15 @@ void write_npy(const std::string& path, std::span<const T> data, std::vector<std
     header.append((64 - unpadded % 64) % 64, ' ');
     header.push_back('\n');
 
-    std::ofstream f(path, std::ios::binary);
-    if (!f) throw std::runtime_error("cannot open " + path + " for writing");
-    const unsigned char preamble[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
-    f.write(reinterpret_cast<const char*>(preamble), 8);
-    const std::uint16_t len = static_cast<std::uint16_t>(header.size());
-    const unsigned char len_le[2] = {static_cast<unsigned char>(len & 0xFF), static_cast<unsigned char>(len >> 8)};
-    f.write(reinterpret_cast<const char*>(len_le), 2);
-    f.write(header.data(), static_cast<std::streamsize>(header.size()));
-    f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size_bytes()));
-    if (!f) throw std::runtime_error("error writing " + path);
+    write_file_atomically(path, [&](std::ostream& f) {
+        const unsigned char preamble[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+        f.write(reinterpret_cast<const char*>(preamble), 8);
+        const std::uint16_t len = static_cast<std::uint16_t>(header.size());
+        const unsigned char len_le[2] = {static_cast<unsigned char>(len & 0xFF), static_cast<unsigned char>(len >> 8)};
+        f.write(reinterpret_cast<const char*>(len_le), 2);
+        f.write(header.data(), static_cast<std::streamsize>(header.size()));
+        f.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size_bytes()));
+    });
 }
 
 template void write_npy<float>(const std::string&, std::span<const float>, std::vector<std::size_t>);

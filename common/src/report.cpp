@@ -1,6 +1,8 @@
 // Results table and JSON report shared by every chapter.
 #include "pd/report.hpp"
 
+#include "pd/files.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -250,10 +252,7 @@ void write_json(const nlohmann::json& j, const std::string& path) {
         std::cout << text << std::flush;
         return;
     }
-    std::ofstream f(path);
-    if (!f) throw std::runtime_error("cannot open " + path + " for writing");
-    f << text;
-    if (!f) throw std::runtime_error("error writing " + path);
+    write_file_atomically(path, [&](std::ostream& f) { f << text; });
 }
 
 }  // namespace pd

@@ -1,6 +1,7 @@
 // The serving options chapters 05 and 06 share (options.hpp): the one serving file that knows flags.
 #include "pd/serving/options.hpp"
 
+#include "pd/files.hpp"
 #include "pd/model_config.hpp"
 #include "pd/roofline.hpp"
 #include "pd/serving/workload.hpp"
@@ -79,7 +80,12 @@ void add_serving_options(CLI::App& app, ServingOptions& o, const Choices& polici
     app.add_option("--max-seqs", o.max_seqs, "Requests running at once (cache slots)")
         ->check(CLI::Range(1, 1 << 16))
         ->capture_default_str();
-    app.add_option("--timeline", o.timeline, "Write every step and every token time as JSON to this file");
+    app.add_option("--timeline", o.timeline, "Write every step and every token time as JSON to FILE")
+        ->type_name("FILE")
+        ->group(kOutputGroup)
+        ->check([](const std::string& path) -> std::string {
+            return path == "-" ? "the timeline goes to a file, not to stdout ('-'): name a file" : "";
+        });
 }
 
 bool given(const CLI::App& app, const std::string& name) {
@@ -150,10 +156,10 @@ std::string describe(const WorkloadOptions& o) {
 void write_timelines(const ServingOptions& o, const std::string& executor, const nlohmann::json& timelines,
                      std::ostream& out, const std::string& what) {
     if (o.timeline.empty()) return;
-    std::ofstream f(o.timeline);
-    if (!f) throw std::invalid_argument("--timeline " + o.timeline + ": cannot write the file");
-    f << nlohmann::json{{"executor", executor}, {"token_budget", o.token_budget}, {"timelines", timelines}}.dump(1)
-      << "\n";
+    const std::string text =
+        nlohmann::json{{"executor", executor}, {"token_budget", o.token_budget}, {"timelines", timelines}}.dump(1) +
+        "\n";
+    write_file_atomically(o.timeline, [&](std::ostream& f) { f << text; });
     out << "timeline of every " << what << " written to " << o.timeline << "\n";
 }
 

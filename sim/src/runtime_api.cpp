@@ -270,6 +270,44 @@ bool copy_in_bounds(const char* call, const char* role, const void* p, std::size
     return false;
 }
 
+/// The device allocation that holds @p p (inside its bytes), or nullptr: a host pointer.
+const DeviceAllocation* allocation_holding(const void* p) {
+    auto next = device_allocations.upper_bound(p);
+    if (next == device_allocations.begin()) return nullptr;
+    const DeviceAllocation& a = std::prev(next)->second;
+    const auto* q = static_cast<const unsigned char*>(p);
+    return q >= a.begin() && q < a.end() ? &a : nullptr;
+}
+
+/// Checks that a copy's direction @p kind does not contradict its pointers: a side the kind
+/// names as host memory must not be a cudaMalloc'd allocation (swapped arguments, or the wrong
+/// kind). CUDA leaves that undefined (on a GPU it may copy garbage or fault); the simulator
+/// refuses it, naming the side. A side named as device memory is not checked the other way:
+/// memory the simulator cannot tell from host memory (a thrust::device_vector's, a symbol's)
+/// is device memory there. cudaMemcpyDefault, and managed memory on either side, take any pointers.
+bool direction_matches(const char* call, void* dst, const void* src, cudaMemcpyKind kind) {
+    if (kind == cudaMemcpyDefault) return true;
+    std::lock_guard<std::mutex> lock(state_mutex);
+    const DeviceAllocation* d = allocation_holding(dst);
+    const DeviceAllocation* s = allocation_holding(src);
+    auto managed = [](const DeviceAllocation* a) {
+        return a != nullptr && std::string_view(a->function) == "cudaMallocManaged";
+    };
+    if (managed(d) || managed(s)) return true;
+    const bool dst_host = kind == cudaMemcpyHostToHost || kind == cudaMemcpyDeviceToHost;
+    const bool src_host = kind == cudaMemcpyHostToHost || kind == cudaMemcpyHostToDevice;
+    static constexpr const char* kKinds[] = {"cudaMemcpyHostToHost", "cudaMemcpyHostToDevice", "cudaMemcpyDeviceToHost",
+                                             "cudaMemcpyDeviceToDevice"};
+    const bool bad_dst = dst_host && d != nullptr, bad_src = src_host && s != nullptr;
+    if (!bad_dst && !bad_src) return true;
+    std::ostringstream why;
+    why << call << " with " << kKinds[int(kind)] << ": the " << (bad_dst ? "destination" : "source")
+        << " is device memory, " << describe(bad_dst ? *d : *s)
+        << ", where the kind names host memory; the kind must match the pointers (or use cudaMemcpyDefault)";
+    diagnostic = why.str();
+    return false;
+}
+
 // ---- the name of a kernel, from its address: looked up only to write a message -------------------
 
 struct LoadedObject {
@@ -836,15 +874,25 @@ cudaError_t cudaFreeHost(void* ptr) {
     return cudaSuccess;
 }
 
-cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+namespace {
+/// cudaMemcpy and the symbol copies (whose symbol is a variable, not a cudaMalloc'd allocation:
+/// no direction check).
+cudaError_t copy(const char* call, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                 bool check_direction) {
     if (const cudaError_t s = sticky_error()) return s;
     if (int(kind) < 0 || int(kind) > int(cudaMemcpyDefault)) return fail(cudaErrorInvalidMemcpyDirection);
     if (bytes == 0) return cudaSuccess;
     if (dst == nullptr || src == nullptr) return fail(cudaErrorInvalidValue);
-    if (!copy_in_bounds("cudaMemcpy", "destination", dst, bytes) || !copy_in_bounds("cudaMemcpy", "source", src, bytes))
+    if (!copy_in_bounds(call, "destination", dst, bytes) || !copy_in_bounds(call, "source", src, bytes))
         return fail(cudaErrorInvalidValue);
+    if (check_direction && !direction_matches(call, dst, src, kind)) return fail(cudaErrorInvalidMemcpyDirection);
     std::memmove(dst, src, bytes);
     return cudaSuccess;
+}
+}  // namespace
+
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+    return copy("cudaMemcpy", dst, src, bytes, kind, true);
 }
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
     return cudaMemcpy(dst, src, bytes, kind);
@@ -862,11 +910,11 @@ cudaError_t cudaMemsetAsync(void* dst, int value, std::size_t bytes, cudaStream_
 }
 cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, std::size_t bytes, std::size_t offset,
                                cudaMemcpyKind kind) {
-    return cudaMemcpy(static_cast<char*>(const_cast<void*>(symbol)) + offset, src, bytes, kind);
+    return copy("cudaMemcpyToSymbol", static_cast<char*>(const_cast<void*>(symbol)) + offset, src, bytes, kind, false);
 }
 cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, std::size_t bytes, std::size_t offset,
                                  cudaMemcpyKind kind) {
-    return cudaMemcpy(dst, static_cast<const char*>(symbol) + offset, bytes, kind);
+    return copy("cudaMemcpyFromSymbol", dst, static_cast<const char*>(symbol) + offset, bytes, kind, false);
 }
 
 // ---- streams and events: executed in order; events read the host clock ------------------------

@@ -271,6 +271,54 @@ void in_bounds() {
     CUDA_OK(cudaFree(out));
 }
 
+// A copy whose kind names host memory where it is given a cudaMalloc'd pointer (swapped
+// arguments, the wrong kind) is refused with cudaErrorInvalidMemcpyDirection and a diagnostic
+// naming the side (CUDA leaves it undefined; the simulator chooses to be strict);
+// cudaMemcpyDefault and managed memory take any pointers.
+void copy_directions() {
+    std::vector<float> h(64, 2.0f), back(64, 0.0f);
+    float *d = nullptr, *e = nullptr, *m = nullptr;
+    const int malloc_line = __LINE__ + 1;
+    CUDA_OK(cudaMalloc(&d, 64 * sizeof(float)));
+    CUDA_OK(cudaMalloc(&e, 64 * sizeof(float)));
+    CUDA_OK(cudaMallocManaged(&m, 64 * sizeof(float)));
+    struct Case {
+        void* dst;
+        const void* src;
+        cudaMemcpyKind kind;
+        const char* words;  // "" when the copy is right
+    };
+    const std::string made = "a 256-byte allocation made by cudaMalloc at " + conformance::at(__FILE__, malloc_line);
+    const Case cases[] = {
+        {d, h.data(), cudaMemcpyHostToDevice, ""},
+        {e, d, cudaMemcpyDeviceToDevice, ""},
+        {back.data(), e, cudaMemcpyDeviceToHost, ""},
+        {back.data(), h.data(), cudaMemcpyHostToHost, ""},
+        {h.data(), d, cudaMemcpyDefault, ""},
+        {m, h.data(), cudaMemcpyDeviceToHost, ""},  // managed: any kind
+        {h.data(), d, cudaMemcpyHostToDevice, "cudaMemcpyHostToDevice: the source is device memory, "},
+        {d, h.data(), cudaMemcpyDeviceToHost, "cudaMemcpyDeviceToHost: the destination is device memory, "},
+        {back.data(), d, cudaMemcpyHostToHost, "cudaMemcpyHostToHost: the source is device memory, "},
+        {d, h.data(), cudaMemcpyHostToHost, "cudaMemcpyHostToHost: the destination is device memory, "},
+    };
+    for (const Case& c : cases) {
+        const cudaError_t got = cudaMemcpy(c.dst, c.src, 64 * sizeof(float), c.kind);
+        const cudaError_t want = c.words[0] ? cudaErrorInvalidMemcpyDirection : cudaSuccess;
+        CHECK_MSG(got == want, "a copy %s gives %s (got %s)", c.words[0] ? c.words : "that matches its pointers",
+                  cudaGetErrorName(want), cudaGetErrorName(got));
+        cudaGetLastError();
+        if (c.words[0])
+            CHECK_MSG(pd::sim::last_diagnostic().find(c.words) != std::string::npos,
+                      "the diagnostic names the side and the kind: %s", pd::sim::last_diagnostic().c_str());
+    }
+    CHECK_MSG(pd::sim::last_diagnostic().find(made) != std::string::npos, "and the allocation: %s",
+              pd::sim::last_diagnostic().c_str());
+    CHECK_MSG(back[0] == 2.0f, "the copies that match went through (%g)", back[0]);
+    CUDA_OK(cudaFree(d));
+    CUDA_OK(cudaFree(e));
+    CUDA_OK(cudaFree(m));
+}
+
 int main(int argc, char** argv) {
     if (argc > 1) {
         const std::string name = argv[1];
@@ -285,6 +333,7 @@ int main(int argc, char** argv) {
     }
     using conformance::at;
     in_bounds();
+    copy_directions();
     const std::string file = __FILE__;
     if (!kSanitizer) {
         const std::string advice = "an index of that kernel went out of bounds";

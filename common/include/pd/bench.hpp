@@ -27,6 +27,7 @@
 #include "pd/cli.hpp"
 #include "pd/compare.hpp"
 #include "pd/device.hpp"
+#include "pd/files.hpp"
 #include "pd/half.hpp"
 #include "pd/npy.hpp"
 #include "pd/registry.hpp"
@@ -154,8 +155,12 @@ public:
     /// Writes @p data as `DIR/STEM.npy` (STEM: @p stem) with @p shape when dumping (float, double, int64).
     template <typename T>
     void dump(const std::string& stem, std::span<const T> data, std::vector<std::size_t> shape) const {
-        if (dumping()) write_npy<T>(dump_dir_ + stem + ".npy", data, std::move(shape));
+        if (!dumping()) return;
+        record_dump_file(dump_dir_, stem + ".npy");
+        write_npy<T>(dump_dir_ + stem + ".npy", data, std::move(shape));
     }
+    /// Writes @p text as `DIR/NAME` when dumping (a file beside the arrays, e.g. config.json).
+    void dump_text(const std::string& name, const std::string& text) const;
     /// The `--dump` directory, with a trailing '/' ("" without `--dump`).
     const std::string& dump_dir() const { return dump_dir_; }
 

@@ -39,9 +39,10 @@ struct CommonOptions {
 /// `--warmup`, `--check-only`, `--json` and `--dump` on @p app.
 void add_common_options(CLI::App& app, CommonOptions& options, const std::vector<std::string>& kernel_names);
 
-/// Parses the command line. Returns std::nullopt when the program should continue, or the
-/// exit code to return now: 0 after `--help`, kExitBadInput after an error, whose one-line
-/// message (naming the option) has been printed to stderr as "<program>: error: ...".
+/// Parses the command line and checks the output options together (check_output_options()).
+/// Returns std::nullopt when the program should continue, or the exit code to return now: 0
+/// after `--help`, kExitBadInput after an error, whose one-line message (naming the option)
+/// has been printed to stderr as "<program>: error: ...".
 std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv);
 
 /// Prints "<program>: error: <message>" to stderr and returns kExitBadInput, for problems
@@ -68,8 +69,9 @@ std::string with_flags(std::string message, const FlagNames& names);
 /// "<program>: ..." and gives kExitMismatch. The program's name is the file name of argv[0].
 int guarded_main(int (*run)(int, char**), int argc, char** argv, const FlagNames& names = {});
 
-/// Creates the `--dump` directory if one was given; returns its path with a trailing '/'.
-/// Throws std::invalid_argument naming `--dump` if it cannot be created (exit code 2).
+/// Prepares the `--dump` directory if one was given (prepare_dump_directory(): new, empty, or an
+/// earlier dump, whose files are removed); returns its path with a trailing '/'. Throws
+/// std::invalid_argument naming `--dump` when it cannot be used (exit code 2).
 std::string prepare_dump_dir(const CommonOptions& options);
 
 }  // namespace pd
