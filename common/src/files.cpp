@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <unistd.h>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -10,7 +11,6 @@
 #include <fstream>
 #include <set>
 #include <stdexcept>
-#include <unistd.h>
 #include <vector>
 
 namespace pd {
@@ -50,9 +50,11 @@ void install_handlers() {
 
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write) {
     const fs::path target(path);
-    const fs::path temp = target.parent_path() / ("." + target.filename().string() + ".tmp-" + std::to_string(getpid()));
+    const fs::path temp =
+        target.parent_path() / ("." + target.filename().string() + ".tmp-" + std::to_string(getpid()));
     const std::string temp_name = temp.string();
-    if (temp_name.size() >= sizeof temp_being_written) throw std::runtime_error("cannot write " + path + ": the path is too long");
+    if (temp_name.size() >= sizeof temp_being_written)
+        throw std::runtime_error("cannot write " + path + ": the path is too long");
     install_handlers();
     std::memcpy(temp_being_written, temp_name.c_str(), temp_name.size() + 1);
     auto remove_temp = [&] {

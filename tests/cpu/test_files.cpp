@@ -6,14 +6,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <random>
 #include <stdexcept>
-#include <sys/wait.h>
-#include <unistd.h>
 
 using Catch::Matchers::Contains;
 namespace fs = std::filesystem;
@@ -98,7 +98,7 @@ TEST_CASE("files: a run killed by SIGTERM or SIGINT in the middle of a write lea
         pd::write_file_atomically(earlier.string(), [](std::ostream& f) { f << "an earlier complete run\n"; });
         const pid_t child = fork();
         REQUIRE(child >= 0);
-        if (child == 0) {  // writes one file, then is killed in the middle of the second
+        if (child == 0) {                  // writes one file, then is killed in the middle of the second
             std::signal(SIGINT, SIG_DFL);  // a plain program's handlers, not Catch's
             std::signal(SIGTERM, SIG_DFL);
             pd::write_file_atomically(p.string(), [](std::ostream& f) { f << std::string(1 << 20, 'x'); });
@@ -113,8 +113,8 @@ TEST_CASE("files: a run killed by SIGTERM or SIGINT in the middle of a write lea
         REQUIRE(waitpid(child, &status, 0) == child);
         CHECK(WIFSIGNALED(status));
         CHECK(WTERMSIG(status) == sig);
-        CHECK(contents(earlier) == "an earlier complete run\n");  // not the half-written one
-        CHECK(fs::file_size(p) == std::size_t(1) << 20);         // the file completed before it
+        CHECK(contents(earlier) == "an earlier complete run\n");                        // not the half-written one
+        CHECK(fs::file_size(p) == std::size_t(1) << 20);                                // the file completed before it
         CHECK(s.names() == std::vector<std::string>{"earlier.json", "timeline.json"});  // no temporary left
     }
 }
