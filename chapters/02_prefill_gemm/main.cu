@@ -77,14 +77,15 @@ Problem make_problem(const gm::Shape& s, std::vector<float> w, std::uint64_t x_s
         e.rows = rows;
         e.row_length = std::size_t(s.n);
         e.dims = {std::size_t(s.tokens), std::size_t(s.n)};
+        e.sum_length = std::size_t(s.k);  // fp32 accumulation: the rounding bound grows like sqrt(K)
         if (d == DType::fp32) {
-            e.values = pd::reference::linear_rows(p.x, p.w, s.tokens, s.n, s.k, rows);
+            e.values = pd::reference::linear_rows(p.x, p.w, s.tokens, s.n, s.k, rows, &e.magnitudes);
             p.x32 = pd::DeviceBuffer<float>(std::span<const float>(p.x));
             p.w32 = pd::DeviceBuffer<float>(std::span<const float>(p.w));
         } else {
             const std::vector<bf16> xb = pd::round_all<bf16>(p.x), wb = pd::round_all<bf16>(p.w);
             e.values = pd::reference::linear_rows(std::span<const bf16>(xb), std::span<const bf16>(wb), s.tokens, s.n,
-                                                  s.k, rows);
+                                                  s.k, rows, &e.magnitudes);
             p.x16 = pd::DeviceBuffer<bf16>(std::span<const bf16>(xb));
             p.w16 = pd::DeviceBuffer<bf16>(std::span<const bf16>(wb));
         }

@@ -82,8 +82,12 @@ void set_tokens(Problem& p, int batch, std::uint64_t seed) {
     for (int l : p.layers > 1 ? std::vector<int>{0, p.layers - 1} : std::vector<int>{0}) {
         for (int b = 0; b < batch; ++b) e.rows.push_back(std::size_t(l) * batch + b);
         const std::span<const float> w = std::span<const float>(p.w).subspan(l * s.w_elements(), s.w_elements());
-        const std::vector<double> ref = pd::reference::linear(std::span<const float>(p.x), w, batch, s.n, s.k);
+        std::vector<double> magnitudes;  // fp32: the rounding bound grows like sqrt(K)
+        const std::vector<double> ref =
+            pd::reference::linear(std::span<const float>(p.x), w, batch, s.n, s.k, &magnitudes);
         e.values.insert(e.values.end(), ref.begin(), ref.end());
+        e.magnitudes.insert(e.magnitudes.end(), magnitudes.begin(), magnitudes.end());
+        e.sum_length = std::size_t(s.k);
         if (p.d == DType::bf16) {  // the reference of the rounded inputs: the yardstick of the bf16 rule
             const std::vector<bf16> xb = pd::round_all<bf16>(p.x), wb = pd::round_all<bf16>(w);
             const std::vector<double> lp =

@@ -46,10 +46,21 @@ struct Options {
     md::AttentionBenchOptions attn;  // --attn-batch, --attn-context
 };
 
-/// Random prompts [B, P] (ids in [0, V)), or the tokenizer's encoding of --prompt for every sequence.
-std::vector<int> make_prompt(const Options& o, int V, const pd::llama2c::Tokenizer* tok, std::uint64_t seed, int& P) {
+/// Random prompts [B, P] (ids in [0, V)), or the tokenizer's encoding of --prompt for every
+/// sequence. A --prompt that cannot fit the model's @p max_seq with --gen is refused before it is
+/// encoded (encoding is quadratic in the text's length): each token covers at most the longest
+/// piece's bytes.
+std::vector<int> make_prompt(const Options& o, int V, int max_seq, const pd::llama2c::Tokenizer* tok,
+                             std::uint64_t seed, int& P) {
     std::vector<int> prompt;
     if (tok && !o.prompt.empty()) {
+        const std::size_t fewest = 1 + (o.prompt.size() + 1 + tok->longest_piece() - 1) / tok->longest_piece();
+        if (fewest + std::size_t(o.gen) > std::size_t(max_seq))
+            throw std::invalid_argument(
+                "--prompt of " + std::to_string(o.prompt.size()) + " bytes encodes to at least " +
+                std::to_string(fewest) + " tokens (BOS, and pieces of at most " + std::to_string(tok->longest_piece()) +
+                " bytes): with --gen " + std::to_string(o.gen) +
+                " past the model's max_seq = " + std::to_string(max_seq) + "; shorten the prompt or lower --gen");
         const std::vector<int> ids = tok->encode(o.prompt, true, false);
         P = int(ids.size());
         for (int b = 0; b < o.batch; ++b) prompt.insert(prompt.end(), ids.begin(), ids.end());
@@ -220,12 +231,14 @@ int run(int argc, char** argv) {
     std::optional<pd::llama2c::Tokenizer> tok;
     if (!o.tokenizer.empty()) tok = pd::llama2c::Tokenizer::read(o.tokenizer, config.vocab);
     int P = o.prompt_len;
-    const std::vector<int> prompt = make_prompt(o, config.vocab, tok ? &*tok : nullptr, bench.options.seed, P);
+    const std::vector<int> prompt =
+        make_prompt(o, config.vocab, config.max_seq, tok ? &*tok : nullptr, bench.options.seed, P);
     const int B = o.batch, G = o.gen, total = P + G - 1;  // positions in the cache at the end
     if (P + G > config.max_seq)
-        throw std::invalid_argument("--prompt-len + --gen = " + std::to_string(P + G) +
-                                    " exceeds the model's max_seq = " + std::to_string(config.max_seq) + " (" +
-                                    config.name + ")");
+        throw std::invalid_argument((tok && !o.prompt.empty() ? "--prompt (" + std::to_string(P) + " tokens) + --gen = "
+                                                              : std::string("--prompt-len + --gen = ")) +
+                                    std::to_string(P + G) + " exceeds the model's max_seq = " +
+                                    std::to_string(config.max_seq) + " (" + config.name + ")");
     const std::vector<DType> dtypes = bench.dtypes();
     const DType kv = pd::dtype_named(o.kv_dtype);
     std::ostream& out = bench.out();

@@ -156,9 +156,12 @@ Cache cache_for(const Options& o, const pd::ModelConfig& model, const sv::CostMo
                                         " positions");
         if (kv == 0) kv = slots;
         kv_per_token = model.kv_bytes_per_token(pd::size_of(pd::dtype_named(o.s.kv_dtype)));
-        executor = md::describe_engine_model(
-            model, md::engine_model_options(model, scheduler_config(o, first, kv), requests, bench.single_dtype(),
-                                            pd::dtype_named(o.s.kv_dtype), bench.device().sm_count));
+        const md::ModelOptions mo =
+            md::engine_model_options(model, scheduler_config(o, first, kv), requests, bench.single_dtype(),
+                                     pd::dtype_named(o.s.kv_dtype), bench.device().sm_count);
+        bench.require_fits(md::Model::device_bytes(model, mo), "the model, its cache slots and the activations",
+                           "choose a smaller --preset, or lower --max-seqs");
+        executor = md::describe_engine_model(model, mo);
         // [ch05_model_setup]
     } else {
         kv_per_token = model.kv_bytes_per_token(cost.kv_bytes_per_element);

@@ -3,9 +3,14 @@
 
 #include "pd/files.hpp"
 
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <stdexcept>
+#include <system_error>
 
 namespace pd {
 
@@ -15,8 +20,14 @@ void add_common_options(CLI::App& app, CommonOptions& o, const std::vector<std::
     app.add_option("--kernel", o.kernel, "Kernel version to run, or all")
         ->check(CLI::IsMember(choices))
         ->capture_default_str();
-    app.add_option("--seed", o.seed, "Seed of every random input")
-        ->check(CLI::NonNegativeNumber)
+    app.add_option("--seed", o.seed, "Seed of every random input (0 to 2^64 - 1)")
+        ->check([](const std::string& text) -> std::string {
+            std::uint64_t v = 0;  // all of it, in range: CLI11 alone would clamp 2^64 and more to 2^64 - 1
+            const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+            if (text.empty() || ec != std::errc() || end != text.data() + text.size())
+                return "a whole number from 0 to 18446744073709551615 expected, got '" + text + "'";
+            return {};
+        })
         ->capture_default_str();
     app.add_option("--iters", o.iters, "Timed runs per kernel (the median is reported)")
         ->check(CLI::Range(1, 100000))
@@ -27,15 +38,7 @@ void add_common_options(CLI::App& app, CommonOptions& o, const std::vector<std::
     app.add_flag("--check-only", o.check_only, "Validate every kernel against the reference; do not time");
     app.add_option("--json", o.json, "Write the results as JSON to FILE ('-' for stdout)")
         ->type_name("FILE")
-        ->group(kOutputGroup)
-        ->check([](const std::string& path) -> std::string {
-            if (path == "-") return {};
-            if (!path.empty() && path.back() == '/') return path + ": is a directory; name a file";
-            const auto parent = std::filesystem::path(path).parent_path();
-            if (!parent.empty() && !std::filesystem::is_directory(parent))
-                return "directory " + parent.string() + " does not exist";
-            return {};
-        });
+        ->group(kOutputGroup);  // checked with the other outputs: check_output_options()
     app.add_option(
            "--dump", o.dump,
            "Write inputs and outputs as .npy files into DIR (new, empty, or an earlier dump, which is replaced)")
@@ -61,6 +64,19 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
         std::cerr << app.get_name() << ": error: " << e.what() << "\n"
                   << "Run with --help for the options and their ranges.\n";
         return kExitBadInput;
+    }
+    // NaN passes every CLI::Range (each comparison with it is false): refuse it for every
+    // number option here, before a program could carry it into a formula.
+    for (const CLI::Option* o : app.get_options()) {
+        if (o->get_type_name() != "FLOAT") continue;
+        for (const std::string& value : o->results()) {
+            const double v = std::strtod(value.c_str(), nullptr);
+            if (std::isnan(v)) {
+                std::cerr << app.get_name() << ": error: " << o->get_name() << " " << value
+                          << ": not a number; give a value in the option's range (--help lists them)\n";
+                return kExitBadInput;
+            }
+        }
     }
     // The output options together, before any work: a run must not fail at its end because
     // two outputs name one file or a file option names a directory.

@@ -23,9 +23,10 @@ CompareResult check(const Expected& e, std::span<const float> out) {
     } else {
         got.assign(out.begin(), out.end());
     }
-    CompareResult c = e.values_lowp.empty()
-                          ? compare<float, double>(got, e.values, e.tolerance)
-                          : compare_to_lowp_reference<float, double>(got, e.values, e.values_lowp, 2.0);
+    CompareResult c =
+        !e.values_lowp.empty()  ? compare_to_lowp_reference<float, double>(got, e.values, e.values_lowp, 2.0)
+        : !e.magnitudes.empty() ? compare_sums<float, double>(got, e.values, e.magnitudes, e.sum_length, e.tolerance)
+                                : compare<float, double>(got, e.values, e.tolerance);
     if (e.sampled())  // back to indices into the whole output
         for (Mismatch& m : c.first) m.index = e.rows[m.index / e.row_length] * e.row_length + m.index % e.row_length;
     // An unchecked element can still hold the poison: every output must be finite.

@@ -165,12 +165,28 @@ Checkpoint read_checkpoint(const std::string& path) {
         v.resize(n);
         file.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(n * sizeof(float)));
     };
-    for (const ModelWeights::Tensor& t : stored) read_floats(*t.data, *checked_elements(t.shape));
+    // A NaN or an infinity in any weight makes every logit NaN (and the argmax meaningless):
+    // refused here, naming the tensor, rather than as a wrong token much later.
+    const auto check_finite = [&](const std::string& name, const std::vector<float>& v) {
+        std::size_t bad = 0, first = 0;
+        for (std::size_t i = 0; i < v.size(); ++i)
+            if (!std::isfinite(v[i]) && bad++ == 0) first = i;
+        if (bad > 0)
+            fail(path, "tensor " + name + " holds " + std::to_string(bad) +
+                           " non-finite values (NaN or inf), the first at element " + std::to_string(first) +
+                           ": a model with them computes NaN logits");
+    };
+    for (const ModelWeights::Tensor& t : stored) {
+        read_floats(*t.data, *checked_elements(t.shape));
+        if (file) check_finite(t.name, *t.data);
+    }
     file.seekg(static_cast<std::streamoff>(rope_floats * sizeof(float)), std::ios::cur);  // run.c computes RoPE itself
-    if (shared)
+    if (shared) {
         w.lm_head = w.embed;
-    else
+    } else {
         read_floats(w.lm_head, V * D);
+        if (file) check_finite("lm_head", w.lm_head);
+    }
     if (!file) fail(path, "read error");
     c.check(path);
     return ck;
@@ -309,6 +325,12 @@ const std::string& Tokenizer::piece(int id) const {
         throw std::invalid_argument("Tokenizer: token id " + std::to_string(id) + " is not in [0, " +
                                     std::to_string(vocab_size()) + ")");
     return pieces_[id];
+}
+
+std::size_t Tokenizer::longest_piece() const {
+    std::size_t longest = 1;
+    for (const std::string& p : pieces_) longest = std::max(longest, p.size());
+    return longest;
 }
 
 float Tokenizer::score(int id) const {

@@ -4,10 +4,15 @@
 #include "pd/files.hpp"
 
 #include <bit>
+#include <charconv>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <string_view>
+#include <system_error>
 #include <type_traits>
 
 namespace pd {
@@ -90,38 +95,72 @@ std::vector<float> NpyArray::as_float() const {
 NpyArray read_npy(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     if (!f) throw std::runtime_error("cannot open " + path);
+    const auto bad = [&](const std::string& what) { throw std::runtime_error(path + ": " + what); };
     unsigned char pre[10];
     f.read(reinterpret_cast<char*>(pre), 10);
     if (!f || pre[0] != 0x93 || std::memcmp(pre + 1, "NUMPY", 5) != 0 || pre[6] != 1)
-        throw std::runtime_error(path + ": not a version 1.0 .npy file");
+        bad("not a version 1.0 .npy file");
     const std::size_t len = pre[8] | (std::size_t(pre[9]) << 8);
     std::string header(len, '\0');
     f.read(header.data(), static_cast<std::streamsize>(len));
-    if (!f) throw std::runtime_error(path + ": truncated header");
+    if (!f) bad("truncated header");
 
+    // The header is a Python dict literal: {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
     NpyArray a;
-    auto value_after = [&](const std::string& key) {
-        const auto k = header.find("'" + key + "'");
-        if (k == std::string::npos) throw std::runtime_error(path + ": header lacks " + key);
-        return header.find(':', k) + 1;
+    const auto value_after = [&](const std::string& key) {
+        const std::size_t k = header.find("'" + key + "'");
+        const std::size_t colon = k == std::string::npos ? k : header.find(':', k);
+        if (colon == std::string::npos) bad("header lacks '" + key + "'");
+        const std::size_t v = header.find_first_not_of(' ', colon + 1);
+        if (v == std::string::npos) bad("header has no value for '" + key + "'");
+        return v;
     };
-    std::size_t p = header.find('\'', value_after("descr"));
-    a.descr = header.substr(p + 1, header.find('\'', p + 1) - p - 1);
+    std::size_t p = value_after("descr");
+    const std::size_t q = header[p] == '\'' ? header.find('\'', p + 1) : std::string::npos;
+    if (q == std::string::npos) bad("descr is not a quoted string");
+    a.descr = header.substr(p + 1, q - p - 1);
     p = value_after("fortran_order");
-    a.fortran_order = header.compare(header.find_first_not_of(' ', p), 4, "True") == 0;
-    p = header.find('(', value_after("shape"));
-    const std::size_t end = header.find(')', p);
+    if (header.compare(p, 4, "True") == 0)
+        a.fortran_order = true;
+    else if (header.compare(p, 5, "False") != 0)
+        bad("fortran_order is neither True nor False");
+    p = value_after("shape");
+    const std::size_t end = header[p] == '(' ? header.find(')', p) : std::string::npos;
+    if (end == std::string::npos) bad("shape is not a tuple");
     std::istringstream dims(header.substr(p + 1, end - p - 1));
-    std::string item;
-    while (std::getline(dims, item, ','))
-        if (item.find_first_not_of(' ') != std::string::npos) a.shape.push_back(std::stoull(item));
+    for (std::string item; std::getline(dims, item, ',');) {
+        const std::size_t b = item.find_first_not_of(' '), e = item.find_last_not_of(' ');
+        if (b == std::string::npos) continue;  // the empty item after a trailing comma
+        std::uint64_t d = 0;
+        const auto [last, ec] = std::from_chars(item.data() + b, item.data() + e + 1, d);
+        if (ec != std::errc() || last != item.data() + e + 1) bad("shape has a bad dimension '" + item + "'");
+        a.shape.push_back(std::size_t(d));
+    }
 
+    // descr: byte order ('<' little, '|' not applicable, '=' native), kind letter, item bytes.
     std::size_t elem = 0;
-    if (a.descr.size() >= 3) elem = std::stoul(a.descr.substr(2));
-    if (elem == 0) throw std::runtime_error(path + ": unsupported dtype " + a.descr);
-    a.bytes.resize(a.size() * elem);
+    if (a.descr.size() >= 3 && std::string_view("<|=").find(a.descr[0]) != std::string_view::npos) {
+        const auto [last, ec] = std::from_chars(a.descr.data() + 2, a.descr.data() + a.descr.size(), elem);
+        if (ec != std::errc() || last != a.descr.data() + a.descr.size() || elem > 16) elem = 0;
+    }
+    if (elem == 0) bad("unsupported dtype " + a.descr);
+    // The data's size, without overflow, against what the file holds, before allocating it.
+    std::uint64_t bytes = elem;
+    for (std::size_t d : a.shape)
+        if (d != 0 && bytes > std::numeric_limits<std::uint64_t>::max() / d)
+            bad("the shape's size overflows");
+        else
+            bytes *= d;
+    const std::streamoff here = f.tellg();
+    f.seekg(0, std::ios::end);
+    const std::uint64_t left = std::uint64_t(f.tellg() - here);
+    f.seekg(here);
+    if (bytes > left)
+        bad("truncated data: the shape needs " + std::to_string(bytes) + " bytes, the file has " +
+            std::to_string(left) + " after the header");
+    a.bytes.resize(std::size_t(bytes));
     f.read(reinterpret_cast<char*>(a.bytes.data()), static_cast<std::streamsize>(a.bytes.size()));
-    if (!f) throw std::runtime_error(path + ": truncated data");
+    if (!f) bad("truncated data");
     return a;
 }
 

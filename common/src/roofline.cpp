@@ -220,6 +220,8 @@ void add_calculator_options(CLI::App& app, CalculatorOptions& o) {
 }
 
 void check_calculator_options(const CalculatorOptions& o) {
+    if (o.kv_bytes && !find_model(o.model))
+        throw std::invalid_argument("--kv-bytes needs a --model: without one the calculator counts no KV cache");
     if (o.context && !find_model(o.model))
         throw std::invalid_argument("--context " + std::to_string(*o.context) +
                                     " needs a --model: the bytes of a cached token come from the model's layers, KV "

@@ -24,8 +24,8 @@ void Scheduler::arrive(const Request& r) {
                                     " prompt tokens given for a prompt of " + std::to_string(r.prompt_tokens));
     // so that one request alone always fits: the policies rely on it to make progress
     if (static_cast<long long>(r.prompt_tokens) + r.output_tokens > cache_.capacity())
-        throw std::invalid_argument("request " + std::to_string(r.id) +
-                                    ": prompt + output = " + std::to_string(r.prompt_tokens + r.output_tokens) +
+        throw std::invalid_argument("request " + std::to_string(r.id) + ": prompt + output = " +
+                                    std::to_string(static_cast<long long>(r.prompt_tokens) + r.output_tokens) +
                                     " positions never fit in the cache's " + std::to_string(cache_.capacity()));
     waiting_.push_back(Sequence{.request = r});
 }

@@ -5,6 +5,7 @@
 #include "pd/rng.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <fstream>
@@ -127,8 +128,42 @@ std::vector<Request> poisson_workload(const WorkloadSpec& spec) {
     return out;
 }
 
+namespace {
+
+/// Reads the next line of @p in into @p text, ending at "\n", "\r\n" or a lone "\r" (files
+/// saved with classic Mac line ends); false at the end of the input. A line longer than
+/// @p max_chars is not read to its end (a file of one endless line, such as /dev/zero): the
+/// caller is told through @p too_long.
+bool next_line(std::istream& in, std::string& text, std::size_t max_chars, bool& too_long) {
+    text.clear();
+    too_long = false;
+    std::streambuf* buf = in.rdbuf();
+    bool any = false;
+    for (int c = buf->sbumpc(); c != std::char_traits<char>::eof(); c = buf->sbumpc()) {
+        any = true;
+        if (c == '\n') return true;
+        if (c == '\r') {
+            if (buf->sgetc() == '\n') buf->sbumpc();
+            return true;
+        }
+        if (text.size() == max_chars) {
+            too_long = true;
+            return true;
+        }
+        text.push_back(char(c));
+    }
+    return any;
+}
+
+/// True for a header field: a name, not a number (starts with a letter or '_').
+bool is_name(std::string_view field) {
+    return !field.empty() && (std::isalpha(static_cast<unsigned char>(field.front())) || field.front() == '_');
+}
+
+}  // namespace
+
 std::vector<Request> read_trace(const std::string& path) {
-    std::ifstream in(path);
+    std::ifstream in(path, std::ios::binary);
     if (!in) throw std::invalid_argument(path + ": cannot open");
     const auto fail = [&](int line, const std::string& what) {
         throw std::invalid_argument(path + ":" + std::to_string(line) + ": " + what);
@@ -137,8 +172,13 @@ std::vector<Request> read_trace(const std::string& path) {
     std::vector<Request> out;
     bool seen_data = false;  // a header may only come before the first data line
     int line_no = 0;
-    for (std::string text; std::getline(in, text);) {
+    bool too_long = false;
+    for (std::string text; next_line(in, text, kMaxTraceLineChars, too_long);) {
         ++line_no;
+        if (too_long)
+            fail(line_no, "line longer than " + std::to_string(kMaxTraceLineChars) +
+                              " characters (a trace has one short request per line)");
+        if (line_no == 1 && text.starts_with("\xEF\xBB\xBF")) text.erase(0, 3);  // a UTF-8 byte-order mark
         std::string_view line = text;
         if (const auto hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
         line = trim(line);
@@ -158,7 +198,7 @@ std::vector<Request> read_trace(const std::string& path) {
         const bool ok_arrival = fields.size() > 0 && parse(fields[0], arrival);
         const bool ok_prompt = fields.size() > 1 && parse(fields[1], prompt);
         const bool ok_output = fields.size() > 2 && parse(fields[2], output);
-        if (!seen_data && !ok_arrival && !ok_prompt && !ok_output) {  // a header line
+        if (!seen_data && std::all_of(fields.begin(), fields.end(), is_name)) {  // a header line
             seen_data = true;
             continue;
         }
@@ -166,12 +206,25 @@ std::vector<Request> read_trace(const std::string& path) {
         if (fields.size() != 3)
             fail(line_no, "expected 3 fields (arrival seconds, prompt tokens, output tokens), got " +
                               std::to_string(fields.size()));
-        if (!ok_arrival || !std::isfinite(arrival)) fail(line_no, "bad arrival time '" + std::string(fields[0]) + "'");
-        if (!ok_prompt) fail(line_no, "bad prompt token count '" + std::string(fields[1]) + "'");
-        if (!ok_output) fail(line_no, "bad output token count '" + std::string(fields[2]) + "'");
+        if (!ok_arrival || !std::isfinite(arrival))
+            fail(line_no, "bad arrival time '" + std::string(fields[0]) + "' (decimal seconds expected)");
+        if (!ok_prompt)
+            fail(line_no, "bad prompt token count '" + std::string(fields[1]) + "' (a decimal integer expected)");
+        if (!ok_output)
+            fail(line_no, "bad output token count '" + std::string(fields[2]) + "' (a decimal integer expected)");
         if (arrival < 0) fail(line_no, "negative arrival time " + std::string(fields[0]));
-        if (prompt < 1) fail(line_no, "prompt tokens must be >= 1, got " + std::to_string(prompt));
-        if (output < 1) fail(line_no, "output tokens must be >= 1, got " + std::to_string(output));
+        if (arrival >= kMaxTraceArrival)
+            fail(line_no, "arrival time " + std::string(fields[0]) +
+                              " s is past 2^32 s, where a double no longer resolves a microsecond; give seconds"
+                              " from the trace's start");
+        if (prompt < 1 || prompt > kMaxTracePromptTokens)
+            fail(line_no, "prompt tokens must be in [1, " + std::to_string(kMaxTracePromptTokens) + "], got " +
+                              std::string(fields[1]));
+        if (output < 1 || output > kMaxTraceOutputTokens)
+            fail(line_no, "output tokens must be in [1, " + std::to_string(kMaxTraceOutputTokens) + "], got " +
+                              std::string(fields[2]));
+        if (out.size() == kMaxTraceRequests)
+            fail(line_no, "more than " + std::to_string(kMaxTraceRequests) + " requests (the most a run takes)");
         Request r;
         r.arrival_s = arrival;
         r.prompt_tokens = prompt;
@@ -183,7 +236,12 @@ std::vector<Request> read_trace(const std::string& path) {
 
     std::stable_sort(out.begin(), out.end(),
                      [](const Request& a, const Request& b) { return a.arrival_s < b.arrival_s; });
-    for (std::size_t i = 0; i < out.size(); ++i) out[i].id = static_cast<int>(i);
+    // Times from the first arrival: a trace of absolute timestamps replays as one that starts at 0.
+    const double start = out.front().arrival_s;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        out[i].id = static_cast<int>(i);
+        out[i].arrival_s -= start;
+    }
     return out;
 }
 

@@ -83,7 +83,7 @@ std::size_t round_up(std::size_t n, std::size_t to) {
 /// `bytes` the program asked for (256-byte aligned), then the guard after the end: the slack up
 /// to the next multiple of 256, plus `kGuardBytes`.
 struct DeviceAllocation {
-    unsigned char* block = nullptr;  ///< what operator new returned
+    unsigned char* block = nullptr;  ///< what device_block() returned
     std::size_t bytes = 0;           ///< as requested
     std::size_t tail = 0;            ///< guard bytes after the end
     std::uint64_t pattern = 0;       ///< the guard's contents, one 8-byte word repeated
@@ -435,6 +435,58 @@ void* aligned_block(std::size_t bytes) {
     return ::operator new(std::max<std::size_t>(bytes, 1), std::align_val_t(256), std::nothrow);
 }
 
+// Device allocations of 64 KiB and more get pages of their own (mmap), and cudaFree keeps
+// their addresses reserved and inaccessible for a while (the last 256 freed, up to 64 GiB of
+// address space, no memory): a kernel that uses a freed pointer then faults, and the fault
+// handler names it, instead of writing into whatever the next allocation or fiber stack put
+// there. Smaller ones come from the heap, where such a write goes unnoticed. The sanitizer
+// build uses the heap for all: AddressSanitizer's own quarantine reports a use after free.
+#if defined(PD_SIM_ASAN)
+constexpr std::size_t kOwnPagesFrom = ~std::size_t(0);
+#else
+constexpr std::size_t kOwnPagesFrom = 64 * 1024;
+#endif
+
+std::size_t page_rounded(std::size_t bytes) {
+    const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
+    return (bytes + page - 1) / page * page;
+}
+
+void* device_block(std::size_t bytes) {
+    if (bytes < kOwnPagesFrom) return aligned_block(bytes);
+    void* p =
+        mmap(nullptr, page_rounded(bytes), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? nullptr : p;
+}
+
+void release_device_block(void* block, std::size_t bytes) {
+    if (bytes < kOwnPagesFrom) {
+        ::operator delete(block, std::align_val_t(256));
+        return;
+    }
+    struct Freed {
+        void* block;
+        std::size_t bytes;
+    };
+    static std::mutex m;
+    static std::vector<Freed> quarantine;  // oldest first
+    static std::size_t quarantined = 0;
+    const std::size_t len = page_rounded(bytes);
+    // The same addresses, now without access and without memory behind them.
+    if (mmap(block, len, PROT_NONE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0) == MAP_FAILED) {
+        munmap(block, len);
+        return;
+    }
+    std::lock_guard<std::mutex> lock(m);
+    quarantine.push_back({block, len});
+    quarantined += len;
+    while (quarantine.size() > 256 || quarantined > (64ull << 30)) {
+        munmap(quarantine.front().block, quarantine.front().bytes);
+        quarantined -= quarantine.front().bytes;
+        quarantine.erase(quarantine.begin());
+    }
+}
+
 }  // namespace
 
 void set_error(cudaError_t code) {
@@ -758,7 +810,7 @@ cudaError_t allocate_device(void** ptr, std::size_t bytes, const char* function,
     DeviceAllocation a;
     a.bytes = bytes;
     a.tail = kGuardBytes == 0 ? 0 : round_up(bytes, kAlignment) - bytes + kGuardBytes;
-    a.block = static_cast<unsigned char*>(aligned_block(kGuardBytes + bytes + a.tail));
+    a.block = static_cast<unsigned char*>(device_block(kGuardBytes + bytes + a.tail));
     if (a.block == nullptr) {
         *ptr = nullptr;
         return fail(cudaErrorMemoryAllocation);
@@ -849,7 +901,7 @@ cudaError_t cudaFree(void* ptr) {
                                "device memory is host memory on the simulator, so host code can write it through "
                                "a device pointer (on a GPU that access crashes); every kernel launch checks the "
                                "guard zones when it ends, so no kernel wrote these bytes");
-    ::operator delete(a.block, std::align_val_t(256));
+    release_device_block(a.block, kGuardBytes + a.bytes + a.tail);
     return cudaSuccess;
 }
 cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) {

@@ -5,6 +5,12 @@
 // barrier or warp collective. When no fiber can run, completed warp collectives and the block
 // barrier are released; if nothing can be released the block is stuck, and the diagnosis
 // names the threads and source lines involved. Any fault stops the launch with an error.
+//
+// Two things a learner's kernel can do that no check above sees: crash the process (a wild or
+// freed pointer, a stack overflow, an integer division by zero: a signal), and spin in a loop
+// waiting for a thread that, here, never runs. The first is named by a signal handler (the
+// kernel, block and thread, and how to find the line); the second by a watchdog thread that
+// ends the process when a thread runs too long without yielding, and says why.
 #include "sim_internal.hpp"
 
 #include <boost/context/fiber.hpp>
@@ -12,6 +18,9 @@
 
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
 
 #include <algorithm>
 #include <atomic>
@@ -56,6 +65,7 @@ Settings& settings() {
         if (const char* v = std::getenv("PD_SIM_STACK_KIB"))
             kib = std::max<std::size_t>(16, std::strtoull(v, nullptr, 10));
         s.stack_bytes = kib * 1024;
+        if (const char* v = std::getenv("PD_SIM_WATCHDOG_SECONDS")) s.watchdog_seconds = std::max(0.0, std::atof(v));
         return s;
     }();
     return s;
@@ -94,9 +104,14 @@ private:
 };
 
 thread_local StackPool stack_pool;
+thread_local const char* last_stack_guard = nullptr;  ///< the guard page of the stack allocated last
 
 struct PooledStack {
-    ctx::stack_context allocate() { return stack_pool.get(); }
+    ctx::stack_context allocate() {
+        ctx::stack_context sc = stack_pool.get();
+        last_stack_guard = static_cast<const char*>(sc.sp) - sc.size;
+        return sc;
+    }
     void deallocate(ctx::stack_context& sc) noexcept { stack_pool.put(sc); }
 };
 
@@ -117,8 +132,9 @@ thread_local DynamicShared dynamic_shared;
 enum class Wait { Runnable, Barrier, Warp, Exited, Faulted };
 
 struct Slot : ThreadState {
-    ctx::fiber fiber;  // the thread while it is suspended
-    ctx::fiber sink;   // the scheduler while the thread runs
+    ctx::fiber fiber;                   // the thread while it is suspended
+    ctx::fiber sink;                    // the scheduler while the thread runs
+    const char* stack_guard = nullptr;  // the page below its stack (an overflow faults there)
     bool started = false;
     Wait wait = Wait::Runnable;
     std::source_location loc;
@@ -593,10 +609,155 @@ std::string diagnose_stuck(const BlockRun& b) {
     return out.str();
 }
 
+// ---- the watchdog: a thread that runs too long without yielding ------------------------------
+
+/// What one OS thread that runs blocks is doing, read by the watchdog thread: the simulated
+/// thread it runs (null between resumes) and a count of its resumes. Never freed: the watchdog
+/// may read it while the program exits.
+struct WorkerWatch {
+    std::atomic<const Slot*> slot{nullptr};
+    std::atomic<const BlockRun*> block{nullptr};
+    std::atomic<std::uint64_t> resumes{0};
+};
+
+std::mutex watch_mutex;
+std::vector<WorkerWatch*>* watched = new std::vector<WorkerWatch*>;  // every worker's, never freed
+
+WorkerWatch& my_watch() {
+    thread_local WorkerWatch* w = [] {
+        auto* fresh = new WorkerWatch;
+        std::lock_guard<std::mutex> lock(watch_mutex);
+        watched->push_back(fresh);
+        return fresh;
+    }();
+    return *w;
+}
+
+[[noreturn]] void report_stuck_thread(const BlockRun& b, const Slot& s, double seconds) {
+    const uint3 bi = b.info.block_idx, t = s.thread_idx;
+    std::fflush(stdout);  // what the program printed so far is not lost
+    std::fprintf(stderr,
+                 "pd::sim: kernel '%s', block (%u,%u,%u) thread (%u,%u,%u), has run for %.0f s without reaching a "
+                 "barrier, a warp operation or its end: it is probably waiting in a loop for a value that another "
+                 "thread (of its block, or of a later block) has yet to write. The simulator runs a block's threads "
+                 "one at a time, each until it waits or ends, and cannot preempt one, so that other thread never "
+                 "runs (on a GPU since Volta such a loop may end, though CUDA does not promise it for threads of "
+                 "different blocks). Wait at a barrier instead: __syncthreads(), or a cooperative-groups sync "
+                 "(cooperative_groups::this_thread_block().sync()), which is portable. PD_SIM_WATCHDOG_SECONDS sets "
+                 "this limit (0: none).\n",
+                 kernel_name(b.launch->req.kernel).c_str(), bi.x, bi.y, bi.z, t.x, t.y, t.z, seconds);
+    std::fflush(stderr);
+    std::_Exit(1);  // not exit(): the stuck thread still runs, and destructors would race with it
+}
+
+/// Samples every worker four times a second; a worker whose resume count has not moved while it
+/// runs the same simulated thread for the set time is stuck.
+void watchdog_loop(double limit_s) {
+    struct Seen {
+        std::uint64_t resumes = ~0ull;
+        const Slot* slot = nullptr;
+        int samples = 0;
+    };
+    std::map<const WorkerWatch*, Seen> seen;
+    constexpr double kPeriod = 0.25;
+    for (;;) {
+        std::this_thread::sleep_for(std::chrono::duration<double>(kPeriod));
+        std::vector<WorkerWatch*> now;
+        {
+            std::lock_guard<std::mutex> lock(watch_mutex);
+            now = *watched;
+        }
+        for (WorkerWatch* w : now) {
+            const Slot* slot = w->slot.load(std::memory_order_acquire);
+            const std::uint64_t resumes = w->resumes.load(std::memory_order_acquire);
+            Seen& was = seen[w];
+            if (slot == nullptr || slot != was.slot || resumes != was.resumes) {
+                was = Seen{resumes, slot, 0};
+                continue;
+            }
+            // Counted in samples, not read off a clock: a program stopped in a debugger is not stuck.
+            if (++was.samples * kPeriod >= limit_s)
+                report_stuck_thread(*w->block.load(std::memory_order_acquire), *slot, was.samples * kPeriod);
+        }
+    }
+}
+
+// ---- a crash in a kernel: name the kernel, the block and the thread ---------------------------
+
+#if !defined(PD_SIM_ASAN)  // in the sanitizer build AddressSanitizer reports these, with the line
+const int kFaultSignals[] = {SIGSEGV, SIGBUS, SIGFPE};
+struct sigaction previous_action[3];
+
+void on_fault(int sig, siginfo_t* info, void*) {
+    const BlockRun* b = running_block;
+    const Slot* s = current != nullptr ? static_cast<const Slot*>(current) : nullptr;
+    static std::atomic<bool> reported{false};
+    if (b != nullptr && s != nullptr && reported.exchange(true)) {
+        for (;;) pause();  // another worker's fault is being reported; its signal ends the process
+    }
+    if (b != nullptr && s != nullptr) {
+        const char* addr = static_cast<const char*>(info->si_addr);
+        const std::size_t page = std::size_t(sysconf(_SC_PAGESIZE));
+        const bool overflow = s->stack_guard != nullptr && addr >= s->stack_guard && addr < s->stack_guard + page;
+        char what[256];
+        if (sig == SIGFPE)
+            std::snprintf(what, sizeof what,
+                          "an arithmetic fault (SIGFPE): an integer division by zero, or INT_MIN / -1");
+        else if (overflow)
+            std::snprintf(what, sizeof what,
+                          "a stack overflow (SIGSEGV): each simulated thread has a %zu KiB stack (PD_SIM_STACK_KIB); "
+                          "a large local array or deep recursion passed it",
+                          settings().stack_bytes / 1024);
+        else
+            std::snprintf(what, sizeof what,
+                          "an invalid memory access (%s) at address %p: a wild, null or freed pointer",
+                          sig == SIGBUS ? "SIGBUS" : "SIGSEGV", info->si_addr);
+        const uint3 bi = b->info.block_idx, t = s->thread_idx;
+        std::fflush(stdout);  // what the program printed so far is not lost
+        std::fprintf(
+            stderr,
+            "pd::sim: kernel '%s' crashed in block (%u,%u,%u) thread (%u,%u,%u) with %s. Rebuild with "
+            "`scripts/simcc --sanitize` (or configure with -DPD_SIM_SANITIZE=ON) and run again for the line.\n",
+            kernel_name(b->launch->req.kernel).c_str(), bi.x, bi.y, bi.z, t.x, t.y, t.z, what);
+        std::fflush(stderr);
+    }
+    // Back to what was there before; returning runs the faulting instruction again, and the
+    // signal then ends the process as it would have without this handler.
+    for (int i = 0; i < 3; ++i)
+        if (kFaultSignals[i] == sig) sigaction(sig, &previous_action[i], nullptr);
+}
+
+void install_fault_handler() {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_fault;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;  // on the alternate stack: the fiber's may be what overflowed
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; ++i) sigaction(kFaultSignals[i], &sa, &previous_action[i]);
+}
+
+/// Gives the calling OS thread an alternate signal stack, once.
+void ensure_signal_stack() {
+    thread_local bool done = false;
+    if (done) return;
+    done = true;
+    stack_t ss{};
+    ss.ss_size = 64 * 1024;
+    ss.ss_sp = std::malloc(ss.ss_size);  // kept for the thread's life
+    if (ss.ss_sp != nullptr) sigaltstack(&ss, nullptr);
+}
+#else
+void install_fault_handler() {}
+void ensure_signal_stack() {}
+#endif
+
 // ---- running one block ----------------------------------------------------------------------
 
 void resume(BlockRun& b, Slot& s) {
     current = &s;
+    WorkerWatch& watch = my_watch();
+    watch.block.store(&b, std::memory_order_relaxed);
+    watch.resumes.fetch_add(1, std::memory_order_relaxed);
+    watch.slot.store(&s, std::memory_order_release);
     if (!s.started) {
         s.started = true;
         s.fiber = ctx::fiber(std::allocator_arg, PooledStack{}, [&b, &s](ctx::fiber&& sink) -> ctx::fiber {
@@ -614,8 +775,10 @@ void resume(BlockRun& b, Slot& s) {
             ++b.exited_in_warp[std::size_t(s.linear / kWarpSize)];
             return std::move(s.sink);
         });
+        s.stack_guard = last_stack_guard;
     }
     s.fiber = std::move(s.fiber).resume();
+    watch.slot.store(nullptr, std::memory_order_release);
     current = nullptr;
 }
 
@@ -667,6 +830,7 @@ void run_block(Launch& l, std::size_t linear_block) {
     // Static __shared__ variables are poisoned when a thread of this block first reaches their
     // declaration (shared_variable()); no cp.async of an earlier block is pending here.
     begin_block_async_copies(n);
+    ensure_signal_stack();
 
     running_block = &b;
     current_block = &b.info;
@@ -909,6 +1073,11 @@ void launch(const LaunchRequest& req) {
         set_error(cudaErrorInvalidValue);
         return;
     }
+    static std::once_flag watch_once;
+    std::call_once(watch_once, [] {
+        install_fault_handler();
+        if (settings().watchdog_seconds > 0) std::thread(watchdog_loop, settings().watchdog_seconds).detach();
+    });
     auto l = std::make_unique<Launch>();
     l->req = req;
     l->total_blocks = std::size_t(req.grid.x) * req.grid.y * req.grid.z;

@@ -16,6 +16,9 @@ struct Settings {
     bool random_schedule = false;  ///< PD_SIM_SCHEDULE=random
     std::uint64_t seed = 0;        ///< PD_SIM_SEED
     std::size_t stack_bytes = 0;   ///< per simulated thread (PD_SIM_STACK_KIB)
+    /// PD_SIM_WATCHDOG_SECONDS: a thread that runs this long without yielding ends the process
+    /// (a spin-wait the simulator cannot run); 0 turns the watchdog off.
+    double watchdog_seconds = 30;
 };
 Settings& settings();
 

@@ -10,7 +10,9 @@
 //   memory>;
 //   __shared__ T a[N], b;  (in a function)    ->  the same, then ::pd::sim::detail::shared_variable(&a, sizeof(a),
 //   "a");
-//                                                 and the same for b, on the declaration's last line
+//                                                 and the same for b, on the declaration's last line (a
+//                                                 `const` in the declaration becomes spaces: C++ refuses a
+//                                                 const variable without an initializer)
 //   asm(...) / asm volatile(...)              ->  a static_assert saying inline PTX does not run on the simulator
 //
 // select(k) is a ::pd::sim::detail::kernel_at_launch() whose lambda, given the types of the
@@ -133,6 +135,34 @@ std::string strip_alignment(std::string t) {
         }
     }
     return trim(t);
+}
+
+/// Replaces each whole word @p word of @p text outside parentheses and brackets with spaces
+/// (so that columns and lines stay where they were).
+void blank_words(std::string& text, const std::string& word) {
+    int depth = 0;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (c == '(' || c == '[') ++depth;
+        if (c == ')' || c == ']') --depth;
+        if (depth == 0 && text.compare(i, word.size(), word) == 0 && (i == 0 || !ident_char(text[i - 1])) &&
+            (i + word.size() == text.size() || !ident_char(text[i + word.size()]))) {
+            text.replace(i, word.size(), std::string(word.size(), ' '));
+            i += word.size() - 1;
+        }
+    }
+}
+
+/// Replaces the last occurrence of the whole word @p word in @p out with spaces.
+void blank_last_word(std::string& out, const std::string& word) {
+    for (std::size_t at = out.rfind(word); at != std::string::npos; at = out.rfind(word, at - 1)) {
+        if ((at == 0 || !ident_char(out[at - 1])) &&
+            (at + word.size() == out.size() || !ident_char(out[at + word.size()]))) {
+            out.replace(at, word.size(), std::string(word.size(), ' '));
+            return;
+        }
+        if (at == 0) return;
+    }
 }
 
 /// Rewrites `extern __shared__ TYPE NAME[];` starting at @p i (the `extern`); returns the
@@ -705,13 +735,20 @@ std::string rewrite(const std::string& s) {
             }
             if (word == "__shared__" && last_word != "extern" && in_function) {
                 // Keep the declaration as written; after its `;`, on the same line, register
-                // each variable it declares with the simulator.
+                // each variable it declares with the simulator. A `const` in it is dropped: a
+                // shared variable has no initializer, which C++ refuses for a const one (nvcc
+                // accepts it), and code that nvcc compiled never writes to it. `volatile` stays.
                 const std::size_t semi = find_statement_end(s, e);
                 if (semi != std::string::npos) {
-                    out.append(s, i, semi + 1 - i);
+                    if (last_word == "const") blank_last_word(out, "const");
+                    std::string decl = s.substr(i, semi + 1 - i);
+                    blank_words(decl, "const");
+                    out += decl;
                     for (const std::string& name : declared_names(s.substr(e, semi - e)))
-                        out += " ::pd::sim::detail::shared_variable(&" + name + ", sizeof(" + name + "), \"" + name +
-                               "\");";
+                        out +=
+                            " ::pd::sim::detail::shared_variable(const_cast<void*>(static_cast<const volatile "
+                            "void*>(&" +
+                            name + ")), sizeof(" + name + "), \"" + name + "\");";
                     last_word = word;
                     i = semi + 1;
                     continue;

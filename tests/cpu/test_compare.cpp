@@ -270,3 +270,85 @@ TEST_CASE("check: an all-zero output fails; bad sampling is refused", "[compare]
     past.values = {1, 1};
     CHECK_THROWS_WITH(pd::check(past, std::vector<float>(4, 1.f)), Contains("row 2 is past the end"));
 }
+
+namespace {
+
+/// Dot products of N random rows of W with one random x over K terms, summed in fp32 one term
+/// after the other (the longest chain of roundings a kernel can have), with their double
+/// reference and sum_k |x_k w_k|. With @p shift, element k of x is multiplied with element
+/// k + shift of W: a planted indexing bug.
+struct Sums {
+    std::vector<float> fp32;
+    std::vector<double> ref, magnitude;
+};
+
+Sums fp32_sums(std::size_t n, std::size_t k, std::uint64_t seed, std::size_t shift = 0) {
+    std::vector<float> x(k), w(n * k);
+    pd::fill_uniform<float>(x, -1.f, 1.f, seed);
+    pd::fill_uniform<float>(w, -1.f, 1.f, seed + 1);
+    Sums s;
+    for (std::size_t j = 0; j < n; ++j) {
+        float acc = 0;
+        double ref = 0, mag = 0;
+        for (std::size_t c = 0; c < k; ++c) {
+            acc = std::fma(x[c], w[j * k + (c + shift) % k], acc);
+            const double p = double(x[c]) * double(w[j * k + c]);
+            ref += p;
+            mag += std::fabs(p);
+        }
+        s.fp32.push_back(acc);
+        s.ref.push_back(ref);
+        s.magnitude.push_back(mag);
+    }
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("long fp32 sums: the bound grows like sqrt(K) and still catches an indexing bug at the largest K",
+          "[compare][sums]") {
+    // Chapters 02 and 03 allow K up to 2^20. The rounding of a sequential fp32 sum of 65,536
+    // products is far above the fixed rule's 1e-4 for an output near zero (a false FAILED
+    // whenever one comes out near zero), and far inside the sqrt(K) rule.
+    const Sums mid = fp32_sums(64, 65536, 11);
+    const pd::CompareResult ok = pd::compare_sums<float, double>(mid.fp32, mid.ref, mid.magnitude, 65536);
+    CHECK(ok.max_abs_err > 3e-4);
+    CHECK(ok.passed);
+    CHECK_THAT(ok.rule, Contains("sqrt(K)"));
+    CHECK_THAT(ok.rule, Contains("K = 65536"));
+
+    const std::size_t k_max = std::size_t(1) << 20;
+    const Sums longest = fp32_sums(8, k_max, 12);
+    CHECK(pd::compare_sums<float, double>(longest.fp32, longest.ref, longest.magnitude, k_max).passed);
+    // The same sums with W read one column off: every output must fail.
+    const Sums planted = fp32_sums(8, k_max, 12, 1);
+    const pd::CompareResult bad = pd::compare_sums<float, double>(planted.fp32, planted.ref, planted.magnitude, k_max);
+    CHECK_FALSE(bad.passed);
+    CHECK(bad.bad == 8);
+    // A one-ulp-of-the-bound error past the rule fails; the bound is not a blanket.
+    const double bound = 1e-4 + 1e-4 * std::fabs(mid.ref[0]) + std::sqrt(65536.0) * 0x1p-24 * mid.magnitude[0];
+    const std::vector<double> just_out = {mid.ref[0] + bound * 1.001};
+    CHECK_FALSE(pd::compare_sums<double, double>(just_out, std::vector<double>{mid.ref[0]},
+                                                 std::vector<double>{mid.magnitude[0]}, 65536)
+                    .passed);
+    const std::vector<double> just_in = {mid.ref[0] + bound * 0.999};
+    CHECK(pd::compare_sums<double, double>(just_in, std::vector<double>{mid.ref[0]},
+                                           std::vector<double>{mid.magnitude[0]}, 65536)
+              .passed);
+}
+
+TEST_CASE("check: magnitudes select the sum rule, in the order of the checked rows", "[compare][check][sums]") {
+    // Two rows of [3, 2] are checked; K = 10,000: sqrt(K) u = 100 * 2^-24 ~ 5.96e-6, so a
+    // magnitude of 1e3 allows 5.96e-3 more than the fixed rule (1e-4 + 1e-4 |ref|).
+    pd::Expected e;
+    e.rows = {0, 2};
+    e.row_length = 2;
+    e.values = {1, 2, 3, 4};
+    e.magnitudes = {1e3, 1e3, 1e3, 0};
+    e.sum_length = 10000;
+    CHECK(pd::check(e, std::vector<float>{1.005f, 2.f, 9.f, 9.f, 3.f, 4.f}).passed);
+    const pd::CompareResult r = pd::check(e, std::vector<float>{1.f, 2.f, 9.f, 9.f, 3.f, 4.005f});
+    CHECK_FALSE(r.passed);  // the last element's magnitude is 0: only the fixed rule
+    REQUIRE(r.first.size() == 1);
+    CHECK(r.first[0].index == 5);
+}

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -246,6 +247,19 @@ TEST_CASE("bad llama2.c checkpoints are rejected with the path and the problem",
         REQUIRE_THROWS_WITH(read_checkpoint(p), Contains(p) && Contains("vocab_size = 0"));
         write_bytes(p, header({24, 40, 2, 4, 2, 37, -1}));
         REQUIRE_THROWS_WITH(read_checkpoint(p), Contains(p) && Contains("seq_len = -1"));
+    }
+    SECTION("non-finite weights are named by tensor, not found later as a wrong token") {
+        pd::ModelWeights w = random_weights(c, 1);
+        w.wk[5] = std::numeric_limits<float>::quiet_NaN();
+        w.wk[9] = std::numeric_limits<float>::infinity();
+        const std::string p = tmp.file("nan.bin");
+        pd::llama2c::write_checkpoint(p, c, w);
+        REQUIRE_THROWS_WITH(read_checkpoint(p), Contains(p) && Contains("tensor wk holds 2 non-finite values") &&
+                                                    Contains("the first at element 5"));
+        w = random_weights(c, 1);
+        w.lm_head.back() = -std::numeric_limits<float>::infinity();
+        pd::llama2c::write_checkpoint(p, c, w);
+        REQUIRE_THROWS_WITH(read_checkpoint(p), Contains("tensor lm_head holds 1 non-finite values"));
     }
     SECTION("sizes too large to be real are rejected before allocating") {
         const std::string p = tmp.file("huge.bin");

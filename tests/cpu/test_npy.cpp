@@ -95,3 +95,48 @@ TEST_CASE("bad shapes, paths and files are errors", "[npy][errors]") {
     CHECK_THROWS_AS(pd::read_npy(temp_path("junk.npy")), std::runtime_error);
     CHECK_THROWS_AS(pd::read_npy(temp_path("missing.npy")), std::runtime_error);
 }
+
+TEST_CASE("malformed .npy headers are refused with std::runtime_error, before allocating", "[npy][errors]") {
+    // Each header (padded to a 64-byte multiple as NumPy does), with 24 bytes of data.
+    const auto file_with = [](const std::string& name, std::string dict) {
+        while ((10 + dict.size() + 1) % 64 != 0) dict += ' ';
+        dict += '\n';
+        std::string bytes = std::string("\x93NUMPY\x01\x00", 8);
+        bytes += char(dict.size() & 0xFF);
+        bytes += char(dict.size() >> 8);
+        bytes += dict + std::string(24, '\0');
+        const std::string path = temp_path(name);
+        std::ofstream(path, std::ios::binary) << bytes;
+        return path;
+    };
+    CHECK(pd::read_npy(file_with("ok.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }")).size() == 6);
+    struct Case {
+        const char* dict;
+        const char* what;
+    };
+    const Case cases[] = {
+        // found by tests/fuzz/fuzz_npy.cpp: a dimension that is not a number escaped as std::invalid_argument
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (lse, 'shape': (), } ), }", "bad dimension"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (-2, 3), }", "bad dimension"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': 6, }", "shape is not a tuple"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3, }", "shape is not a tuple"},
+        {"{'descr': '<f4', 'fortran_order': False, }", "header lacks 'shape'"},
+        {"{'descr': <f4, 'fortran_order': False, 'shape': (6,), }", "descr is not a quoted string"},
+        {"{'descr': '<f4', 'fortran_order': maybe, 'shape': (6,), }", "fortran_order is neither"},
+        {"{'descr': '<fx', 'fortran_order': False, 'shape': (6,), }", "unsupported dtype <fx"},
+        {"{'descr': '>f4', 'fortran_order': False, 'shape': (6,), }", "unsupported dtype >f4"},
+        {"{'descr': '<f4', 'fortran_order': False, 'shape': (7,), }", "the shape needs 28 bytes, the file has 24"},
+        {"{'descr': '<f8', 'fortran_order': False, 'shape': (1000000000000,), }", "truncated data"},
+        {"{'descr': '<f8', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", "overflows"},
+    };
+    int i = 0;
+    for (const Case& c : cases) {
+        INFO(c.dict);
+        CHECK_THROWS_WITH(pd::read_npy(file_with("bad" + std::to_string(i++) + ".npy", c.dict)),
+                          Catch::Matchers::Contains(c.what));
+        try {
+            pd::read_npy(temp_path("bad" + std::to_string(i - 1) + ".npy"));
+        } catch (const std::runtime_error&) {  // the documented type, nothing else
+        }
+    }
+}

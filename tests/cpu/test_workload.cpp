@@ -258,8 +258,9 @@ TEST_CASE("read_trace parses a CSV trace, sorts it by arrival and numbers it", "
         "+2,40,50\n");
     const auto w = pd::serving::read_trace(f.path);
     REQUIRE(w.size() == 5);
-    // Sorted by arrival, ties (the two at 0.5) in file order; ids follow the sorted order.
-    const double arrival[] = {0.1, 0.25, 0.5, 0.5, 2.0};
+    // Sorted by arrival, ties (the two at 0.5) in file order; ids follow the sorted order; times
+    // count from the first arrival (0.1).
+    const double arrival[] = {0.1 - 0.1, 0.25 - 0.1, 0.5 - 0.1, 0.5 - 0.1, 2.0 - 0.1};
     const int prompt[] = {1, 3000, 100, 7, 40};
     const int output[] = {2, 1, 20, 8, 50};
     for (int i = 0; i < 5; ++i) {
@@ -272,6 +273,48 @@ TEST_CASE("read_trace parses a CSV trace, sorts it by arrival and numbers it", "
     // Without a header.
     const TempFile g("0,1,1\n");
     CHECK(pd::serving::read_trace(g.path).size() == 1);
+}
+
+TEST_CASE("read_trace: absolute timestamps, byte-order marks and every kind of line end", "[workload]") {
+    // Unix timestamps replay from 0, with their gaps (0.5 s is exact at this magnitude).
+    const TempFile stamps("1700000001.0,10,10\n1700000000.5,20,20\n");
+    const auto w = pd::serving::read_trace(stamps.path);
+    REQUIRE(w.size() == 2);
+    CHECK(w[0].arrival_s == 0);
+    CHECK(w[0].prompt_tokens == 20);
+    CHECK(w[1].arrival_s == 0.5);
+    // A UTF-8 byte-order mark before a header or before the first request.
+    CHECK(pd::serving::read_trace(TempFile("\xEF\xBB\xBF"
+                                           "arrival,prompt,output\n0,1,1\n")
+                                      .path)
+              .size() == 1);
+    CHECK(pd::serving::read_trace(TempFile("\xEF\xBB\xBF"
+                                           "0,1,1\n1,2,2\n")
+                                      .path)
+              .size() == 2);
+    // Classic Mac line ends (a lone \r) and Windows ones, mixed: three requests on lines 2 to 4.
+    const TempFile cr("a,b,c\r0,1,1\r1,2,2\r\n2,3,3\n");
+    const auto lines = pd::serving::read_trace(cr.path);
+    REQUIRE(lines.size() == 3);
+    CHECK(lines[2].prompt_tokens == 3);
+    CHECK_THAT(trace_error(TempFile("0,1,1\r0,x,1\r")), Contains(":2: bad prompt token count 'x'"));
+}
+
+TEST_CASE("read_trace: bounded lines, counts and times, whatever the file", "[workload][limits]") {
+    // One endless line (no newline ever) is refused after kMaxTraceLineChars, not read to the end.
+    try {
+        pd::serving::read_trace("/dev/zero");
+        FAIL("/dev/zero was accepted");
+    } catch (const std::invalid_argument& e) {
+        CHECK_THAT(std::string(e.what()), Contains("/dev/zero:1: line longer than 4096 characters"));
+    }
+    CHECK_THAT(trace_error(TempFile(std::string(5000, '1'))), Contains(":1: line longer than 4096"));
+    // The most requests a run takes; one more is refused on its line.
+    std::string many;
+    for (std::size_t i = 0; i <= pd::serving::kMaxTraceRequests; ++i) many += "0,1,1\n";
+    CHECK_THAT(trace_error(TempFile(many)), Contains(":1000001: more than 1000000 requests"));
+    many.resize(many.size() - 6);
+    CHECK(trace_error(TempFile(many)).empty());
 }
 
 TEST_CASE("read_trace errors name the file and the line", "[workload]") {
@@ -287,8 +330,15 @@ TEST_CASE("read_trace errors name the file and the line", "[workload]") {
         {"0,10,10\n1,10,99999999999\n", 2, "bad output token count"},
         {"0,10,10\nnan,10,10\n", 2, "bad arrival time"},
         {"# c\n-0.5,10,10\n", 2, "negative arrival time"},
-        {"0,0,10\n", 1, "prompt tokens must be >= 1"},
-        {"0,10,10\n\n1,10,-3\n", 3, "output tokens must be >= 1"},
+        {"0,0,10\n", 1, "prompt tokens must be in [1, 10000000], got 0"},
+        {"0,10,10\n\n1,10,-3\n", 3, "output tokens must be in [1, 1000000], got -3"},
+        // Counts whose sum would overflow an int, and times a double cannot resolve to 1 us.
+        {"0,2147483647,2147483647\n", 1, "prompt tokens must be in [1, 10000000], got 2147483647"},
+        {"0,10,2147483647\n", 1, "output tokens must be in [1, 1000000], got 2147483647"},
+        {"0,10,10\n1e14,10,10\n", 2, "arrival time 1e14 s is past 2^32 s"},
+        // Hex is not decimal, and a line of numbers in hex is not a header to skip.
+        {"0x1,0x10,0x5\n", 1, "bad arrival time '0x1' (decimal seconds expected)"},
+        {"0,0x10,5\n", 1, "bad prompt token count '0x10' (a decimal integer expected)"},
         {"0,10\n", 1, "expected 3 fields"},
         {"0,10,10,10\n", 1, "expected 3 fields"},
         {"0,10,10\n1,10,10,\n", 2, "expected 3 fields"},

@@ -6,11 +6,40 @@
 
 #include "check.cuh"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <initializer_list>
 #include <string>
 #include <vector>
 
 namespace conformance {
+
+/// How a child process ended, and what it printed (stdout and stderr together).
+struct Outcome {
+    int status = -1;  ///< the exit status, or -1 if it did not exit normally
+    int signal = 0;   ///< the signal that ended it, or 0
+    std::string output;
+};
+
+/// Runs this program again as `<program> <name>` in a child process, with @p env (such as
+/// "PD_SIM_WATCHDOG_SECONDS=1") in its environment, for a case that must stop the program.
+inline Outcome run_case(const char* name, const std::string& env = "") {
+    char self[4096] = {};
+    if (readlink("/proc/self/exe", self, sizeof self - 1) <= 0) return {};
+    const std::string command = env + (env.empty() ? "" : " ") + "'" + std::string(self) + "' " + name + " 2>&1";
+    Outcome o;
+    FILE* pipe = popen(command.c_str(), "r");
+    if (pipe == nullptr) return o;
+    char buf[4096];
+    std::size_t got;
+    while ((got = std::fread(buf, 1, sizeof buf, pipe)) > 0) o.output.append(buf, got);
+    const int status = pclose(pipe);
+    if (status != -1 && WIFEXITED(status)) o.status = WEXITSTATUS(status);
+    if (status != -1 && WIFSIGNALED(status)) o.signal = WTERMSIG(status);
+    return o;
+}
 
 /// The simulator's explanation of the last failed launch ("" on a GPU, which gives none).
 inline std::string last_diagnostic() {

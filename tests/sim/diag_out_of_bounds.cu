@@ -13,9 +13,6 @@
 #include "diag.cuh"
 #include "pd/buffer.hpp"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <string>
 #include <vector>
 
@@ -128,33 +125,11 @@ int case_device_buffer() {
     return 0;
 }
 
-// ---- running a case in a child process ---------------------------------------------------------
-
-struct Outcome {
-    int status = -1;  ///< the exit status, or -1 if it did not exit normally
-    std::string output;
-};
-
-Outcome run_case(const char* name) {
-    char self[4096] = {};
-    if (readlink("/proc/self/exe", self, sizeof self - 1) <= 0) return {};
-    const std::string command = "'" + std::string(self) + "' " + name + " 2>&1";
-    Outcome o;
-    FILE* pipe = popen(command.c_str(), "r");
-    if (pipe == nullptr) return o;
-    char buf[4096];
-    std::size_t got;
-    while ((got = std::fread(buf, 1, sizeof buf, pipe)) > 0) o.output.append(buf, got);
-    const int status = pclose(pipe);
-    if (status != -1 && WIFEXITED(status)) o.status = WEXITSTATUS(status);
-    return o;
-}
-
 /// Runs case @p name and checks that it stopped with exit status 1 and printed every one of
 /// @p words (and none of @p absent).
 void expect_stop(const char* name, std::initializer_list<std::string> words,
                  std::initializer_list<std::string> absent = {}) {
-    const Outcome o = run_case(name);
+    const conformance::Outcome o = conformance::run_case(name);
     using conformance::check;
     bool ok = check(o.status == 1, "the program stops with exit status 1", __FILE__, __LINE__);
     if (o.status != 1) std::printf("    %s: exit status %d\n", name, o.status);

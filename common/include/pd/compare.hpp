@@ -1,7 +1,8 @@
 /// @file compare.hpp
 /// @brief Checking a kernel's output against its CPU reference, with the tolerances of the
-/// project (fp32: 1e-4 + 1e-4 |ref|; bf16: FlashAttention's low-precision rule), NaN and
-/// all-zero guards, and a report of the first mismatches.
+/// project (fp32: 1e-4 + 1e-4 |ref|, plus a rounding bound that grows like sqrt(K) for a sum of
+/// K products; bf16: FlashAttention's low-precision rule), NaN and all-zero guards, and a report
+/// of the first mismatches.
 #pragma once
 
 #include "pd/half.hpp"
@@ -60,6 +61,23 @@ struct CompareResult {
 template <typename T, typename R>
 CompareResult compare(std::span<const T> out, std::span<const R> ref, Tolerance tol, std::size_t max_report = 8);
 
+/// The unit roundoff of fp32, u = 2^-24: the largest relative error of one rounding to nearest.
+inline constexpr double kFp32UnitRoundoff = 0x1p-24;
+
+/// The fp32 rule for outputs that are sums of @p terms products (a GEMM or GEMV of reduction
+/// length K): passes when
+///     |out - ref| <= atol + rtol |ref| + sqrt(K) u sum_k |x_k w_k|
+/// with u = 2^-24 and @p magnitude[i] = sum_k |x_k w_k| of element i. The last term is the
+/// probabilistic bound of Higham and Mary (SIAM J. Sci. Comput. 41(5), 2019) with lambda = 1:
+/// rounding errors that are independent and of mean zero grow like sqrt(K), not like the
+/// worst-case K u sum|x w|, which at K = 65,536 is as large as the result itself. For short
+/// sums the fixed rule dominates; for long ones this term does, and a wrong index (an output
+/// uncorrelated with the reference) still misses it by orders of magnitude.
+/// @pre out, ref and magnitude have the same size
+template <typename T, typename R>
+CompareResult compare_sums(std::span<const T> out, std::span<const R> ref, std::span<const double> magnitude,
+                           std::size_t terms, Tolerance tol = Tolerance::fp32(), std::size_t max_report = 8);
+
 /// Low-precision rule (FlashAttention style): passes when
 /// max|out - ref| <= factor * max|ref_lp - ref| (plus 1e-6 * max|ref| so that an exact
 /// low-precision reference does not demand bit-exactness), where @p ref_lp is the reference
@@ -86,6 +104,10 @@ struct Expected {
     std::vector<std::size_t> rows;            ///< the output rows that are checked; empty: every element
     std::size_t row_length = 0;               ///< elements per row (needed with rows)
     Tolerance tolerance = Tolerance::fp32();  ///< element-wise rule (when values_lowp is empty)
+    /// When not empty: sum_k |x_k w_k| of each checked element, in the order of `values`, and
+    /// the rule is compare_sums() with `tolerance` and `sum_length` terms (fp32 sums over K).
+    std::vector<double> magnitudes;
+    std::size_t sum_length = 0;  ///< K, the number of products in each sum (with magnitudes)
     /// When not empty: the low-precision rule of compare_to_lowp_reference(), with `values` as
     /// the reference of the unrounded inputs and this as the reference of the rounded ones.
     std::vector<double> values_lowp;
@@ -171,6 +193,23 @@ CompareResult compare(std::span<const T> out, std::span<const R> ref, Tolerance 
         return !(e <= tol.atol + tol.rtol * std::fabs(f));
     });
     r.rule = "|out - ref| <= " + std::to_string(tol.atol) + " + " + std::to_string(tol.rtol) + " * |ref|";
+    return r;
+}
+
+template <typename T, typename R>
+CompareResult compare_sums(std::span<const T> out, std::span<const R> ref, std::span<const double> magnitude,
+                           std::size_t terms, Tolerance tol, std::size_t max_report) {
+    if (out.size() != ref.size()) return detail::size_mismatch(out.size(), ref.size());
+    if (magnitude.size() != ref.size()) return detail::size_mismatch(magnitude.size(), ref.size());
+    const double growth = std::sqrt(double(terms)) * kFp32UnitRoundoff;
+    double max_rounding = 0;
+    for (double m : magnitude) max_rounding = std::max(max_rounding, growth * m);
+    CompareResult r = detail::scan(out, ref, tol.atol, max_report, [&](std::size_t i, double e, double f) {
+        return !(e <= tol.atol + tol.rtol * std::fabs(f) + growth * magnitude[i]);
+    });
+    r.rule = "|out - ref| <= " + std::to_string(tol.atol) + " + " + std::to_string(tol.rtol) +
+             " * |ref| + sqrt(K) * 2^-24 * sum|x w| (K = " + std::to_string(terms) + ", largest rounding term " +
+             std::to_string(max_rounding) + ")";
     return r;
 }
 

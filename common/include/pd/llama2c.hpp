@@ -43,14 +43,14 @@ struct Checkpoint {
 /// The header does not store everything a ModelConfig holds, so: head_dim = dim / n_heads,
 /// rope_theta = 10000, norm_eps = 1e-5 (the values llama2.c uses), tied_embeddings = (vocab_size
 /// > 0), name = the file's stem ("stories15M" for ".../stories15M.bin"), source = @p path.
-/// NaN or infinite weights are read as they are.
 /// @param path the checkpoint file
 /// @return the config and the weights
 /// @throws std::invalid_argument `"<path>: <what is wrong>"` when the file cannot be opened, is
 ///   shorter than the 28-byte header, has a size below 1 in the header (vocab_size: 0), dim not
 ///   divisible by n_heads, n_heads not a multiple of n_kv_heads, an odd head_dim, weights larger
-///   than 2^40 bytes (checked before anything is allocated), or a file size different from the
-///   one the header implies (truncated, or trailing bytes; both sizes are in the message).
+///   than 2^40 bytes (checked before anything is allocated), a file size different from the
+///   one the header implies (truncated, or trailing bytes; both sizes are in the message), or a
+///   NaN or infinite weight (the tensor, the count and the first element are in the message).
 Checkpoint read_checkpoint(const std::string& path);
 
 /// Writes @p weights in the llama2.c checkpoint format that read_checkpoint() reads back.
@@ -99,6 +99,11 @@ public:
     /// The bytes of token @p id, as stored.
     /// @throws std::invalid_argument when @p id is not in [0, vocab_size())
     const std::string& piece(int id) const;
+
+    /// The bytes of the longest piece: encode() of n bytes of text gives at least
+    /// n / longest_piece() tokens (each token covers at most that many), which bounds a prompt's
+    /// length before it is encoded.
+    std::size_t longest_piece() const;
 
     /// The merge score of token @p id.
     /// @throws std::invalid_argument when @p id is not in [0, vocab_size())

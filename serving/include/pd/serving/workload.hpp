@@ -6,6 +6,7 @@
 
 #include "pd/serving/types.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -63,17 +64,32 @@ struct WorkloadSpec {
 ///         rate, burstiness <= 0, a length mean <= 0, a spread < 0, min < 1 or max < min)
 std::vector<Request> poisson_workload(const WorkloadSpec& spec);
 
+/// The longest line read_trace() reads (characters): a request takes a few dozen.
+inline constexpr std::size_t kMaxTraceLineChars = 4096;
+/// The most requests a trace may hold: the range of `--requests`.
+inline constexpr std::size_t kMaxTraceRequests = 1000000;
+/// The largest prompt and output token counts of a trace line: the ranges of `--prompt-len` and
+/// `--output-len` (their sum stays far inside an int).
+inline constexpr int kMaxTracePromptTokens = 10000000;
+inline constexpr int kMaxTraceOutputTokens = 1000000;  ///< see kMaxTracePromptTokens
+/// Arrival times must be below 2^32 s (136 years): past it a double's step exceeds 1 us.
+inline constexpr double kMaxTraceArrival = 0x1p32;
+
 /// Reads a trace file: a CSV of one request per line, `arrival seconds, prompt tokens, output
-/// tokens`. Blank lines are skipped, `#` starts a comment that runs to the end of the line, and
-/// the first non-comment line is a header (skipped) when none of its fields is a number. Fields
-/// may be padded with spaces; token counts are integers.
+/// tokens`, in decimal. Lines end with "\n", "\r\n" or "\r"; a UTF-8 byte-order mark is
+/// skipped; blank lines are skipped, `#` starts a comment that runs to the end of the line, and
+/// the first non-comment line is a header (skipped) when every field is a name (starts with a
+/// letter or '_'). Fields may be padded with spaces; token counts are integers. Arrival times
+/// are taken from the earliest one: a trace of absolute timestamps replays from 0.
 /// @param path the CSV file
 /// @return the requests sorted by arrival time (stably, so ties keep the file's order), with ids
-///         0, 1, 2, ... in that order
-/// @throws std::invalid_argument "<path>:<line>: <what>" for a line that is not three fields,
-///         a field that is not a number, a negative or non-finite arrival time, a token count
-///         below 1, or a file without requests (the line is then the file's last, or 1);
-///         "<path>: cannot open" when the file cannot be read
+///         0, 1, 2, ... in that order, the first arriving at 0
+/// @throws std::invalid_argument "<path>:<line>: <what>" for a line that is not three fields
+///         or longer than kMaxTraceLineChars, a field that is not a decimal number, an arrival
+///         time that is negative, not finite or past kMaxTraceArrival, a token count outside
+///         [1, kMaxTracePromptTokens] (prompt) or [1, kMaxTraceOutputTokens] (output), more than
+///         kMaxTraceRequests requests, or a file without requests (the line is then the file's
+///         last, or 1); "<path>: cannot open" when the file cannot be read
 std::vector<Request> read_trace(const std::string& path);
 
 /// The `--scenario long-prompt` workload: @p users requests arrive at t = 0 with short prompts
