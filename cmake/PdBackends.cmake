@@ -8,6 +8,23 @@
 option(PD_ENABLE_CUDA "Build the cuda backend when nvcc is found" ON)
 set(PD_CUDA_ARCHITECTURES_NO_GPU "80" CACHE STRING
     "CUDA architectures compiled when no GPU is visible at configure time")
+# PD_CUDA_EXTRA_ARCHITECTURES: more architectures for the kernel library and the simulator's
+# conformance programs only, in the same build (scripts/test: 75-real;90-real, the oldest GPU
+# the project promises and the benchmark GPU), so that code one of them cannot compile is
+# found without a second configure. Ignored beside a special CMAKE_CUDA_ARCHITECTURES
+# (native, all, all-major), which cannot be combined with others.
+set(PD_CUDA_EXTRA_ARCHITECTURES "" CACHE STRING
+    "Extra CUDA architectures compiled for the kernel library and the conformance programs")
+
+# pd_cuda_extra_architectures(<target>...): the build's architectures plus the extra ones.
+function(pd_cuda_extra_architectures)
+  if(NOT PD_CUDA_EXTRA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES MATCHES "^(native|all|all-major)$")
+    return()
+  endif()
+  foreach(target IN LISTS ARGN)
+    set_property(TARGET ${target} PROPERTY CUDA_ARCHITECTURES ${CMAKE_CUDA_ARCHITECTURES} ${PD_CUDA_EXTRA_ARCHITECTURES})
+  endforeach()
+endfunction()
 
 set(PD_BACKENDS "")
 set(PD_CUDA_STATUS "")
@@ -46,6 +63,9 @@ if(PD_ENABLE_CUDA AND CMAKE_CUDA_COMPILER)
   string(APPEND CMAKE_CUDA_FLAGS " -lineinfo")
   list(APPEND PD_BACKENDS cuda)
   set(PD_CUDA_STATUS ", CUDA architectures ${CMAKE_CUDA_ARCHITECTURES}")
+  if(PD_CUDA_EXTRA_ARCHITECTURES)
+    string(APPEND PD_CUDA_STATUS " (+ ${PD_CUDA_EXTRA_ARCHITECTURES} for the kernels and the conformance programs)")
+  endif()
 else()
   message(STATUS "nvcc not found or PD_ENABLE_CUDA=OFF: the cuda backend is not built")
 endif()

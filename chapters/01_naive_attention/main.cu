@@ -238,7 +238,8 @@ int run(int argc, char** argv) {
                            {"score bytes", [](const pd::Row& r) { return pd::format_bytes(r.point["score_bytes"]); }},
                            "kernel",
                            "time ms",
-                           pd::Column::point("x previous S", "vs_previous_s")})
+                           pd::Column::point("x previous S", "vs_previous_s")},
+                          bench.options.check_only)
             << "doubling S multiplies the score bytes by 4, and the time by about 4 once the GPU is full\n";
     }
     // [ch01_sweep]

@@ -68,7 +68,7 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
     // NaN passes every CLI::Range (each comparison with it is false): refuse it for every
     // number option here, before a program could carry it into a formula.
     for (const CLI::Option* o : app.get_options()) {
-        if (o->get_type_name() != "FLOAT") continue;
+        if (!o->get_type_name().starts_with("FLOAT")) continue;  // "FLOAT", or "FLOAT:<its range>"
         for (const std::string& value : o->results()) {
             const double v = std::strtod(value.c_str(), nullptr);
             if (std::isnan(v)) {

@@ -221,13 +221,23 @@ Column Column::name(std::string h) {
     return Column(std::move(h), [](const Row& r) { return r.result.kernel; });
 }
 
-std::string render(const std::vector<Row>& rows, const std::vector<Column>& columns) {
+std::string render(const std::vector<Row>& rows, const std::vector<Column>& columns, bool check_only) {
+    std::vector<Column> all = columns, shown;
+    if (check_only)
+        for (const char* h : {"max abs err", "status"})
+            if (std::none_of(all.begin(), all.end(), [&](const Column& c) { return c.header == h; })) all.emplace_back(h);
+    for (const Column& c : all) {
+        const bool all_dashes = !rows.empty() && std::all_of(rows.begin(), rows.end(), [&](const Row& r) {
+            return c.cell(r) == "-";
+        });
+        if (!check_only || !all_dashes) shown.push_back(c);
+    }
     std::vector<std::string> headers;
-    for (const Column& c : columns) headers.push_back(c.header);
+    for (const Column& c : shown) headers.push_back(c.header);
     Table t(headers);
     for (const Row& r : rows) {
         std::vector<std::string> cells;
-        for (const Column& c : columns) cells.push_back(c.cell(r));
+        for (const Column& c : shown) cells.push_back(c.cell(r));
         t.add_row(std::move(cells));
     }
     return t.render();

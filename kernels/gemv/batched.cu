@@ -145,7 +145,7 @@ __global__ void __launch_bounds__(kBatchedThreads)
 constexpr int kWmmaStrips = 2;
 /// Warps that share one strip, each taking a quarter of the block's columns in a step (a
 /// split of K inside the block, so that small N still gives every SM several warps).
-constexpr int kWmmaSplits = kBatchedWarps / kWmmaStrips;
+[[maybe_unused]] constexpr int kWmmaSplits = kBatchedWarps / kWmmaStrips;  // unused below sm_80
 /// Rows of W per block of v6.
 constexpr int kWmmaRows = kWmmaStrips * 16;
 /// 16-column tiles of W per warp per step: 8 (8 loads of 16 bytes in flight per lane) while

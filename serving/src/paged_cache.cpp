@@ -160,20 +160,20 @@ void PagedCache::check_invariants() const {
     std::vector<int> lru_count(ref_.size(), 0);
     for (int b : lru_) ++lru_count[static_cast<std::size_t>(b)];
     for (std::size_t b = 0; b < ref_.size(); ++b) {
-        const std::string name = "block " + std::to_string(b);
+        const auto name = [b] { return "block " + std::to_string(b); };  // only for a message
         if (ref_[b] != holders[b])
-            fail(name + " has reference count " + std::to_string(ref_[b]) + " but " + std::to_string(holders[b]) +
+            fail(name() + " has reference count " + std::to_string(ref_[b]) + " but " + std::to_string(holders[b]) +
                  " tables");
-        if (free_count[b] > 1 || lru_count[b] > 1) fail(name + " is listed twice");
-        if (free_count[b] && (ref_[b] > 0 || is_cached_[b])) fail(name + " is both free and used or cached");
+        if (free_count[b] > 1 || lru_count[b] > 1) fail(name() + " is listed twice");
+        if (free_count[b] && (ref_[b] > 0 || is_cached_[b])) fail(name() + " is both free and used or cached");
         if (lru_count[b] != (is_cached_[b] && ref_[b] == 0 ? 1 : 0))
-            fail(name + (lru_count[b] ? " is in the LRU list but not an unreferenced cached block"
+            fail(name() + (lru_count[b] ? " is in the LRU list but not an unreferenced cached block"
                                       : " is cached and unreferenced but not in the LRU list"));
-        if (!free_count[b] && ref_[b] == 0 && !is_cached_[b]) fail(name + " leaked: neither free, used nor cached");
+        if (!free_count[b] && ref_[b] == 0 && !is_cached_[b]) fail(name() + " leaked: neither free, used nor cached");
         if (is_cached_[b]) {
             const auto it = by_hash_.find(hash_[b]);
             if (it == by_hash_.end() || it->second != static_cast<int>(b))
-                fail(name + " is cached under a hash that names another block");
+                fail(name() + " is cached under a hash that names another block");
         }
     }
     if (static_cast<int>(by_hash_.size()) != static_cast<int>(std::count(is_cached_.begin(), is_cached_.end(), true)))

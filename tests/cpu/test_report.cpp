@@ -366,6 +366,28 @@ TEST_CASE("render: a table of rows with standard, point and custom columns", "[r
     CHECK(lines_of(pd::render({}, {"kernel", "status"})).size() == 2);
 }
 
+TEST_CASE("render, check-only: the untimed columns give way to the check's own", "[report][table]") {
+    // Validated, not timed: no time, and rates only where the run measured them.
+    pd::Row a = row("v1", true), b = row("v2", true);
+    for (pd::Row* r : {&a, &b}) {
+        r->result.time_ms.reset();
+        r->result.gbps.reset();
+        r->point = {{"T", r == &a ? 1 : 2}};
+    }
+    b.result.max_abs_err = 0.25;
+    const std::vector<pd::Column> columns = {pd::Column::point("T", "T"), "kernel", "time ms", "GB/s"};
+    // The same columns when timing, dashes and all.
+    CHECK(lines_of(pd::render({a, b}, columns))[0] == "T  kernel  time ms  GB/s");
+    const std::vector<std::string> lines = lines_of(pd::render({a, b}, columns, true));
+    REQUIRE(lines.size() == 4);
+    CHECK(lines[0] == "T  kernel  max abs err  status");
+    CHECK(lines[2] == "1  v1                0  ok");
+    CHECK(lines[3] == "2  v2             0.25  ok");
+    // A failed row writes FAILED in its time cell: that column is not all dashes, and stays.
+    b.result.passed = false;
+    CHECK(lines_of(pd::render({a, b}, columns, true))[0] == "T  kernel  time ms  max abs err  status");
+}
+
 TEST_CASE("numbers, bytes and FLOPs are formatted with units", "[report]") {
     CHECK(pd::format_number(std::nullopt) == "-");
     CHECK(pd::format_number(std::numeric_limits<double>::quiet_NaN()) == "-");

@@ -142,8 +142,11 @@ struct Column {
     static Column name(std::string h);
 };
 
-/// The table of @p rows with @p columns, rendered.
-std::string render(const std::vector<Row>& rows, const std::vector<Column>& columns);
+/// The table of @p rows with @p columns, rendered. With @p check_only (a --check-only run,
+/// where nothing is timed) the check's own columns, "max abs err" and "status", are added where
+/// missing, and the columns that are "-" in every row are left out: a sweep validated point by
+/// point shows its verdicts, not a grid of dashes.
+std::string render(const std::vector<Row>& rows, const std::vector<Column>& columns, bool check_only = false);
 
 /// Builds the chapter's JSON object: chapter, backend (pass pd::backend_name()), device,
 /// problem, results (to_json of each row, with @p baseline_alias), passed (true when every row

@@ -17,7 +17,9 @@ class Scheduler;  // scheduler.hpp
 /// @param requests the workload, ids 0, 1, 2, ... sorted by arrival
 /// @param scheduler a scheduler with nothing waiting or running
 /// @param executor runs (or predicts) each step and says how long it took
-/// @param check if true, the scheduler's invariants are checked after every step
+/// @param check if true, the scheduler's invariants are checked after every step (on a cache
+///        and queue of more than 4,096 blocks, slots and requests, as often as keeps the checks'
+///        visits within 16 per scheduled item) and after the last
 /// @return every step with its times and cache use, every request's token times, preemptions
 ///         and prefix hits
 /// @throws std::invalid_argument for ids out of order or arrivals not sorted (and what

@@ -140,6 +140,12 @@ public:
     /// queue's head (first come, first served), and the cache's
     /// (BlockManager::check_invariants(): no slot leaked or shared, no more than the capacity).
     void check_invariants() const;
+    /// About how many elements check_invariants() visits now: the waiting and running requests,
+    /// the slots and the paged cache's blocks (run_engine() checks as often as it can afford).
+    std::size_t check_cost() const {
+        return waiting_.size() + running_.size() + std::size_t(config_.max_seqs) +
+               (paged() ? std::size_t(paged()->num_blocks()) : 0);
+    }
     /// The limits.
     const SchedulerConfig& config() const { return config_; }
 
