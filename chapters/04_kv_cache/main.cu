@@ -254,6 +254,14 @@ int run(int argc, char** argv) {
                         .sm_count = std::max(dev.sm_count, 1)};
     bench.require_fits(md::Model::device_bytes(config, mo), "the model, its cache and the activations",
                        "choose a smaller --preset, or lower --batch, --prompt-len, --gen or --sweep-max");
+    if (bench.sim()) {  // tokens through the model: cached, recomputed at every step, the sweep's; per dtype
+        double tokens = double(B) * (o.mode != "recompute" ? P + G - 1 : 0) +
+                        double(B) * (o.mode != "cache" ? double(G) * P + double(G) * (G - 1) / 2 : 0);
+        for (int C = 8; o.sweep && C <= std::min(o.sweep_max, config.max_seq); C *= 2) tokens += double(B) * (C + 1);
+        pd::require_within(pd::kSimWorkBudget, tokens * double(dtypes.size()) * 2 * config.parameter_count(),
+                           "generating with " + config.name + " on the simulator",
+                           "lower --batch, --prompt-len, --gen or --sweep-max, or choose a smaller --preset");
+    }
     bench.measure_roofs();
 
     // [ch04_cost]

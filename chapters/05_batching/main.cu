@@ -211,7 +211,8 @@ int run(int argc, char** argv) {
     std::vector<sv::Policy> policies;
     for (sv::Policy p : {sv::Policy::static_batch, sv::Policy::continuous, sv::Policy::chunked})
         if (o.s.policy == "all" || o.s.policy == sv::to_string(p)) policies.push_back(p);
-    const Cache cache = cache_for(o, model, cost, requests, policies.front(), bench);
+    const Cache cache = cache_for(o, model, cost, requests, policies.front(), bench);  // the model fits, first
+    sv::check_budgets(requests, int(policies.size()), o.s.on_model() && bench.sim() ? model.parameter_count() : 0);
     const long long kv = cache.positions;
     const double kv_per_token = cache.per_token;
     const std::string& executor = cache.executor;

@@ -295,6 +295,7 @@ int run(int argc, char** argv) {
         executor = "model: " + o.s.preset + ", " + to_string(weights) + " weights, " + o.s.kv_dtype + " cache, " +
                    bench.device().name + " (wall-clock step times)";
     }
+    sv::check_budgets(requests, int(runs.size()), on_model && bench.sim() ? model.parameter_count() : 0);
     out << "executor: " << executor << "\n"
         << "KV memory: " << pd::format_bytes(o.kv_memory_gib * (1ull << 30)) << " = " << positions << " positions of "
         << pd::format_bytes(kv_per_token) << "; slots of " << model.max_seq << " positions (" << o.s.preset

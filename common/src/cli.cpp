@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -85,6 +86,27 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
         return kExitBadInput;
     }
     return std::nullopt;
+}
+
+double budget_limit(const Budget& budget) {
+    const char* text = std::getenv(budget.variable);
+    if (text == nullptr || *text == '\0') return budget.default_value * budget.unit;
+    char* end = nullptr;
+    const double v = std::strtod(text, &end);
+    if (end == text || *end != '\0' || !(v > 0) || !std::isfinite(v))
+        throw std::invalid_argument(std::string(budget.variable) + "=" + text + ": a positive number of " +
+                                    budget.unit_name + " expected");
+    return v * budget.unit;
+}
+
+void require_within(const Budget& budget, double amount, const std::string& what, const std::string& advice) {
+    const double limit = budget_limit(budget);
+    if (amount <= limit) return;
+    char text[160];
+    std::snprintf(text, sizeof text, "%.3g %s of %s, more than its %.3g %s", amount / budget.unit, budget.unit_name,
+                  budget.what, limit / budget.unit, budget.unit_name);
+    throw std::invalid_argument(what + " would take about " + text + " (" + budget.variable + " raises it): " +
+                                advice);
 }
 
 int bad_input(const CLI::App& app, const std::string& message) {

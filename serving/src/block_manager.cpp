@@ -63,7 +63,7 @@ long long BlockManager::held(const std::vector<Sequence>& running, const Step& s
         return static_cast<long long>(s.computed) + (it == adds.end() ? 0 : it->second);
     };
     long long held = 0;
-    if (!paged_) {
+    if (!paged_ || !paged_->prefix_caching()) {  // no block shared: each request holds exactly its positions
         for (const Sequence& s : running) held += after(s);
         return held;
     }

@@ -1,6 +1,7 @@
 // The serving options chapters 05 and 06 share (options.hpp): the one serving file that knows flags.
 #include "pd/serving/options.hpp"
 
+#include "pd/cli.hpp"
 #include "pd/files.hpp"
 #include "pd/model_config.hpp"
 #include "pd/roofline.hpp"
@@ -140,6 +141,21 @@ std::vector<Request> make_workload(const WorkloadOptions& o, double rate, std::u
     w.output = spec_of(o.output_dist, o.output_len, o.max_len);
     if (o.scenario == "shared-prefix") return shared_prefix_scenario(w, o.system_tokens, o.question_tokens, vocab);
     return poisson_workload(w);
+}
+
+void check_budgets(const std::vector<Request>& requests, int runs, double sim_params) {
+    double items = 0, tokens = 0;
+    for (const Request& r : requests) {
+        items += r.output_tokens + r.prompt_tokens / 256.0;
+        tokens += double(r.prompt_tokens) + r.output_tokens;
+    }
+    const std::string what = std::to_string(runs) + (runs == 1 ? " replay" : " replays") + " of " +
+                             std::to_string(requests.size()) + " requests";
+    const std::string advice = "lower --requests, --prompt-len or --output-len (or shorten the --trace)";
+    require_within(kHostMemoryBudget, runs * (400.0 * double(requests.size()) + 20.0 * items),
+                   "the timelines of " + what, advice);
+    if (sim_params > 0)
+        require_within(kSimWorkBudget, runs * tokens * 2 * sim_params, "the model's steps for " + what, advice);
 }
 
 std::string describe(const WorkloadOptions& o) {

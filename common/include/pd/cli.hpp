@@ -49,6 +49,33 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv);
 /// found after parsing (for example, a problem too large for device memory).
 int bad_input(const CLI::App& app, const std::string& message);
 
+/// The budgets a run's inputs are checked against before the work starts, so that an accepted
+/// option never makes a program take all the machine's memory or run for hours. Each comes
+/// from an environment variable, read when it is needed, for a user who wants a larger run:
+///
+/// | budget | variable | default |
+/// | :----- | :------- | :------ |
+/// | host memory a run plans to hold (timelines, caches' books) | `PD_HOST_MEMORY_GIB` | 4 GiB |
+/// | arithmetic a run asks of the simulator | `PD_SIM_WORK_GFLOP` | 100 GFLOP (minutes on 2 cores) |
+struct Budget {
+    const char* variable;    ///< the environment variable that raises it
+    double default_value;    ///< in the variable's unit
+    double unit;             ///< bytes or FLOPs per unit of the variable
+    const char* unit_name;   ///< "GiB", "GFLOP"
+    const char* what;        ///< "host memory", "simulator work"
+};
+inline constexpr Budget kHostMemoryBudget{"PD_HOST_MEMORY_GIB", 4, double(1ull << 30), "GiB", "host memory"};
+inline constexpr Budget kSimWorkBudget{"PD_SIM_WORK_GFLOP", 100, 1e9, "GFLOP", "simulator work"};
+
+/// The budget's value (bytes or FLOPs): its variable when set, else its default.
+/// @throws std::invalid_argument naming the variable when it is set but not a positive number
+double budget_limit(const Budget& budget);
+
+/// Throws std::invalid_argument when @p amount (bytes or FLOPs) passes @p budget: "<what>
+/// would take about <amount> of <budget>, more than its <limit> (<variable> raises it):
+/// <advice>". The programs turn it into exit code 2.
+void require_within(const Budget& budget, double amount, const std::string& what, const std::string& advice);
+
 /// The stream for human-readable output: stdout, or stderr when the JSON goes to stdout
 /// (`--json -`), so that stdout stays valid JSON.
 std::ostream& text_out(const CommonOptions& options);

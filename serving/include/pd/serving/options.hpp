@@ -96,6 +96,14 @@ FlagNames serving_flag_names();
 /// @throws std::invalid_argument naming the option for a trace it cannot read or lengths out of range
 std::vector<Request> make_workload(const WorkloadOptions& o, double rate, std::uint64_t seed, int vocab);
 
+/// Checks a run of @p runs replays of @p requests against the budgets (pd::require_within())
+/// before it starts: the host memory of the timelines (about 400 bytes per request and 20 per
+/// output token or prefill chunk, per replay, as measured on chapter 05), and, when @p sim_params
+/// is not 0 (the model executor on the simulator, a model of that many parameters), the
+/// simulator work of its steps (2 FLOPs per parameter per token, prompt and output).
+/// @throws std::invalid_argument naming the budget and the options that set the run's size
+void check_budgets(const std::vector<Request>& requests, int runs, double sim_params = 0);
+
 /// "trace FILE", "long-prompt scenario", "poisson, 4 per second", or "shared-prefix scenario
 /// (1000-token system prompt + 100 each), 4 per second": the workload line of a report.
 /// @param o the options

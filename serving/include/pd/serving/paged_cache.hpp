@@ -33,6 +33,8 @@ public:
     /// @throws std::invalid_argument naming the parameter below 1 and its value
     ///         ("PagedCache.block_size = 0 must be >= 1")
     PagedCache(int num_blocks, int block_size, bool prefix_caching);
+    /// True when full prompt blocks are kept for reuse (and may be shared by several requests).
+    bool prefix_caching() const { return prefix_caching_; }
 
     /// Blocks needed for @p positions positions: ceil(positions / block_size).
     /// @param positions positions (>= 0)
