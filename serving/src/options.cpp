@@ -152,7 +152,7 @@ void check_budgets(const std::vector<Request>& requests, int runs, double sim_pa
     const std::string what = std::to_string(runs) + (runs == 1 ? " replay" : " replays") + " of " +
                              std::to_string(requests.size()) + " requests";
     const std::string advice = "lower --requests, --prompt-len or --output-len (or shorten the --trace)";
-    require_within(kHostMemoryBudget, runs * (400.0 * double(requests.size()) + 20.0 * items),
+    require_within(kHostMemoryBudget, runs * (400.0 * double(requests.size()) + 64.0 * items),
                    "the timelines of " + what, advice);
     if (sim_params > 0)
         require_within(kSimWorkBudget, runs * tokens * 2 * sim_params, "the model's steps for " + what, advice);

@@ -97,8 +97,9 @@ FlagNames serving_flag_names();
 std::vector<Request> make_workload(const WorkloadOptions& o, double rate, std::uint64_t seed, int vocab);
 
 /// Checks a run of @p runs replays of @p requests against the budgets (pd::require_within())
-/// before it starts: the host memory of the timelines (about 400 bytes per request and 20 per
-/// output token or prefill chunk, per replay, as measured on chapter 05), and, when @p sim_params
+/// before it starts: the host memory of the timelines (400 bytes per request and 64 per output
+/// token or prefill chunk, per replay: measured, 17 to 54 bytes per token on chapters 05 and
+/// 06's defaults and a 100,000-line trace), and, when @p sim_params
 /// is not 0 (the model executor on the simulator, a model of that many parameters), the
 /// simulator work of its steps (2 FLOPs per parameter per token, prompt and output).
 /// @throws std::invalid_argument naming the budget and the options that set the run's size
