@@ -237,8 +237,9 @@ int run(int argc, char** argv) {
                 for (pd::Row& r : run_versions(bench, sp, d, cublas ? &*cublas : nullptr))
                     sweep.push_back(std::move(r));
         }
-        out << pd::render(sweep, {pd::Column::point("T", "tokens"), "dtype", "FLOP/byte", "bound", "kernel", "time ms",
-                                  "TFLOP/s", "of roofline", "vs cuBLAS"},
+        out << pd::render(sweep,
+                          {pd::Column::point("T", "tokens"), "dtype", "FLOP/byte", "bound", "kernel", "time ms",
+                           "TFLOP/s", "of roofline", "vs cuBLAS"},
                           bench.options.check_only)
             << "intensity = 2TNK / (bytes of X, W and Y): it grows with T until W's bytes no longer dominate; "
                "below the ridge point the GEMM is memory-bound, above it compute-bound\n";

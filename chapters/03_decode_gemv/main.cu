@@ -268,8 +268,9 @@ int run(int argc, char** argv) {
                 }
             }
         }
-        out << pd::render(sweep, {pd::Column::point("B", "batch"), "dtype", "FLOP/byte", "kernel", "step ms",
-                                  pd::Column::point("x B=1", "step_vs_batch1"), "tokens/s", "of copy"},
+        out << pd::render(sweep,
+                          {pd::Column::point("B", "batch"), "dtype", "FLOP/byte", "kernel", "step ms",
+                           pd::Column::point("x B=1", "step_vs_batch1"), "tokens/s", "of copy"},
                           bench.options.check_only)
             << "'x B=1' is the step time over the same kernel's at B = 1: while the weights dominate the bytes, B "
                "tokens cost about as much as one (v5 and v6 read each weight once for all B; v1-v4 once per token)\n";

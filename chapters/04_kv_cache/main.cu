@@ -305,10 +305,11 @@ int run(int argc, char** argv) {
 
     if (o.sweep)
         out << "\nsweep: one decode step at context C, cached vs recomputed (each point checked: the same logits):\n"
-            << pd::render(sweep, {pd::Column::point("C", "context"), "kernel", "dtype", "step ms",
-                                  pd::Column::point("speedup", "speedup"), pd::Column::point("FLOPs x", "flops_ratio"),
-                                  pd::Column::point("bytes x", "bytes_ratio"), "of copy"},
-                                  bench.options.check_only)
+            << pd::render(sweep,
+                          {pd::Column::point("C", "context"), "kernel", "dtype", "step ms",
+                           pd::Column::point("speedup", "speedup"), pd::Column::point("FLOPs x", "flops_ratio"),
+                           pd::Column::point("bytes x", "bytes_ratio"), "of copy"},
+                          bench.options.check_only)
             << "'speedup' is recompute's step time over the cached step's; 'FLOPs x' and 'bytes x' are the ratios of "
                "their counts: recompute grows with C, the cached step only by the KV it reads.\n";
 

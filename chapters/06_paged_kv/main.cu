@@ -274,8 +274,7 @@ int run(int argc, char** argv) {
     const double kv_per_token =
         model.kv_bytes_per_token(on_model ? pd::size_of(pd::dtype_named(o.s.kv_dtype)) : cost.kv_bytes_per_element);
     if (!on_model) {  // the cost model's machine: its memory bounds the cache (and what this program allocates)
-        const double beside_weights =
-            cost.machine.memory_bytes - model.parameter_count() * cost.weight_bytes_per_param;
+        const double beside_weights = cost.machine.memory_bytes - model.parameter_count() * cost.weight_bytes_per_param;
         if (o.kv_memory_gib * (1ull << 30) > beside_weights)
             throw std::invalid_argument("--kv-memory " + pd::format_bytes(o.kv_memory_gib * (1ull << 30)) +
                                         " is more than the " + pd::format_bytes(std::max(beside_weights, 0.0)) +

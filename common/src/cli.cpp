@@ -105,8 +105,7 @@ void require_within(const Budget& budget, double amount, const std::string& what
     char text[160];
     std::snprintf(text, sizeof text, "%.3g %s of %s, more than its %.3g %s", amount / budget.unit, budget.unit_name,
                   budget.what, limit / budget.unit, budget.unit_name);
-    throw std::invalid_argument(what + " would take about " + text + " (" + budget.variable + " raises it): " +
-                                advice);
+    throw std::invalid_argument(what + " would take about " + text + " (" + budget.variable + " raises it): " + advice);
 }
 
 int bad_input(const CLI::App& app, const std::string& message) {

@@ -225,11 +225,11 @@ std::string render(const std::vector<Row>& rows, const std::vector<Column>& colu
     std::vector<Column> all = columns, shown;
     if (check_only)
         for (const char* h : {"max abs err", "status"})
-            if (std::none_of(all.begin(), all.end(), [&](const Column& c) { return c.header == h; })) all.emplace_back(h);
+            if (std::none_of(all.begin(), all.end(), [&](const Column& c) { return c.header == h; }))
+                all.emplace_back(h);
     for (const Column& c : all) {
-        const bool all_dashes = !rows.empty() && std::all_of(rows.begin(), rows.end(), [&](const Row& r) {
-            return c.cell(r) == "-";
-        });
+        const bool all_dashes =
+            !rows.empty() && std::all_of(rows.begin(), rows.end(), [&](const Row& r) { return c.cell(r) == "-"; });
         if (!check_only || !all_dashes) shown.push_back(c);
     }
     std::vector<std::string> headers;

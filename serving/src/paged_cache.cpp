@@ -168,7 +168,7 @@ void PagedCache::check_invariants() const {
         if (free_count[b] && (ref_[b] > 0 || is_cached_[b])) fail(name() + " is both free and used or cached");
         if (lru_count[b] != (is_cached_[b] && ref_[b] == 0 ? 1 : 0))
             fail(name() + (lru_count[b] ? " is in the LRU list but not an unreferenced cached block"
-                                      : " is cached and unreferenced but not in the LRU list"));
+                                        : " is cached and unreferenced but not in the LRU list"));
         if (!free_count[b] && ref_[b] == 0 && !is_cached_[b]) fail(name() + " leaked: neither free, used nor cached");
         if (is_cached_[b]) {
             const auto it = by_hash_.find(hash_[b]);

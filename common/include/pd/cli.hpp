@@ -58,11 +58,11 @@ int bad_input(const CLI::App& app, const std::string& message);
 /// | host memory a run plans to hold (timelines, caches' books) | `PD_HOST_MEMORY_GIB` | 4 GiB |
 /// | arithmetic a run asks of the simulator | `PD_SIM_WORK_GFLOP` | 100 GFLOP (minutes on 2 cores) |
 struct Budget {
-    const char* variable;    ///< the environment variable that raises it
-    double default_value;    ///< in the variable's unit
-    double unit;             ///< bytes or FLOPs per unit of the variable
-    const char* unit_name;   ///< "GiB", "GFLOP"
-    const char* what;        ///< "host memory", "simulator work"
+    const char* variable;   ///< the environment variable that raises it
+    double default_value;   ///< in the variable's unit
+    double unit;            ///< bytes or FLOPs per unit of the variable
+    const char* unit_name;  ///< "GiB", "GFLOP"
+    const char* what;       ///< "host memory", "simulator work"
 };
 inline constexpr Budget kHostMemoryBudget{"PD_HOST_MEMORY_GIB", 4, double(1ull << 30), "GiB", "host memory"};
 inline constexpr Budget kSimWorkBudget{"PD_SIM_WORK_GFLOP", 100, 1e9, "GFLOP", "simulator work"};
