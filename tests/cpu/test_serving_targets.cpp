@@ -101,3 +101,19 @@ TEST_CASE("timeline: written as JSON and read back, it gives the same metrics", 
     CHECK(sv::to_json(a) == sv::to_json(b));
     CHECK(back.steps.size() == t.steps.size());
 }
+
+TEST_CASE("timeline: integers out of range or not integers are refused, never converted", "[serving][errors]") {
+    // Found by tests/fuzz/fuzz_timeline.cpp: a count of 1.5e100 was converted to int (undefined).
+    const auto timeline = [](const std::string& id) {
+        return nlohmann::json::parse(R"({"policy": "chunked", "steps": [], "requests": [{"id": )" + id +
+                                     R"(, "arrival_s": 0, "prompt_tokens": 3, "output_tokens": 2, "preemptions": 0,
+                                        "token_s": [0.5, 1]}]})");
+    };
+    CHECK(sv::timeline_from_json(timeline("7")).requests.at(0).request.id == 7);
+    for (const char* id : {"1.55556e+100", "2147483648", "-2147483649", "1.5", "18446744073709551615", "\"7\""}) {
+        INFO(id);
+        CHECK_THROWS_AS(sv::timeline_from_json(timeline(id)), std::invalid_argument);
+    }
+    CHECK_THROWS_WITH(sv::timeline_from_json(timeline("1e100")),
+                      Catch::Matchers::Contains("id = 1e+100 is not an integer in range"));
+}
