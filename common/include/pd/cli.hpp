@@ -64,7 +64,9 @@ struct Budget {
     const char* unit_name;  ///< "GiB", "GFLOP"
     const char* what;       ///< "host memory", "simulator work"
 };
+/// The host memory a run plans to hold: `PD_HOST_MEMORY_GIB`, 4 GiB by default.
 inline constexpr Budget kHostMemoryBudget{"PD_HOST_MEMORY_GIB", 4, double(1ull << 30), "GiB", "host memory"};
+/// The arithmetic a run asks of the simulator: `PD_SIM_WORK_GFLOP`, 100 GFLOP by default.
 inline constexpr Budget kSimWorkBudget{"PD_SIM_WORK_GFLOP", 100, 1e9, "GFLOP", "simulator work"};
 
 /// The budget's value (bytes or FLOPs): its variable when set, else its default.
