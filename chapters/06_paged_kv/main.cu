@@ -273,14 +273,7 @@ int run(int argc, char** argv) {
     const sv::CostModelConfig cost = sv::cost_model_config(model, *pd::roofline::find_gpu(o.s.gpu), o.s.tp);
     const double kv_per_token =
         model.kv_bytes_per_token(on_model ? pd::size_of(pd::dtype_named(o.s.kv_dtype)) : cost.kv_bytes_per_element);
-    if (!on_model) {  // the cost model's machine: its memory bounds the cache (and what this program allocates)
-        const double beside_weights = cost.machine.memory_bytes - model.parameter_count() * cost.weight_bytes_per_param;
-        if (o.kv_memory_gib * (1ull << 30) > beside_weights)
-            throw std::invalid_argument("--kv-memory " + pd::format_bytes(o.kv_memory_gib * (1ull << 30)) +
-                                        " is more than the " + pd::format_bytes(std::max(beside_weights, 0.0)) +
-                                        " that " + std::to_string(o.s.tp) + " x " + o.s.gpu + " hold beside " +
-                                        o.s.preset + "'s weights: lower --kv-memory, or raise --tp");
-    }
+    if (!on_model) sv::check_kv_memory(o.s, model, cost, o.kv_memory_gib * (1ull << 30));
     const long long positions = static_cast<long long>(o.kv_memory_gib * (1ull << 30) / kv_per_token);
     o.s.w.max_len = model.max_seq / 2;  // a prompt and its output fit in a slot of max_seq
     const std::vector<sv::Request> requests = sv::make_workload(o.s.w, o.s.w.rate, bench.options.seed, model.vocab);

@@ -4,9 +4,11 @@
 #include "pd/cli.hpp"
 #include "pd/files.hpp"
 #include "pd/model_config.hpp"
+#include "pd/report.hpp"
 #include "pd/roofline.hpp"
 #include "pd/serving/workload.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
@@ -156,6 +158,15 @@ void check_budgets(const std::vector<Request>& requests, int runs, double sim_pa
                    "the timelines of " + what, advice);
     if (sim_params > 0)
         require_within(kSimWorkBudget, runs * tokens * 2 * sim_params, "the model's steps for " + what, advice);
+}
+
+void check_kv_memory(const ServingOptions& o, const ModelConfig& model, const CostModelConfig& cost, double kv_bytes) {
+    const double beside_weights = cost.machine.memory_bytes - model.parameter_count() * cost.weight_bytes_per_param;
+    if (kv_bytes > beside_weights)
+        throw std::invalid_argument("--kv-memory " + format_bytes(kv_bytes) + " is more than the " +
+                                    format_bytes(std::max(beside_weights, 0.0)) + " that " + std::to_string(o.tp) +
+                                    " x " + o.gpu + " hold beside " + o.preset +
+                                    "'s weights: lower --kv-memory, or raise --tp");
 }
 
 std::string describe(const WorkloadOptions& o) {

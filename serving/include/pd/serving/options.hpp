@@ -8,6 +8,8 @@
 #pragma once
 
 #include "pd/cli.hpp"
+#include "pd/model_config.hpp"
+#include "pd/serving/cost_model.hpp"
 #include "pd/serving/types.hpp"
 
 #include <CLI/CLI.hpp>
@@ -104,6 +106,11 @@ std::vector<Request> make_workload(const WorkloadOptions& o, double rate, std::u
 /// simulator work of its steps (2 FLOPs per parameter per token, prompt and output).
 /// @throws std::invalid_argument naming the budget and the options that set the run's size
 void check_budgets(const std::vector<Request>& requests, int runs, double sim_params = 0);
+
+/// Refuses a KV cache of @p kv_bytes larger than the cost model's machine (`--tp` x `--gpu`)
+/// holds beside the model's weights: what chapter 06 allocates the cache's books for.
+/// @throws std::invalid_argument naming --kv-memory, the memory left and the options that set it
+void check_kv_memory(const ServingOptions& o, const ModelConfig& model, const CostModelConfig& cost, double kv_bytes);
 
 /// "trace FILE", "long-prompt scenario", "poisson, 4 per second", or "shared-prefix scenario
 /// (1000-token system prompt + 100 each), 4 per second": the workload line of a report.
