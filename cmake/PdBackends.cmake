@@ -9,9 +9,9 @@ option(PD_ENABLE_CUDA "Build the cuda backend when nvcc is found" ON)
 set(PD_CUDA_ARCHITECTURES_NO_GPU "80" CACHE STRING
     "CUDA architectures compiled when no GPU is visible at configure time")
 # PD_CUDA_EXTRA_ARCHITECTURES: more architectures for the kernel library and the simulator's
-# conformance programs only, in the same build (scripts/test: 75-real;90-real, the oldest GPU
-# the project promises and the benchmark GPU), so that code one of them cannot compile is
-# found without a second configure. Ignored beside a special CMAKE_CUDA_ARCHITECTURES
+# conformance programs only, in the same build (scripts/test: PD_CUDA_ARCHITECTURES_NO_GPU
+# 75-real, the oldest GPU the project promises, and 90-real here, the benchmark GPU), so that
+# code one of them cannot compile is found without a second configure. Ignored beside a special CMAKE_CUDA_ARCHITECTURES
 # (native, all, all-major), which cannot be combined with others.
 set(PD_CUDA_EXTRA_ARCHITECTURES "" CACHE STRING
     "Extra CUDA architectures compiled for the kernel library and the conformance programs")

@@ -19,8 +19,6 @@
 #include "pd/rng.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,49 +33,25 @@ using pd::fmt;
 struct Options {
 #if defined(PD_BACKEND_SIM)
     std::string preset = "tiny";  // seconds on a CPU
-    int batch = 2, prompt_len = 16, gen = 8, sweep_max = 64;
+    md::PromptSpec p{.batch = 2, .length = 16, .gen = 8};
+    int sweep_max = 64;
 #else
     std::string preset = "llama-3-8b";  // the GPU benchmark: a one-layer cache read of 512 MiB per step
-    int batch = 1, prompt_len = 512, gen = 32, sweep_max = 4096;
+    md::PromptSpec p{.batch = 1, .length = 512, .gen = 32};
+    int sweep_max = 4096;
 #endif
     std::string mode = "both", kv_dtype = "fp32", attention = "v4";
     bool sweep = false;
-    std::string checkpoint, tokenizer, prompt;
+    std::string checkpoint, tokenizer;
     md::AttentionBenchOptions attn;  // --attn-batch, --attn-context
 };
-
-/// Random prompts [B, P] (ids in [0, V)), or the tokenizer's encoding of --prompt for every
-/// sequence. A --prompt that cannot fit the model's @p max_seq with --gen is refused before it is
-/// encoded (encoding is quadratic in the text's length): each token covers at most the longest
-/// piece's bytes.
-std::vector<int> make_prompt(const Options& o, int V, int max_seq, const pd::llama2c::Tokenizer* tok,
-                             std::uint64_t seed, int& P) {
-    std::vector<int> prompt;
-    if (tok && !o.prompt.empty()) {
-        const std::size_t fewest = 1 + (o.prompt.size() + 1 + tok->longest_piece() - 1) / tok->longest_piece();
-        if (fewest + std::size_t(o.gen) > std::size_t(max_seq))
-            throw std::invalid_argument(
-                "--prompt of " + std::to_string(o.prompt.size()) + " bytes encodes to at least " +
-                std::to_string(fewest) + " tokens (BOS, and pieces of at most " + std::to_string(tok->longest_piece()) +
-                " bytes): with --gen " + std::to_string(o.gen) +
-                " past the model's max_seq = " + std::to_string(max_seq) + "; shorten the prompt or lower --gen");
-        const std::vector<int> ids = tok->encode(o.prompt, true, false);
-        P = int(ids.size());
-        for (int b = 0; b < o.batch; ++b) prompt.insert(prompt.end(), ids.begin(), ids.end());
-        return prompt;
-    }
-    prompt.resize(std::size_t(o.batch) * P);
-    pd::Rng rng(pd::derive_seed(seed, 7));
-    for (int& t : prompt) t = rng.integer(0, V - 1);
-    return prompt;
-}
 
 /// Generates with the cache and by recomputation (as --mode says), checks them against each
 /// other and the cached one against the CPU reference model, and adds the first, middle and last
 /// decode steps to @p steps. Returns the generation's JSON; @p passed falls on a failed check.
 nlohmann::json generate(pd::Bench& bench, const Options& o, md::Model& model, const std::vector<int>& prompt, int P,
                         const pd::llama2c::Tokenizer* tok, std::vector<pd::Row>& steps, bool& passed) {
-    const int B = o.batch, G = o.gen, total = P + G - 1;
+    const int B = o.p.batch, G = o.p.gen, total = P + G - 1;
     const DType d = model.options().weights;
     std::optional<md::Generation> cached, recomputed;
     if (o.mode != "recompute") cached = md::generate_cached(model, prompt, P, G);
@@ -134,7 +108,7 @@ void sweep_context(pd::Bench& bench, const Options& o, md::Model& model, std::ve
     const DType d = model.options().weights;
     const double tolerance = d == DType::bf16 || o.kv_dtype == "bf16" ? 5e-2 : 1e-3;
     for (int C = 8; C <= std::min(o.sweep_max, model.max_seq()); C *= 2) {
-        std::vector<int> seq(std::size_t(o.batch) * C);
+        std::vector<int> seq(std::size_t(o.p.batch) * C);
         pd::Rng rng(pd::derive_seed(bench.options.seed, 100 + std::uint64_t(C)));
         for (int& t : seq) t = rng.integer(0, model.config().vocab - 1);
         const md::StepAtContext s = md::step_at_context(bench, model, seq, C, tolerance);
@@ -147,7 +121,7 @@ void sweep_context(pd::Bench& bench, const Options& o, md::Model& model, std::ve
                                    {"bytes_ratio", recomputed.bytes / cached.bytes},
                                    {"max_logit_diff", s.max_logit_diff},
                                    {"speedup", speedup}};
-        const double B = o.batch;
+        const double B = o.p.batch;
         sweep.push_back(bench.timed_row({.name = "cache", .dtype = d, .cost = cached, .tokens = B, .point = point},
                                         s.cached_ms, s.agree));
         sweep.push_back(
@@ -192,9 +166,9 @@ std::vector<pd::Row> attention_versions(pd::Bench& bench, const Options& o, cons
 void add_options(pd::Bench& bench, Options& o) {
     bench.option("--preset", o.preset, "Model shape: tiny, stories15M, llama-3-8b, llama-3-70b, llama-2-7b",
                  CLI::IsMember(pd::model_names()));
-    bench.option("--batch", o.batch, "Sequences B generated together", CLI::Range(1, 64));
-    bench.option("--prompt-len", o.prompt_len, "Prompt tokens P per sequence (random ids)", CLI::Range(1, 1 << 20));
-    bench.option("--gen", o.gen, "Tokens G to generate per sequence", CLI::Range(1, 1 << 20));
+    bench.option("--batch", o.p.batch, "Sequences B generated together", CLI::Range(1, 64));
+    bench.option("--prompt-len", o.p.length, "Prompt tokens P per sequence (random ids)", CLI::Range(1, 1 << 20));
+    bench.option("--gen", o.p.gen, "Tokens G to generate per sequence", CLI::Range(1, 1 << 20));
     bench.option("--mode", o.mode, "recompute, cache, or both (and check that they agree)",
                  CLI::IsMember({"recompute", "cache", "both"}));
     bench.add_dtype_option();
@@ -208,7 +182,7 @@ void add_options(pd::Bench& bench, Options& o) {
         .add_option("--checkpoint", o.checkpoint, "A llama2.c checkpoint (e.g. stories15M.bin) instead of --preset")
         ->excludes("--preset");
     bench.app.add_option("--tokenizer", o.tokenizer, "Its tokenizer.bin (for --prompt and to print the text)");
-    bench.app.add_option("--prompt", o.prompt, "Prompt text (needs --tokenizer)");
+    bench.app.add_option("--prompt", o.p.text, "Prompt text (needs --tokenizer)");
 }
 
 int run(int argc, char** argv) {
@@ -221,7 +195,7 @@ int run(int argc, char** argv) {
                     at::decode_versions()};
     add_options(bench, o);
     if (auto code = bench.parse(argc, argv)) return *code;
-    if (!o.prompt.empty() && o.tokenizer.empty()) throw std::invalid_argument("--prompt needs --tokenizer");
+    if (!o.p.text.empty() && o.tokenizer.empty()) throw std::invalid_argument("--prompt needs --tokenizer");
     if (!o.tokenizer.empty() && o.checkpoint.empty()) throw std::invalid_argument("--tokenizer needs --checkpoint");
 
     // ---- the model and its weights ----
@@ -230,15 +204,9 @@ int run(int argc, char** argv) {
     const pd::ModelConfig config = ckpt ? ckpt->config : *pd::find_model(o.preset);
     std::optional<pd::llama2c::Tokenizer> tok;
     if (!o.tokenizer.empty()) tok = pd::llama2c::Tokenizer::read(o.tokenizer, config.vocab);
-    int P = o.prompt_len;
-    const std::vector<int> prompt =
-        make_prompt(o, config.vocab, config.max_seq, tok ? &*tok : nullptr, bench.options.seed, P);
-    const int B = o.batch, G = o.gen, total = P + G - 1;  // positions in the cache at the end
-    if (P + G > config.max_seq)
-        throw std::invalid_argument((tok && !o.prompt.empty() ? "--prompt (" + std::to_string(P) + " tokens) + --gen = "
-                                                              : std::string("--prompt-len + --gen = ")) +
-                                    std::to_string(P + G) + " exceeds the model's max_seq = " +
-                                    std::to_string(config.max_seq) + " (" + config.name + ")");
+    int P = 0;
+    const std::vector<int> prompt = md::make_prompts(o.p, config, tok ? &*tok : nullptr, bench.options.seed, P);
+    const int B = o.p.batch, G = o.p.gen, total = P + G - 1;  // positions in the cache at the end
     const std::vector<DType> dtypes = bench.dtypes();
     const DType kv = pd::dtype_named(o.kv_dtype);
     std::ostream& out = bench.out();
@@ -254,22 +222,17 @@ int run(int argc, char** argv) {
                         .sm_count = std::max(dev.sm_count, 1)};
     bench.require_fits(md::Model::device_bytes(config, mo), "the model, its cache and the activations",
                        "choose a smaller --preset, or lower --batch, --prompt-len, --gen or --sweep-max");
-    if (bench.sim()) {  // tokens through the model: cached, recomputed at every step, the sweep's; per dtype
-        double tokens = double(B) * (o.mode != "recompute" ? P + G - 1 : 0) +
-                        double(B) * (o.mode != "cache" ? double(G) * P + double(G) * (G - 1) / 2 : 0);
-        for (int C = 8; o.sweep && C <= std::min(o.sweep_max, config.max_seq); C *= 2) tokens += double(B) * (C + 1);
-        pd::require_within(pd::kSimWorkBudget, tokens * double(dtypes.size()) * 2 * config.parameter_count(),
+    if (bench.sim())  // every token through the model, 2 FLOPs per parameter, per dtype
+        pd::require_within(pd::kSimWorkBudget,
+                           double(dtypes.size()) * md::generation_flops(config, o.p, P, o.mode != "recompute",
+                                                                        o.mode != "cache", o.sweep ? o.sweep_max : 0),
                            "generating with " + config.name + " on the simulator",
                            "lower --batch, --prompt-len, --gen or --sweep-max, or choose a smaller --preset");
-    }
     bench.measure_roofs();
 
     // [ch04_cost]
     const double kv_token = config.kv_bytes_per_token(pd::size_of(kv));
-    out << "model: " << config.name << " (" << config.source << "): V = " << config.vocab << ", D = " << config.d_model
-        << ", L = " << config.layers << ", Hq = " << config.heads << ", Hkv = " << config.kv_heads
-        << ", d = " << config.head_dim << ", F = " << config.ffn_dim << "; " << fmt("%.3g", config.parameter_count())
-        << " parameters\n"
+    out << "model: " << pd::describe(config) << "\n"
         << "run: B = " << B << (B == 1 ? " sequence" : " sequences") << ", prompt P = " << P << ", generate G = " << G
         << " (greedy), decode attention " << o.attention << ", mode " << o.mode << "\n"
         << "KV cache (" << o.kv_dtype << "): 2 x " << config.layers << " layers x " << config.kv_heads << " KV heads x "
@@ -313,14 +276,11 @@ int run(int argc, char** argv) {
             << "'speedup' is recompute's step time over the cached step's; 'FLOPs x' and 'bytes x' are the ratios of "
                "their counts: recompute grows with C, the cached step only by the KV it reads.\n";
 
-    if (bench.dumping()) {
-        bench.dump_text("config.json", pd::to_json(config).dump(2) + "\n");
-        std::vector<std::int32_t> p32(prompt.begin(), prompt.end());
-        bench.dump<std::int32_t>("prompt", p32, {std::size_t(B), std::size_t(P)});
+    md::dump_inputs(bench, config, prompt, B, P);
+    if (bench.dumping())
         out << "dumped config.json, the weights, prompt, tokens, logits_cache, logits_recompute, k_cache and v_cache "
                "(bf16: *_bf16.npy) to "
             << bench.dump_dir() << "\n";
-    }
 
     nlohmann::json report = bench.report({{"preset", config.name},
                                           {"batch", B},
@@ -350,5 +310,8 @@ int main(int argc, char** argv) {
     return pd::guarded_main(run, argc, argv,
                             {{"ModelOptions.batch", "--batch"},
                              {"ModelOptions.attention", "--attention"},
-                             {"ModelOptions.max_seq", "--prompt-len + --gen"}});
+                             {"ModelOptions.max_seq", "--prompt-len + --gen"},
+                             {"PromptSpec.length", "--prompt-len"},
+                             {"PromptSpec.text", "--prompt"},
+                             {"PromptSpec.gen", "--gen"}});
 }

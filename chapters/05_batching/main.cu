@@ -76,32 +76,19 @@ sv::SchedulerConfig scheduler_config(const Options& o, sv::Policy p, long long k
     return {.policy = p, .token_budget = o.s.token_budget, .max_seqs = o.s.max_seqs, .kv_capacity = kv_capacity};
 }
 
-/// One policy on one workload: the engine's timeline (invariants checked after every step),
-/// with the cost model, or (given @p bench) on chapter 04's model, a fresh one for every policy.
-sv::Timeline serve(const Options& o, const std::vector<sv::Request>& requests, const sv::SchedulerConfig& config,
-                   const sv::CostModelConfig& cost, pd::Bench* bench = nullptr) {
-    if (bench && o.s.on_model())
-        return md::serve_on_model(cost.model, config, requests, bench->single_dtype(), pd::dtype_named(o.s.kv_dtype),
-                                  bench->device().sm_count, bench->options.seed);
-    sv::Scheduler scheduler(config);
-    sv::CostModel executor(cost);
-    return sv::run_engine(requests, scheduler, executor, true);
-}
-
 // [ch05_capacity]
 /// Serving capacity (Sarathi-Serve's definition): the highest request rate whose p99 ITL stays
 /// within the SLO while the median wait stays below 2 s (without that bound an overloaded
 /// queue would pass: the wait shows in TTFT, not in ITL; the median TTFT stands for the
 /// scheduling delay here), by bisection on the rate of the same seeded workload, each run at
 /// least two minutes of arrivals long.
-double find_capacity(const Options& o, sv::Policy p, long long kv, const sv::CostModelConfig& cost,
-                     std::uint64_t seed) {
+double find_capacity(const Options& o, sv::Policy p, long long kv, const sv::CostModelConfig& cost, pd::Bench& bench) {
     const double slo = o.slo_tpot_ms * 1e-3;
     const auto ok = [&](double rate) {
         Options steady = o;  // at least two minutes of arrivals, so that an overloaded queue has time to grow
         steady.s.w.requests = std::max(o.s.w.requests, static_cast<int>(std::ceil(rate * 120)));
-        const sv::Metrics m =
-            sv::compute_metrics(serve(o, make_workload(steady, rate, seed), scheduler_config(o, p, kv), cost));
+        const std::vector<sv::Request> requests = make_workload(steady, rate, bench.options.seed);
+        const sv::Metrics m = sv::compute_metrics(md::replay(o.s, bench, cost, scheduler_config(o, p, kv), requests));
         return m.itl_s.p99 <= slo && m.ttft_s.p50 <= 2.0;
     };
     double lo = 0, hi = 0.25;
@@ -156,12 +143,9 @@ Cache cache_for(const Options& o, const pd::ModelConfig& model, const sv::CostMo
                                         " positions");
         if (kv == 0) kv = slots;
         kv_per_token = model.kv_bytes_per_token(pd::size_of(pd::dtype_named(o.s.kv_dtype)));
-        const md::ModelOptions mo =
-            md::engine_model_options(model, scheduler_config(o, first, kv), requests, bench.single_dtype(),
-                                     pd::dtype_named(o.s.kv_dtype), bench.device().sm_count);
-        bench.require_fits(md::Model::device_bytes(model, mo), "the model, its cache slots and the activations",
-                           "choose a smaller --preset, or lower --max-seqs");
-        executor = md::describe_engine_model(model, mo);
+        executor =
+            md::prepare_engine_models(bench, model, {scheduler_config(o, first, kv)}, requests,
+                                      pd::dtype_named(o.s.kv_dtype), "choose a smaller --preset, or lower --max-seqs");
         // [ch05_model_setup]
     } else {
         kv_per_token = model.kv_bytes_per_token(cost.kv_bytes_per_element);
@@ -233,7 +217,7 @@ int run(int argc, char** argv) {
     std::vector<pd::Row> rows;
     nlohmann::json timelines = nlohmann::json::array(), metrics = nlohmann::json::array();
     for (sv::Policy p : policies) {
-        const sv::Timeline t = serve(o, requests, scheduler_config(o, p, kv), cost, &bench);
+        const sv::Timeline t = md::replay(o.s, bench, cost, scheduler_config(o, p, kv), requests);
         const sv::Metrics m = sv::compute_metrics(t, slo);
         pd::Row row = sv::replay_row(sv::to_string(p), t, m);
         const sv::CacheStats cache = sv::cache_stats(t, 0, slot_len);  // each running request reserves a slot
@@ -248,7 +232,7 @@ int run(int argc, char** argv) {
                               {"long_ttft_s", path.ttft_s}});
         }
         rows.push_back(row);
-        if (o.find_capacity) rows.back().point["capacity_rps"] = find_capacity(o, p, kv, cost, bench.options.seed);
+        if (o.find_capacity) rows.back().point["capacity_rps"] = find_capacity(o, p, kv, cost, bench);
         nlohmann::json mj = sv::to_json(m);
         mj["policy"] = sv::to_string(p);
         metrics.push_back(mj);

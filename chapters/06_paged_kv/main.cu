@@ -105,41 +105,6 @@ std::vector<CacheSetup> setups(const Options& o, sv::Policy policy, long long po
 }
 // [ch06_setups]
 
-/// One setup on the workload: with the cost model, or on chapter 04's model (a fresh one for
-/// every setup, its cache the setup's slots or blocks); @p tokens then receives what each
-/// request generated.
-sv::Timeline serve(const std::vector<sv::Request>& requests, const CacheSetup& setup, const Options& o,
-                   pd::Bench& bench, const sv::CostModelConfig& cost, std::vector<std::vector<int>>& tokens) {
-    if (o.s.on_model())
-        return md::serve_on_model(cost.model, setup.config, requests, bench.single_dtype(),
-                                  pd::dtype_named(o.s.kv_dtype), bench.device().sm_count, bench.options.seed, &tokens);
-    sv::Scheduler scheduler(setup.config);
-    sv::CostModel model_of_steps(cost);
-    return sv::run_engine(requests, scheduler, model_of_steps, true);
-}
-
-/// A setup's row: the memory reserved and used, the waste, the latencies and throughput; its
-/// metrics and cache statistics also go to @p details (the JSON's "caches").
-pd::Row setup_row(const CacheSetup& setup, const sv::Timeline& t, double kv_per_token, nlohmann::json& details) {
-    const sv::Metrics m = sv::compute_metrics(t);
-    const sv::CacheStats c = sv::cache_stats(t, setup.config.block_size, setup.slot_positions);
-    const double gib = kv_per_token / (1ull << 30);
-    pd::Row row = sv::replay_row(setup.name, t, m);  // run_engine checked the scheduler's and the cache's invariants
-    row.point.update({{"running_max", c.running_max},
-                      {"reserved_max_gib", double(c.reserved_max) * gib},
-                      {"used_max_gib", double(c.used_max) * gib},
-                      {"waste", c.waste},
-                      {"prefill_tokens", c.prefill_tokens},
-                      {"prefix_hit_rate", c.prompt_tokens ? double(c.prefix_hits) / double(c.prompt_tokens) : 0.0}});
-    details.push_back({{"cache", setup.name},
-                       {"metrics", sv::to_json(m)},
-                       {"kv", sv::to_json(c)},
-                       {"block_size", setup.config.block_size},
-                       {"slot_positions", setup.slot_positions},
-                       {"max_seqs", setup.config.max_seqs}});
-    return row;
-}
-
 // [ch06_attention]
 /// Decode attention on one layer's cache, contiguous and paged: B sequences of ragged contexts
 /// with the same K and V in chapter 04's contiguous cache and scattered into shuffled blocks of
@@ -201,7 +166,8 @@ void add_options(pd::Bench& bench, Options& o) {
     o.attn.add_to(bench);
 }
 
-/// What the setups' replays give: a row each, their cache details and timelines for the
+/// What the setups' replays give: a row each (the memory reserved and used, the waste, the
+/// latencies and throughput), their metrics and cache statistics and their timelines for the
 /// JSON, and whether the model generated the same tokens in every setup.
 struct Replays {
     std::vector<pd::Row> rows;
@@ -209,14 +175,30 @@ struct Replays {
     bool tokens_agree = true;
 };
 
-/// Every setup on the same workload.
+/// Every setup on the same workload (run_engine checks the scheduler's and the cache's invariants).
 Replays replay(const std::vector<sv::Request>& requests, const std::vector<CacheSetup>& runs, const Options& o,
                pd::Bench& bench, const sv::CostModelConfig& cost, double kv_per_token) {
     Replays r;
     std::vector<std::vector<int>> first_tokens, tokens;  // model executor: what each setup generated
+    const double gib = kv_per_token / (1ull << 30);
     for (const CacheSetup& setup : runs) {
-        const sv::Timeline t = serve(requests, setup, o, bench, cost, tokens);
-        pd::Row row = setup_row(setup, t, kv_per_token, r.details);
+        const sv::Timeline t = md::replay(o.s, bench, cost, setup.config, requests, &tokens);
+        const sv::Metrics m = sv::compute_metrics(t);
+        const sv::CacheStats c = sv::cache_stats(t, setup.config.block_size, setup.slot_positions);
+        pd::Row row = sv::replay_row(setup.name, t, m);
+        row.point.update(
+            {{"running_max", c.running_max},
+             {"reserved_max_gib", double(c.reserved_max) * gib},
+             {"used_max_gib", double(c.used_max) * gib},
+             {"waste", c.waste},
+             {"prefill_tokens", c.prefill_tokens},
+             {"prefix_hit_rate", c.prompt_tokens ? double(c.prefix_hits) / double(c.prompt_tokens) : 0.0}});
+        r.details.push_back({{"cache", setup.name},
+                             {"metrics", sv::to_json(m)},
+                             {"kv", sv::to_json(c)},
+                             {"block_size", setup.config.block_size},
+                             {"slot_positions", setup.slot_positions},
+                             {"max_seqs", setup.config.max_seqs}});
         if (o.s.on_model()) {
             // [ch06_same_tokens]
             // Pages change where K and V live, not what attention computes: every request must
@@ -278,15 +260,12 @@ int run(int argc, char** argv) {
     o.s.w.max_len = model.max_seq / 2;  // a prompt and its output fit in a slot of max_seq
     const std::vector<sv::Request> requests = sv::make_workload(o.s.w, o.s.w.rate, bench.options.seed, model.vocab);
     const std::vector<CacheSetup> runs = setups(o, sv::policy_from(o.s.policy), positions, model.max_seq);
-    std::string executor = sv::CostModel(cost).describe();
-    if (on_model) {
-        const DType weights = bench.single_dtype();
-        md::Model::check_options(model, {.weights = weights, .batch = o.s.max_seqs});  // now, not after a replay
-        bench.require_fits(o.kv_memory_gib * (1ull << 30) + model.parameter_count() * pd::size_of(weights),
-                           "the model's weights and KV cache", "lower --kv-memory or pick a smaller --preset");
-        executor = "model: " + o.s.preset + ", " + to_string(weights) + " weights, " + o.s.kv_dtype + " cache, " +
-                   bench.device().name + " (wall-clock step times)";
-    }
+    std::vector<sv::SchedulerConfig> configs;
+    for (const CacheSetup& setup : runs) configs.push_back(setup.config);
+    const std::string executor =
+        on_model ? md::prepare_engine_models(bench, model, configs, requests, pd::dtype_named(o.s.kv_dtype),
+                                             "lower --kv-memory or --max-seqs, or pick a smaller --preset")
+                 : sv::CostModel(cost).describe();
     sv::check_budgets(requests, int(runs.size()), on_model && bench.sim() ? model.parameter_count() : 0);
     out << "executor: " << executor << "\n"
         << "KV memory: " << pd::format_bytes(o.kv_memory_gib * (1ull << 30)) << " = " << positions << " positions of "

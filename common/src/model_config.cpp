@@ -1,5 +1,7 @@
 #include "pd/model_config.hpp"
 
+#include "pd/report.hpp"
+
 #include <stdexcept>
 
 namespace pd {
@@ -128,6 +130,13 @@ nlohmann::json to_json(const ModelConfig& c) {
             {"max_seq", c.max_seq},   {"rope_theta", c.rope_theta},
             {"norm_eps", c.norm_eps}, {"tied_embeddings", c.tied_embeddings},
             {"source", c.source}};
+}
+
+std::string describe(const ModelConfig& c) {
+    return c.name + " (" + c.source + "): V = " + std::to_string(c.vocab) + ", D = " + std::to_string(c.d_model) +
+           ", L = " + std::to_string(c.layers) + ", Hq = " + std::to_string(c.heads) +
+           ", Hkv = " + std::to_string(c.kv_heads) + ", d = " + std::to_string(c.head_dim) +
+           ", F = " + std::to_string(c.ffn_dim) + "; " + fmt("%.3g", c.parameter_count()) + " parameters";
 }
 
 }  // namespace pd

@@ -10,6 +10,7 @@
 #include "pd/rng.hpp"
 
 #include <chrono>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -47,6 +48,23 @@ ModelExecutor::ModelExecutor(Model& model, const std::vector<serving::Request>& 
         generated_.emplace_back();
     }
 }
+
+namespace {
+
+/// "8 slots of 512 positions" or "130 blocks of 16 positions": the cache of a model's options.
+std::string describe_cache(const ModelConfig& config, const ModelOptions& o) {
+    const int max_seq = o.max_seq > 0 ? o.max_seq : config.max_seq;
+    return o.block_size > 0 ? std::to_string(o.num_blocks) + " blocks of " + std::to_string(o.block_size) + " positions"
+                            : std::to_string(o.batch) + " slots of " + std::to_string(max_seq) + " positions";
+}
+
+/// "model: tiny, fp32 weights, fp32 cache, <caches>, <device> (wall-clock step times)".
+std::string describe_model(const ModelConfig& config, const ModelOptions& o, const std::string& caches) {
+    return "model: " + config.name + ", " + to_string(o.weights) + " weights, " + to_string(o.kv) + " cache, " +
+           caches + ", " + query_device(0).name + " (wall-clock step times)";
+}
+
+}  // namespace
 
 // [model_executor_run]
 double ModelExecutor::run(const serving::Step& step) {
@@ -112,13 +130,38 @@ serving::Timeline serve_on_model(const ModelConfig& config, const serving::Sched
 }
 // [serve_on_model]
 
+std::string prepare_engine_models(Bench& bench, const ModelConfig& config,
+                                  const std::vector<serving::SchedulerConfig>& schedulers,
+                                  const std::vector<serving::Request>& requests, DType kv, const std::string& advice) {
+    std::optional<ModelOptions> first;
+    std::string caches;
+    for (const serving::SchedulerConfig& s : schedulers) {
+        const ModelOptions o =
+            engine_model_options(config, s, requests, bench.single_dtype(), kv, bench.device().sm_count);
+        bench.require_fits(
+            Model::device_bytes(config, o),
+            std::string("the model, its cache ") + (o.block_size > 0 ? "blocks" : "slots") + " and the activations",
+            advice);
+        if (!first) first = o;
+        const std::string cache = describe_cache(config, o);
+        if (caches.find(cache) == std::string::npos) caches += (caches.empty() ? "" : " / ") + cache;
+    }
+    return first ? describe_model(config, *first, caches) : std::string();
+}
+
+serving::Timeline replay(const serving::ServingOptions& o, Bench& bench, const serving::CostModelConfig& cost,
+                         const serving::SchedulerConfig& scheduler, const std::vector<serving::Request>& requests,
+                         std::vector<std::vector<int>>* generated) {
+    if (o.on_model())
+        return serve_on_model(cost.model, scheduler, requests, bench.single_dtype(), dtype_named(o.kv_dtype),
+                              bench.device().sm_count, bench.options.seed, generated);
+    serving::Scheduler s(scheduler);
+    serving::CostModel executor(cost);
+    return serving::run_engine(requests, s, executor, true);
+}
+
 std::string describe_engine_model(const ModelConfig& config, const ModelOptions& o) {
-    const int max_seq = o.max_seq > 0 ? o.max_seq : config.max_seq;
-    const std::string cache =
-        o.block_size > 0 ? std::to_string(o.num_blocks) + " blocks of " + std::to_string(o.block_size) + " positions"
-                         : std::to_string(o.batch) + " slots of " + std::to_string(max_seq) + " positions";
-    return "model: " + config.name + ", " + to_string(o.weights) + " weights, " + to_string(o.kv) + " cache, " + cache +
-           ", " + query_device(0).name + " (wall-clock step times)";
+    return describe_model(config, o, describe_cache(config, o));
 }
 
 std::string ModelExecutor::describe() const {

@@ -6,6 +6,7 @@
 #include "model_reference.hpp"
 
 #include "pd/report.hpp"
+#include "pd/rng.hpp"
 #include "pd/timer.hpp"
 
 #include <algorithm>
@@ -43,6 +44,45 @@ int rank_of(std::span<const float> row, int token) {
 
 // [generate_cached]
 /// With the cache: prefill the prompt once, then each step feeds the last token only.
+std::vector<int> make_prompts(const PromptSpec& s, const ModelConfig& c, const llama2c::Tokenizer* tok,
+                              std::uint64_t seed, int& P) {
+    const bool text = tok && !s.text.empty();
+    std::vector<int> ids;  // the text's encoding
+    if (text) {
+        const std::size_t piece = tok->longest_piece(), fewest = 1 + (s.text.size() + piece) / piece;  // BOS too
+        if (fewest + std::size_t(s.gen) > std::size_t(c.max_seq))
+            throw std::invalid_argument("PromptSpec.text of " + std::to_string(s.text.size()) +
+                                        " bytes encodes to at least " + std::to_string(fewest) +
+                                        " tokens (BOS, and pieces of at most " + std::to_string(piece) +
+                                        " bytes): with PromptSpec.gen " + std::to_string(s.gen) +
+                                        " past the model's max_seq = " + std::to_string(c.max_seq) +
+                                        "; shorten the prompt or lower PromptSpec.gen");
+        ids = tok->encode(s.text, true, false);
+    }
+    P = text ? int(ids.size()) : s.length;
+    if (P + s.gen > c.max_seq)
+        throw std::invalid_argument(
+            (text ? "PromptSpec.text (" + std::to_string(P) + " tokens)" : std::string("PromptSpec.length")) +
+            " + PromptSpec.gen = " + std::to_string(P + s.gen) +
+            " exceeds the model's max_seq = " + std::to_string(c.max_seq) + " (" + c.name + ")");
+    std::vector<int> prompt;
+    if (text) {
+        for (int b = 0; b < s.batch; ++b) prompt.insert(prompt.end(), ids.begin(), ids.end());
+    } else {
+        prompt.resize(std::size_t(s.batch) * std::size_t(P));
+        Rng rng(derive_seed(seed, 7));
+        for (int& t : prompt) t = rng.integer(0, c.vocab - 1);
+    }
+    return prompt;
+}
+
+double generation_flops(const ModelConfig& c, const PromptSpec& s, int P, bool cached, bool recomputed, int sweep_max) {
+    const double B = s.batch, G = s.gen;
+    double tokens = (cached ? B * (P + G - 1) : 0) + (recomputed ? B * (G * P + G * (G - 1) / 2) : 0);
+    for (int C = 8; C <= std::min(sweep_max, c.max_seq); C *= 2) tokens += B * (C + 1);
+    return tokens * 2 * c.parameter_count();
+}
+
 Generation generate_cached(Model& m, const std::vector<int>& prompt, int P, int G) {
     Generation g;
     DeviceBuffer<int> next(static_cast<std::size_t>(m.options().batch));
@@ -233,6 +273,13 @@ void dump_cache(const Bench& bench, const Model& m, int positions) {
                                          std::size_t(positions), std::size_t(c.head_dim)};
     bench.dump<float>("k_cache" + suffix_of(m), m.download_cache(false, positions), shape);
     bench.dump<float>("v_cache" + suffix_of(m), m.download_cache(true, positions), shape);
+}
+
+void dump_inputs(const Bench& bench, const ModelConfig& c, const std::vector<int>& prompt, int B, int P) {
+    if (!bench.dumping()) return;
+    bench.dump_text("config.json", to_json(c).dump(2) + "\n");
+    bench.dump<std::int32_t>("prompt", std::vector<std::int32_t>(prompt.begin(), prompt.end()),
+                             {std::size_t(B), std::size_t(P)});
 }
 
 void dump_generation(const Bench& bench, const Model& m, const Generation* cached, const Generation* recomputed) {

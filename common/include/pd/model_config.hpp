@@ -54,6 +54,10 @@ std::vector<std::string> model_names();
 /// rope_theta, norm_eps, tied_embeddings, source (what `--dump` writes as config.json).
 nlohmann::json to_json(const ModelConfig& c);
 
+/// "tiny (source): V = 512, D = 64, L = 2, Hq = 4, Hkv = 2, d = 16, F = 172; 1.2e+05 parameters":
+/// the shape of @p c in the notation of the pages. @param c the model
+std::string describe(const ModelConfig& c);
+
 }  // namespace pd
 
 namespace pd {

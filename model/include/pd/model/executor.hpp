@@ -13,7 +13,10 @@
 
 #include "pd/model/model.hpp"
 
+#include "pd/bench.hpp"
 #include "pd/buffer.hpp"
+#include "pd/serving/cost_model.hpp"
+#include "pd/serving/options.hpp"
 #include "pd/serving/paged_cache.hpp"
 #include "pd/serving/scheduler.hpp"
 #include "pd/serving/types.hpp"
@@ -84,6 +87,30 @@ std::string describe_engine_model(const ModelConfig& config, const ModelOptions&
 serving::Timeline serve_on_model(const ModelConfig& config, const serving::SchedulerConfig& scheduler,
                                  const std::vector<serving::Request>& requests, DType weights, DType kv, int sm_count,
                                  std::uint64_t seed, std::vector<std::vector<int>>* generated = nullptr);
+
+/// Before any replay on the model: checks the model that each of @p schedulers will run on
+/// (engine_model_options(): the fields in range; its weights, cache and activations within the
+/// device's memory, Bench::require_fits() with @p advice) and returns the description of the
+/// executor, describe_engine_model() with every cache ("4 slots of 512 positions / 130 blocks of 16
+/// positions"). @param bench the harness (`--dtype`, the device)  @param config the model's shape
+/// @param schedulers the replays' limits  @param requests the workload  @param kv the cache's type
+/// @param advice what to lower when it does not fit ("choose a smaller --preset, or lower --max-seqs")
+/// @throws std::invalid_argument naming the field out of range, or what does not fit
+std::string prepare_engine_models(Bench& bench, const ModelConfig& config,
+                                  const std::vector<serving::SchedulerConfig>& schedulers,
+                                  const std::vector<serving::Request>& requests, DType kv, const std::string& advice);
+
+/// One replay of @p requests under @p scheduler with the executor that chapters 05 and 06 choose
+/// with `--executor`: chapter 04's model (serve_on_model(), with the harness's `--dtype`, its
+/// device and the options' `--kv-dtype`), or the cost model of @p cost. Returns the timeline (the
+/// scheduler's invariants checked after every step); @p generated, if given, receives the tokens
+/// each request generated on the model.
+/// @param o the serving options  @param bench the harness  @param cost the cost model's machine and model
+/// @param scheduler the scheduler's limits  @param requests the workload  @param generated where the tokens go (or
+/// null)
+serving::Timeline replay(const serving::ServingOptions& o, Bench& bench, const serving::CostModelConfig& cost,
+                         const serving::SchedulerConfig& scheduler, const std::vector<serving::Request>& requests,
+                         std::vector<std::vector<int>>* generated = nullptr);
 
 /// A seeded prompt of @p n token ids in [0, @p vocab): what the executor gives request @p id.
 /// @param n tokens  @param vocab vocabulary size  @param seed the workload's seed  @param id the request

@@ -7,6 +7,7 @@
 
 #include "pd/bench.hpp"
 #include "pd/compare.hpp"
+#include "pd/llama2c.hpp"
 #include "pd/model/model.hpp"
 
 #include <nlohmann/json.hpp>
@@ -17,6 +18,32 @@
 #include <vector>
 
 namespace pd::model {
+
+/// What chapter 04 generates from: B prompts of P seeded random token ids, or the tokenizer's
+/// encoding of one text for every sequence, then G tokens each.
+struct PromptSpec {
+    int batch = 1;     ///< B, sequences generated together
+    int length = 16;   ///< P of the random prompts
+    int gen = 8;       ///< G, tokens to generate per sequence
+    std::string text;  ///< a prompt text (encoded with the tokenizer) instead of random ids
+};
+
+/// The prompts [B, P] of @p s for the model @p c, and their length in @p P. A text that cannot
+/// fit the model's max_seq with `gen` is refused before it is encoded (encoding is quadratic in
+/// the text's length): each token covers at most the tokenizer's longest piece.
+/// @param s what to generate  @param c the model's shape  @param tok the tokenizer (null: random ids)
+/// @param seed the program's seed  @param P the prompt's tokens
+/// @throws std::invalid_argument naming PromptSpec's fields when the prompt and the generation pass max_seq
+std::vector<int> make_prompts(const PromptSpec& s, const ModelConfig& c, const llama2c::Tokenizer* tok,
+                              std::uint64_t seed, int& P);
+
+/// The arithmetic chapter 04's run asks of the model, in FLOPs (2 per parameter per token through
+/// it): the cached generation (P + G - 1 tokens per sequence), the recomputed one (the whole
+/// sequence at every step), and the context sweep's points (C + 1 tokens at C = 8, 16, ... up to
+/// @p sweep_max; 0: no sweep). What pd::kSimWorkBudget is checked against on the simulator.
+/// @param c the model's shape  @param s the prompts and the generation  @param P prompt tokens
+/// @param cached with the cache  @param recomputed by recomputation  @param sweep_max the sweep's last context
+double generation_flops(const ModelConfig& c, const PromptSpec& s, int P, bool cached, bool recomputed, int sweep_max);
 
 /// Everything one way of generating produced: step i's logits [B, V] chose tokens[i] [B];
 /// ms[0] is the prefill (TTFT), ms[i] the step that produced token i (CUDA events; CPU time on
@@ -89,6 +116,10 @@ std::string describe_timing(const Generation& g, int B);
 /// d] (`_bf16` after the names with bf16 weights). @param bench the harness  @param m the model
 /// @param positions the positions of each sequence to write
 void dump_cache(const Bench& bench, const Model& m, int positions);
+/// `--dump` of what a generation starts from: config.json (pd::to_json()) and prompt [B, P] (int32).
+/// @param bench the harness  @param c the model's shape  @param prompt [B, P]  @param B sequences  @param P prompt
+/// tokens
+void dump_inputs(const Bench& bench, const ModelConfig& c, const std::vector<int>& prompt, int B, int P);
 /// `--dump` of a generation: tokens [B, G] (of @p cached, else @p recomputed), logits_cache and
 /// logits_recompute [G, B, V], and every weight tensor (`_bf16` after the names with bf16
 /// weights). @param bench the harness  @param m the model  @param cached a generation or null
