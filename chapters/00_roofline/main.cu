@@ -206,6 +206,12 @@ int run(int argc, char** argv) {
             bench.require_fits(double(o.gemm_n) * o.gemm_n * (2 + 2 + 4),
                                "the cuBLAS product's A, B and C (--gemm-n " + std::to_string(o.gemm_n) + ")",
                                "lower --gemm-n");
+        const double floats = o.copy_mib * double(pd::kMiB) / 4,
+                     threads = 2.0 * dev->sm_count * dev->max_threads_per_sm;
+        bench.require_sim_work(bench.versions_work([&](const pd::Version& v, pd::DType) {
+            return k::sim_work(v.name, floats, threads, o.fma_iters);
+        }) + 2 * pd::kSimElementWork * floats,
+                               "the ceiling kernels", "lower --copy-mib or --fma-iters, or choose one --kernel");
         // Each ceiling is judged against the datasheet-style figure it approaches: the
         // theoretical bandwidth (memory clock x bus width) and the FP32 peak (clock x lanes).
         if (dev->theoretical_bandwidth_gbps > 0) bench.roofs.bytes_per_s = dev->theoretical_bandwidth_gbps * 1e9;

@@ -201,6 +201,18 @@ int run(int argc, char** argv) {
     std::ostream& out = bench.out();
     const pd::DeviceInfo& dev = bench.device();
     bench.require_fits(device_bytes, "the weight stack, X and Y", "lower --layers, --n or --k");
+    const auto sim_work = [&](int B) {  // the versions' launches over the stack, and the reference's two matrices
+        const gv::Shape s{B, o.n, o.k};
+        return o.layers * bench.versions_work([&](const pd::Version& v, DType) { return gv::sim_work(v.name, s); }) +
+               double(dtypes.size()) * 4 * s.flops();
+    };
+    double work =
+        double(dtypes.size()) * pd::kSimElementWork * o.layers * double(shape.w_elements()) + sim_work(o.batch);
+    for (int B = 1; o.sweep && B <= gv::kMaxBatch; B *= 2) work += sim_work(B);
+    bench.require_sim_work(work,
+                           "the versions on " + std::to_string(o.layers) + " matrices of N = " + std::to_string(o.n) +
+                               ", K = " + std::to_string(o.k),
+                           "lower --layers, --n or --k, or choose one --kernel");
     bench.measure_roofs();
 
     // [ch03_cost]

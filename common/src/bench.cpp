@@ -151,6 +151,18 @@ nlohmann::json Bench::device_json() const {
     return j;
 }
 
+double Bench::versions_work(const std::function<double(const Version&, DType)>& one_run) const {
+    double work = 0;
+    for (DType d : dtypes())
+        for (const Version& v : versions_)
+            if (v.takes(d) && selects(v)) work += runs() * one_run(v, d);
+    return work;
+}
+
+void Bench::require_sim_work(double work, const std::string& what, const std::string& advice) const {
+    if (sim()) require_within(kSimWorkBudget, work, what + " on the simulator", advice);
+}
+
 void Bench::require_fits(double bytes, const std::string& what, const std::string& advice) const {
     const double free_b = free_device_bytes();
     if (bytes > 0.9 * free_b)

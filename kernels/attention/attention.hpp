@@ -137,6 +137,17 @@ inline const std::vector<Version>& versions() {
 }
 // [attention_versions]
 
+/// The simulator work of one run of @p version on @p s (pd::sim_launch_work()): scores() and
+/// pv() start a thread per score and per output element (blocks of 32 x 8, those past the edges
+/// included), every softmax a block of 256 threads per score row; v2's two block reductions take
+/// 45 warp shuffles each. @param version a name of versions()  @param s the sizes
+inline double sim_work(const std::string& version, const Shape& s) {
+    const double bh = double(s.batch) * s.heads, rows = double(ceil_div(s.q_len, 8)) * 8;
+    const double threads =
+        bh * rows * 32.0 * (ceil_div(s.kv_len, 32) + ceil_div(s.head_dim, 32)) + bh * s.q_len * 256.0;
+    return sim_launch_work(threads, s.flops(), 0, version == "v2" ? 90 * bh * s.q_len : 0);
+}
+
 /// The softmax launcher of @p version: softmax_smem_tree (v1), softmax_warp_shuffle (v2) or
 /// softmax_cub (v3). Throws std::invalid_argument for a name not in versions(), or v3 on the
 /// simulator.

@@ -71,6 +71,20 @@ inline const std::vector<Version>& versions() {
 }
 // [gemm_versions]
 
+/// The simulator work of one launch of @p version on @p s (pd::sim_launch_work()): every block
+/// tile computes all its outputs over the whole K, the rows and columns past T and N included
+/// (v1 and v2 launch 32 x 32 threads per tile, one per output, and idle ones return at once;
+/// v3: 32 x 32 outputs on 1024 threads; v4: 64 x 64 on 512; v5 to v8: 128 x 128 on 256), and
+/// v7's products go through the simulator's WMMA. @param version "v1" ... "v8"  @param s the sizes
+inline double sim_work(const std::string& version, const Shape& s) {
+    const int tile = version <= "v3" ? 32 : version == "v4" ? 64 : 128;
+    const int threads = version <= "v3" ? 1024 : version == "v4" ? 512 : 256;
+    const double tiles = double(ceil_div(s.tokens, tile)) * double(ceil_div(s.n, tile));
+    const bool naive = version == "v1" || version == "v2";
+    const double flops = naive ? s.flops() : 2.0 * tiles * tile * tile * s.k;
+    return sim_launch_work(tiles * threads, version == "v7" ? 0 : flops, version == "v7" ? flops : 0);
+}
+
 // ---- fp32, SIMT -----------------------------------------------------------------------------
 
 /// v1: one thread per output y[t][n], consecutive threads of a warp walk along T, so each

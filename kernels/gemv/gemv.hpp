@@ -71,6 +71,20 @@ inline const std::vector<Version>& versions() {
 }
 // [gemv_versions]
 
+/// The simulator work of one launch of @p version on @p s (pd::sim_launch_work()): v1 starts a
+/// thread per row, the others up to a warp per row (v2 to v4: a warp each; v5 and v6 share a
+/// block of 256 threads among 8 to 32 rows); v2 and v3 sum each row's partial sums per token
+/// with 5 shuffles, v5 with about one per sum; v6's products go through the simulator's WMMA on
+/// tiles of 16 tokens and 32 rows, stepping through K 512 columns at a time (the padding past B,
+/// N and K included). @param version "v1" ... "v6"  @param s the sizes
+inline double sim_work(const std::string& version, const Shape& s) {
+    const double threads = version == "v1" ? double(s.n) : double(kWarpSize) * s.n, sums = double(s.batch) * s.n;
+    if (version == "v6")  // tiles of 16 tokens x 32 rows x the block's step along K (up to 512 columns)
+        return sim_launch_work(threads, 0,
+                               2.0 * ceil_div(s.batch, 16) * 16 * ceil_div(s.n, 32) * 32.0 * ceil_div(s.k, 512) * 512);
+    return sim_launch_work(threads, s.flops(), 0, version == "v1" ? 0 : version == "v5" ? sums : 5 * sums);
+}
+
 /// v1: one thread per row of W. Neighbouring threads read addresses K elements apart, so
 /// every load of a warp touches 32 different memory segments (uncoalesced: the lesson).
 /// @param w [N, K]  @param x [B, K]  @param y [B, N]  @param s the sizes  @param stream the stream

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 namespace pd::kernels::roofline {
@@ -52,6 +53,16 @@ inline constexpr int kFmaChains = 8;
 /// FLOPs of fma_chains: 2 (a multiply and an add) per step of every chain of every thread.
 inline double fma_flops(std::size_t threads, int iters) {
     return 2.0 * kFmaChains * double(iters) * double(threads);
+}
+
+/// The simulator work of one run of a version of versions() (pd::sim_launch_work()): a copy of
+/// @p floats floats, each loaded and stored once (counted as 4 FLOPs: the simulator copies about
+/// as fast as it computes); or the FMA chains of @p threads threads, @p iters steps each.
+/// @param version a name of versions()  @param floats the copy's floats  @param threads FMA threads
+/// @param iters FMA steps per chain
+inline double sim_work(const std::string& version, double floats, double threads, int iters) {
+    if (version == "fma_fp32") return sim_launch_work(threads, fma_flops(std::size_t(threads), iters));
+    return sim_launch_work(0, 4.0 * floats);
 }
 
 /// Runs @p threads threads, each carrying kFmaChains independent chains

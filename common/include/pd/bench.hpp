@@ -111,6 +111,18 @@ public:
     bool selects(const std::string& name) const;
     /// True unless `--check-only`: versions are timed after they pass.
     bool timing() const { return !options.check_only; }
+    /// Launches of each measured version: the checked run, and with timing `--warmup` + `--iters`.
+    int runs() const { return 1 + (timing() ? options.warmup + options.iters : 0); }
+    /// The simulator work of measuring every version this run selects, for each of its input
+    /// types (dtypes()) that the version takes: runs() x @p one_run of the version, summed.
+    /// @param one_run the work of one launch of a version with one input type (pd::sim_launch_work())
+    double versions_work(const std::function<double(const Version&, DType)>& one_run) const;
+    /// On the simulator, throws std::invalid_argument when @p work (FLOPs of pd::sim_launch_work(),
+    /// with the program's inputs and references) passes pd::kSimWorkBudget: "<what> would take
+    /// about ... GFLOP of simulator work ... (PD_SIM_WORK_GFLOP raises it): <advice>". Nothing on
+    /// a GPU. @param work the run's work  @param what "the versions at T = 8192, N = 8192, K = 8192"
+    /// @param advice the options that lower it
+    void require_sim_work(double work, const std::string& what, const std::string& advice) const;
     /// True on the CPU simulator, where times are CPU figures and there are no roofs.
     static bool sim();
     /// The stream for text: stdout, or stderr when the JSON goes to stdout (`--json -`).

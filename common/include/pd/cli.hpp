@@ -56,7 +56,8 @@ int bad_input(const CLI::App& app, const std::string& message);
 /// | budget | variable | default |
 /// | :----- | :------- | :------ |
 /// | host memory a run plans to hold (timelines, caches' books) | `PD_HOST_MEMORY_GIB` | 4 GiB |
-/// | arithmetic a run asks of the simulator | `PD_SIM_WORK_GFLOP` | 100 GFLOP (minutes on 2 cores) |
+/// | work a run asks of the simulator (the model's FLOPs; a kernel's, pd::sim_launch_work()) | `PD_SIM_WORK_GFLOP` |
+/// 100 GFLOP (minutes on 2 cores) |
 struct Budget {
     const char* variable;   ///< the environment variable that raises it
     double default_value;   ///< in the variable's unit
