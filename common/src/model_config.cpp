@@ -1,7 +1,6 @@
 #include "pd/model_config.hpp"
 
-#include "pd/report.hpp"
-
+#include <cstdio>
 #include <stdexcept>
 
 namespace pd {
@@ -133,10 +132,12 @@ nlohmann::json to_json(const ModelConfig& c) {
 }
 
 std::string describe(const ModelConfig& c) {
+    char parameters[32];
+    std::snprintf(parameters, sizeof parameters, "%.3g", c.parameter_count());
     return c.name + " (" + c.source + "): V = " + std::to_string(c.vocab) + ", D = " + std::to_string(c.d_model) +
            ", L = " + std::to_string(c.layers) + ", Hq = " + std::to_string(c.heads) +
            ", Hkv = " + std::to_string(c.kv_heads) + ", d = " + std::to_string(c.head_dim) +
-           ", F = " + std::to_string(c.ffn_dim) + "; " + fmt("%.3g", c.parameter_count()) + " parameters";
+           ", F = " + std::to_string(c.ffn_dim) + "; " + parameters + " parameters";
 }
 
 }  // namespace pd
