@@ -16,6 +16,19 @@ set(PD_CUDA_ARCHITECTURES_NO_GPU "80" CACHE STRING
 set(PD_CUDA_EXTRA_ARCHITECTURES "" CACHE STRING
     "Extra CUDA architectures compiled for the kernel library and the conformance programs")
 
+# Where the CUDA kernel libraries leave ptxas's resource report (registers, shared memory, stack
+# and spills of each kernel for each architecture): the simulator's profiler reads it to give
+# the occupancy of a kernel on a named GPU.
+set(PD_KERNEL_RESOURCES_DIR ${PROJECT_BINARY_DIR}/kernel-resources)
+# pd_record_kernel_resources(<target>...): the target's CUDA compiles report their resources there.
+function(pd_record_kernel_resources)
+  foreach(target IN LISTS ARGN)
+    target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--resource-usage>)
+    set_target_properties(${target} PROPERTIES CUDA_COMPILER_LAUNCHER
+                                               "${PROJECT_SOURCE_DIR}/cmake/ptxas-resources.sh;${PD_KERNEL_RESOURCES_DIR}")
+  endforeach()
+endfunction()
+
 # pd_cuda_extra_architectures(<target>...): the build's architectures plus the extra ones.
 function(pd_cuda_extra_architectures)
   if(NOT PD_CUDA_EXTRA_ARCHITECTURES OR CMAKE_CUDA_ARCHITECTURES MATCHES "^(native|all|all-major)$")

@@ -18,6 +18,26 @@ if(NOT PD_SIM_CUDA_ARCH EQUAL 900)
   set(PD_SIM_ARCH_DEFINITIONS PD_SIM_CUDA_ARCH=${PD_SIM_CUDA_ARCH})
 endif()
 
+# The profiler (docs/simulator.md, "The profiler"): the kernels compiled a second time with
+# every load and store reported to the simulator, linked into the `*-sim-profile` twins of the
+# chapter programs and the profiler's tests. Not with the sanitizers (the instrumentations
+# cannot be combined).
+option(PD_SIM_PROFILE "Build the profiling twins of the simulator programs (chNN_topic-sim-profile)" ON)
+if(PD_SIM_SANITIZE)
+  set(PD_SIM_PROFILE OFF)
+endif()
+# What a profiled translation unit is compiled with: GCC's thread-sanitizer instrumentation,
+# which calls __tsan_read4/__tsan_write4 and the other sizes (defined by the simulator, whose
+# profiler counts them; ThreadSanitizer's runtime is not linked) before every load and store,
+# without function entry and exit hooks. (Not the address sanitizer's instrumentation: it leaves
+# out a check it proves redundant, and so the store of a read-modify-write, `s[j] *= inv`.)
+# Line tables, so a count names its source line; -O2 without vectorization, store merging or
+# scalar replacement, so that each of a thread's accesses stays the access the source makes (a
+# loop of 4-byte loads is not turned into 16-byte ones), as nvcc issues them.
+set(PD_SIM_PROFILE_FLAGS -fsanitize=thread --param=tsan-instrument-func-entry-exit=0 -O2 -fno-tree-vectorize
+    -fno-tree-slp-vectorize -fno-store-merging -fno-tree-sra -g1)
+set(PD_SIM_PROFILE_DEFINITIONS PD_SIM_PROFILED=1)
+
 if(NOT PD_ENABLE_SIM)
   return()
 endif()
@@ -58,16 +78,47 @@ function(pd_sim_mirror_path out_var dir)
   set(${out_var} "${PROJECT_BINARY_DIR}/sim_src/${rel}" PARENT_SCOPE)
 endfunction()
 
-# Called by add_chapter() for the sim backend.
+# The profiler's targets are built on demand, not by `cmake --build build`: `--target profile`
+# builds the twins of every chapter program, `--target pd_profile_tests` what the profiler's
+# tests run (CTest builds it first: the fixture test sim.profile.build).
+if(PD_SIM_PROFILE)
+  add_custom_target(profile)
+  add_custom_target(pd_profile_tests)
+endif()
+
+# pd_sim_profiled(<target>...): the target's own sources compiled for the profiler; built only
+# when a target that needs it is (see above).
+function(pd_sim_profiled)
+  foreach(target IN LISTS ARGN)
+    target_compile_options(${target} PRIVATE ${PD_SIM_PROFILE_FLAGS})
+    target_compile_definitions(${target} PRIVATE ${PD_SIM_PROFILE_DEFINITIONS})
+    set_target_properties(${target} PROPERTIES EXCLUDE_FROM_ALL TRUE)
+  endforeach()
+endfunction()
+
+# Called by add_chapter() for the sim backend: the program's objects, compiled once, linked into
+# <target> (the plain simulator) and, with PD_SIM_PROFILE, into <target>-profile (the kernels
+# compiled for the profiler; the program's own code is host code and stays as it is).
 function(pd_add_sim_chapter target sources)
   set(abs_sources)
   foreach(s IN LISTS sources)
     list(APPEND abs_sources "${CMAKE_CURRENT_SOURCE_DIR}/${s}")
   endforeach()
   pd_sim_rewrite_sources(rewritten ${abs_sources})
-  add_executable(${target} ${rewritten})
-  target_link_libraries(${target} PRIVATE pd_model_sim pd_kernels_sim pd_serving pd_runtime_sim pd_reference pd_core
-                                          pd_warnings)
+  add_library(${target}-objects OBJECT ${rewritten})
+  target_link_libraries(${target}-objects PRIVATE pd_model_sim pd_serving pd_runtime_sim pd_reference pd_core
+                                                  pd_warnings)
+  add_executable(${target} $<TARGET_OBJECTS:${target}-objects>)
+  target_link_libraries(${target} PRIVATE pd_model_sim pd_kernels_sim pd_serving pd_runtime_sim pd_reference pd_core)
+  if(PD_SIM_PROFILE)
+    add_executable(${target}-profile EXCLUDE_FROM_ALL $<TARGET_OBJECTS:${target}-objects>)
+    target_link_libraries(${target}-profile PRIVATE pd_model_prof pd_kernels_prof pd_serving pd_runtime_sim
+                                                    pd_reference pd_core)
+    # linked after the program, so that a twin older than its program is out of date (Bench's
+    # --profile refuses to run it then)
+    add_dependencies(${target}-profile ${target})
+    add_dependencies(profile ${target}-profile)
+  endif()
 endfunction()
 
 # Called by tests/kernels, tests/labs and tests/model for the sim backend: the test .cpp files,

@@ -180,6 +180,10 @@ int run(int argc, char** argv) {
     if (o.find_capacity && (o.slo_tpot_ms <= 0 || o.s.w.scenario != "poisson" || !o.s.w.trace.empty()))
         throw std::invalid_argument("--find-capacity needs --slo-tpot-ms > 0 and the poisson scenario (no --trace)");
     const bool on_model = o.s.on_model();
+    if (bench.options.profile && !on_model)
+        throw std::invalid_argument(
+            "--profile counts the kernels of the model's steps: with --executor cost no "
+            "kernel runs (add --executor model)");
     if (on_model) {
         sv::apply_model_defaults(bench.app, o.s, kModelDefaults);
         if (o.find_capacity)
@@ -217,9 +221,11 @@ int run(int argc, char** argv) {
     std::vector<pd::Row> rows;
     nlohmann::json timelines = nlohmann::json::array(), metrics = nlohmann::json::array();
     for (sv::Policy p : policies) {
-        const sv::Timeline t = md::replay(o.s, bench, cost, scheduler_config(o, p, kv), requests);
+        nlohmann::json profile;  // --profile: the kernels of the replay's steps
+        const sv::Timeline t = md::replay(o.s, bench, cost, scheduler_config(o, p, kv), requests, nullptr, &profile);
         const sv::Metrics m = sv::compute_metrics(t, slo);
         pd::Row row = sv::replay_row(sv::to_string(p), t, m);
+        bench.add_profile(row, std::move(profile));
         const sv::CacheStats cache = sv::cache_stats(t, 0, slot_len);  // each running request reserves a slot
         row.point.update({{"running_peak", cache.running_max},
                           {"kv_used_peak", cache.used_max},

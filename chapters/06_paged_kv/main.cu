@@ -182,10 +182,12 @@ Replays replay(const std::vector<sv::Request>& requests, const std::vector<Cache
     std::vector<std::vector<int>> first_tokens, tokens;  // model executor: what each setup generated
     const double gib = kv_per_token / (1ull << 30);
     for (const CacheSetup& setup : runs) {
-        const sv::Timeline t = md::replay(o.s, bench, cost, setup.config, requests, &tokens);
+        nlohmann::json profile;  // --profile on the model: the kernels of the replay's steps
+        const sv::Timeline t = md::replay(o.s, bench, cost, setup.config, requests, &tokens, &profile);
         const sv::Metrics m = sv::compute_metrics(t);
         const sv::CacheStats c = sv::cache_stats(t, setup.config.block_size, setup.slot_positions);
         pd::Row row = sv::replay_row(setup.name, t, m);
+        bench.add_profile(row, std::move(profile));
         row.point.update(
             {{"running_max", c.running_max},
              {"reserved_max_gib", double(c.reserved_max) * gib},

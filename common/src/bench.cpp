@@ -3,9 +3,17 @@
 #include "pd/bench.hpp"
 
 #include "pd/cuda_check.hpp"
+#include "pd/profile_report.hpp"
 #include "pd/timer.hpp"
 
+#if defined(PD_BACKEND_SIM)
+#include "pd/sim/profile.hpp"
+
+#include <unistd.h>
+#endif
+
 #include <algorithm>
+#include <filesystem>
 #include <iostream>
 #include <numeric>
 #include <stdexcept>
@@ -46,7 +54,13 @@ void Bench::add_dtype_option() {
 }
 
 std::optional<int> Bench::parse(int argc, char** argv) {
+    if (app.get_option_no_throw("--gpu") == nullptr)  // chapters 00, 05 and 06 have theirs
+        app.add_option("--gpu", options.gpu, "GPU of the --profile model (the simulator)")
+            ->check(CLI::IsMember(roofline::gpu_names()))
+            ->capture_default_str();
     if (auto code = parse_command_line(app, argc, argv)) return code;
+    if (options.profile)
+        if (auto code = start_profiling(argv)) return code;
     for (const Version& v : versions_) {
         if (options.kernel != v.name) continue;
         if (!v.runs_here())
@@ -179,6 +193,40 @@ Row Bench::measure(const Kernel& k, const Launch& launch, DeviceBuffer<float>& o
         k, launch, out, [&](std::span<const float> got) { return check(expected, got); }, expected.dims);
 }
 
+std::optional<int> Bench::start_profiling([[maybe_unused]] char** argv) {
+    options.gpu = app["--gpu"]->as<std::string>();
+#if defined(PD_BACKEND_SIM)
+    if (sim::profiler_available()) return std::nullopt;
+    // The plain simulator build of the program: run its profiling twin, the same program with
+    // its kernels compiled for the profiler, which the build puts beside it.
+    char self[4096];
+    const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    const std::string twin = n > 0 ? std::string(self, std::size_t(n)) + "-profile" : std::string();
+    const std::string build_it = "cmake --build build --target " + app.get_name() + "-profile";
+    if (!twin.empty() && std::getenv("PD_SIM_PROFILE_TWIN") == nullptr && access(twin.c_str(), X_OK) == 0) {
+        // The twins are built on demand (cmake/PdSim.cmake): one older than this program was
+        // built from older sources and would count other kernels than the ones that just ran.
+        std::error_code e1, e2;
+        const auto mine = std::filesystem::last_write_time(std::string(self, std::size_t(n)), e1);
+        const auto its = std::filesystem::last_write_time(twin, e2);
+        if (!e1 && !e2 && its < mine)
+            return bad_input(app, "--profile: the profiling twin " + twin +
+                                      " is older than this program (it may count older kernels): rebuild it with " +
+                                      build_it);
+        setenv("PD_SIM_PROFILE_TWIN", "1", 1);  // once: the twin has the profiler
+        std::fflush(nullptr);
+        execv(twin.c_str(), argv);
+    }
+    return bad_input(app, "--profile: this build of the program has no profiler (its twin " +
+                              (twin.empty() ? app.get_name() + "-profile" : twin) + " is not built: " + build_it +
+                              ", in a build configured with -DPD_SIM_PROFILE=ON)");
+#else
+    return bad_input(app, "--profile counts on the simulator (" + app.get_name() +
+                              "-sim --profile); on a GPU, profile with Nsight Compute: ncu --set full " +
+                              app.get_name() + " ...");
+#endif
+}
+
 Row Bench::measure(const Kernel& k, const Launch& launch, DeviceBuffer<float>& out, const Check& check,
                    std::span<const std::size_t> dims) {
     Row row;
@@ -190,8 +238,10 @@ Row Bench::measure(const Kernel& k, const Launch& launch, DeviceBuffer<float>& o
     row.point = k.point;
     // Validate: every element starts as NaN, so one the kernel never writes cannot pass.
     out.fill_bytes(kPoisonByte);
+    begin_profile();
     launch();
     PD_CHECK_CUDA(cudaDeviceSynchronize());
+    add_profile(row, end_profile(k.cost, k.units));  // the checked run's kernels, counted
     const std::vector<float> got = out.download();
     const CompareResult cmp = check(got);
     row.result.passed = cmp.passed;
@@ -210,11 +260,41 @@ Row Bench::measure(const Kernel& k, const Launch& launch, DeviceBuffer<float>& o
     if (const auto floor = roofs.floor_s(k.cost, k.units)) row.floor_ms = *floor * 1e3;
     row.bound = roofs.bound(k.cost, k.units);
     if (k.baseline) row.baseline = k.baseline->result.kernel;
-    if (!row.result.passed || !timing()) return row;
-
-    // Time: only a version that passed, so no time is ever reported for a wrong answer.
-    place_time(row, k, time_ms(launch));
+    if (row.result.passed && timing())  // only a version that passed: no time for a wrong answer
+        place_time(row, k, time_ms(launch));
     return row;
+}
+
+void Bench::begin_profile() const {
+#if defined(PD_BACKEND_SIM)
+    if (options.profile) sim::profile_begin(profile_gpu(options.gpu).l2_mb * 1024 * 1024);
+#endif
+}
+
+nlohmann::json Bench::end_profile([[maybe_unused]] const Cost& cost, [[maybe_unused]] Units units) const {
+#if defined(PD_BACKEND_SIM)
+    if (!options.profile) return nullptr;
+    // the kernels counted, with what the CUDA build's report says of their registers
+    const roofline::GpuSpec gpu = profile_gpu(options.gpu);
+    const std::vector<sim::KernelProfile> kernels = sim::profile_end();
+    nlohmann::json list = nlohmann::json::parse(sim::to_json_text(kernels, gpu.l2_mb * 1024 * 1024));
+    for (std::size_t i = 0; i < kernels.size(); ++i)
+        if (const auto r = sim::kernel_resources(kernels[i].kernel, gpu.compute_capability))
+            list[i]["resources"] = {{"registers", r->registers},
+                                    {"shared_bytes", r->shared_bytes},
+                                    {"stack_bytes", r->stack_bytes},
+                                    {"spill_stores", r->spill_stores},
+                                    {"spill_loads", r->spill_loads}};
+    return profile_json(list, gpu, cost, units);
+#else
+    return nullptr;
+#endif
+}
+
+void Bench::add_profile(Row& row, nlohmann::json profile) {
+    if (profile.is_null()) return;
+    row.profile = std::move(profile);
+    profiled_.push_back(row);
 }
 
 void Bench::place_time(Row& row, const Kernel& k, double ms) const {
@@ -267,6 +347,7 @@ nlohmann::json Bench::json(const std::vector<Row>& rows) const {
 }
 
 int Bench::finish(nlohmann::json report) {
+    if (!profiled_.empty()) out() << render_profile(profiled_, profile_gpu(options.gpu));
     report["passed"] = all_passed_ && report.value("passed", true);
     if (!options.json.empty()) write_json(report, options.json);
     if (!report["passed"].get<bool>()) out() << "FAILED: a version did not match its reference\n";

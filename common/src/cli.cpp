@@ -37,6 +37,9 @@ void add_common_options(CLI::App& app, CommonOptions& o, const std::vector<std::
         ->check(CLI::Range(0, 10000))
         ->capture_default_str();
     app.add_flag("--check-only", o.check_only, "Validate every kernel against the reference; do not time");
+    app.add_flag("--profile", o.profile,
+                 "On the simulator: count each version's memory requests, sectors, shared-memory wavefronts and "
+                 "warp operations, and model its time on --gpu (docs/simulator.md, \"The profiler\")");
     app.add_option("--json", o.json, "Write the results as JSON to FILE ('-' for stdout)")
         ->type_name("FILE")
         ->group(kOutputGroup);  // checked with the other outputs: check_output_options()

@@ -153,6 +153,7 @@ nlohmann::json to_json(const Row& row, const std::string& baseline_alias) {
     j["tokens_per_s"] = opt(row.tokens_per_s());
     j["baseline"] = row.baseline.empty() ? nlohmann::json(nullptr) : nlohmann::json(row.baseline);
     if (!baseline_alias.empty()) j[baseline_alias] = j["vs_baseline"];
+    j["profile"] = row.profile;  // null unless `--profile` on the simulator
     for (const auto& [key, value] : row.point.items()) {
         if (j.contains(key))
             throw std::invalid_argument("to_json(Row): point key '" + key + "' would replace a result field");

@@ -65,26 +65,88 @@ const std::vector<GpuSpec>& gpu_presets() {
     // Vendor datasheet figures. Tensor rates are dense: where a datasheet quotes BF16/FP16 "with
     // sparsity" (twice the dense rate), the dense figure NVIDIA publishes is used (989.4 for the
     // H100 and H200, whose datasheets print 1,979 with sparsity).
+    // The architecture fields (SMs, boost clock, L2, compute capability, per-SM limits) come from
+    // the GPUs' whitepapers (NVIDIA H100 Tensor Core GPU Architecture: 132 SMs in the SXM5 part,
+    // 50 MB of L2; NVIDIA A100 Tensor Core GPU Architecture: 108 SMs, 40 MB; NVIDIA Ada GPU
+    // Architecture: L4 58 SMs, 48 MB, RTX 4090 128 SMs, 72 MB; NVIDIA Turing GPU Architecture:
+    // T4 40 SMs, 4 MB) and the CUDA C++ Programming Guide's table of compute capabilities
+    // (threads, blocks, registers and shared memory per SM); each boost clock is the one that
+    // gives the datasheet's FP32 rate (SMs x FP32 lanes per SM x 2 x clock).
     static const std::vector<GpuSpec> presets = {
         {"H100-SXM", 3350, 989.4, 66.9, 80,
-         "NVIDIA H100 Tensor Core GPU datasheet, SXM5 column (BF16 1,979 TFLOPS with sparsity)"},
+         "NVIDIA H100 Tensor Core GPU datasheet, SXM5 column (BF16 1,979 TFLOPS with sparsity)", 132, 1.98, 50, 90,
+         2048, 32, 65536, 228},
         {"H200", 4800, 989.4, 66.9, 141,
-         "NVIDIA H200 Tensor Core GPU datasheet, SXM column (BF16 1,979 TFLOPS with sparsity)"},
+         "NVIDIA H200 Tensor Core GPU datasheet, SXM column (BF16 1,979 TFLOPS with sparsity)", 132, 1.98, 50, 90, 2048,
+         32, 65536, 228},
         {"A100-80GB", 2039, 312, 19.5, 80,
-         "NVIDIA A100 Tensor Core GPU datasheet, 80GB SXM column (BF16 312 TFLOPS dense)"},
-        {"L4", 300, 121, 30.3, 24, "NVIDIA L4 Tensor Core GPU datasheet (BF16 242 TFLOPS with sparsity)"},
-        {"T4", 320, 65, 8.1, 16, "NVIDIA T4 datasheet (no BF16: mixed-precision FP16/FP32 65 TFLOPS is used)"},
+         "NVIDIA A100 Tensor Core GPU datasheet, 80GB SXM column (BF16 312 TFLOPS dense)", 108, 1.41, 40, 80, 2048, 32,
+         65536, 164},
+        {"L4", 300, 121, 30.3, 24, "NVIDIA L4 Tensor Core GPU datasheet (BF16 242 TFLOPS with sparsity)", 58, 2.04, 48,
+         89, 1536, 24, 65536, 100},
+        {"T4", 320, 65, 8.1, 16, "NVIDIA T4 datasheet (no BF16: mixed-precision FP16/FP32 65 TFLOPS is used)", 40, 1.59,
+         4, 75, 1024, 16, 65536, 64},
         {"RTX-4090", 1008, 165.2, 82.6, 24,
          "NVIDIA Ada Lovelace GPU architecture whitepaper, appendix: FP16/BF16 tensor with FP32 "
-         "accumulate 165.2 TFLOPS dense"},
+         "accumulate 165.2 TFLOPS dense",
+         128, 2.52, 72, 89, 1536, 24, 65536, 100},
     };
     return presets;
+}
+
+KernelModel model_kernel(const GpuSpec& gpu, double dram_bytes, double flops, bool tensor, double shared_wavefronts,
+                         double launches) {
+    KernelModel m;
+    m.memory_s = dram_bytes / (kModelBandwidthFraction * gpu.bandwidth_gbps * 1e9);
+    m.compute_s = tensor ? flops / (kModelTensorFraction * gpu.tensor_tflops * 1e12)
+                         : flops / (kModelSimtFraction * gpu.fp32_tflops * 1e12);
+    if (gpu.sm_count > 0 && gpu.boost_ghz > 0) m.shared_s = shared_wavefronts / (gpu.sm_count * gpu.boost_ghz * 1e9);
+    m.launch_s = launches * kModelLaunchSeconds;
+    const double busy = std::max({m.memory_s, m.compute_s, m.shared_s});
+    m.time_s = busy + m.launch_s;
+    m.bound = m.launch_s > busy     ? "launch"
+              : busy == m.memory_s  ? "memory"
+              : busy == m.compute_s ? "compute"
+                                    : "shared memory";
+    return m;
+}
+
+Occupancy occupancy(const GpuSpec& gpu, int threads, int registers, double shared_bytes) {
+    Occupancy o;
+    if (threads < 1) return o;
+    const int warps = (threads + 31) / 32, max_warps = gpu.max_threads_per_sm / 32;
+    int blocks = gpu.max_blocks_per_sm;
+    o.limit = "blocks";
+    const auto limit = [&](int n, const char* what) {
+        if (n < blocks) {
+            blocks = n;
+            o.limit = what;
+        }
+    };
+    limit(max_warps / warps, "threads");
+    if (registers > 0) {
+        const int per_warp = ((registers * 32 + 255) / 256) * 256;  // allocated per warp, 256 at a time
+        limit(gpu.registers_per_sm / (per_warp * warps), "registers");
+    }
+    if (shared_bytes > 0) {
+        const double reserved = gpu.compute_capability >= 80 ? 1024 : 0;
+        limit(int(gpu.shared_per_sm_kib * 1024.0 / (shared_bytes + reserved)), "shared memory");
+    }
+    o.blocks_per_sm = std::max(blocks, 0);
+    o.fraction = double(o.blocks_per_sm * warps) / max_warps;
+    return o;
 }
 
 std::optional<GpuSpec> find_gpu(std::string_view name) {
     for (const GpuSpec& g : gpu_presets())
         if (g.name == name) return g;
     return std::nullopt;
+}
+
+std::vector<std::string> gpu_names() {
+    std::vector<std::string> names;
+    for (const GpuSpec& g : gpu_presets()) names.push_back(g.name);
+    return names;
 }
 
 std::optional<GpuSpec> find_gpu_for_device(std::string_view device_name) {
@@ -186,8 +248,7 @@ Analysis analyze(const Workload& w, const Machine& machine) {
 }
 
 void add_calculator_options(CLI::App& app, CalculatorOptions& o) {
-    std::vector<std::string> gpus, models = {"none"};
-    for (const GpuSpec& g : gpu_presets()) gpus.push_back(g.name);
+    std::vector<std::string> gpus = gpu_names(), models = {"none"};
     gpus.push_back("measured");
     for (const ModelConfig& m : model_presets()) models.push_back(m.name);
     auto* params = app.add_option("--params", o.params, "Model parameters P (default 7e9, or the --model's)")

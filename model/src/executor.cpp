@@ -88,6 +88,9 @@ double ModelExecutor::run(const serving::Step& step) {
              .blocks = pages_ ? std::span<const int>(pages_->table(item.request)) : std::span<const int>()});
     }
     if (sequences.empty()) return 0;
+    const Cost cost = model_.cost(sequences);
+    spent_.flops += cost.flops;
+    spent_.bytes += cost.bytes;
     model_.forward(tokens, sequences);
     // greedy sampling: row s of the logits belongs to item s
     model_.argmax(next_.data());
@@ -115,13 +118,19 @@ ModelOptions engine_model_options(const ModelConfig& config, const serving::Sche
 // [serve_on_model]
 serving::Timeline serve_on_model(const ModelConfig& config, const serving::SchedulerConfig& scheduler,
                                  const std::vector<serving::Request>& requests, DType weights, DType kv, int sm_count,
-                                 std::uint64_t seed, std::vector<std::vector<int>>* generated) {
+                                 std::uint64_t seed, std::vector<std::vector<int>>* generated,
+                                 std::pair<Bench*, nlohmann::json*> steps_profile) {
     serving::Scheduler s(scheduler);
     Model model(config, engine_model_options(config, scheduler, requests, weights, kv, sm_count));
     model.init_synthetic(seed);
     model.warm_up();  // first-launch costs outside the timed steps
     ModelExecutor executor(model, requests, seed, s.paged());
+    const auto [bench, profile] = steps_profile;
+    if (bench && profile) bench->begin_profile();
     serving::Timeline t = serving::run_engine(requests, s, executor, true);
+    // the model's GEMMs run on tensor cores in bf16 (its prefill; its decode GEMVs on the SIMT units)
+    if (bench && profile)
+        *profile = bench->end_profile(executor.spent(), weights == DType::bf16 ? Units::tensor_cores : Units::simt);
     if (generated) {
         generated->clear();
         for (const serving::Request& r : requests) generated->push_back(executor.generated(r.id));
@@ -151,10 +160,10 @@ std::string prepare_engine_models(Bench& bench, const ModelConfig& config,
 
 serving::Timeline replay(const serving::ServingOptions& o, Bench& bench, const serving::CostModelConfig& cost,
                          const serving::SchedulerConfig& scheduler, const std::vector<serving::Request>& requests,
-                         std::vector<std::vector<int>>* generated) {
+                         std::vector<std::vector<int>>* generated, nlohmann::json* profile) {
     if (o.on_model())
         return serve_on_model(cost.model, scheduler, requests, bench.single_dtype(), dtype_named(o.kv_dtype),
-                              bench.device().sm_count, bench.options.seed, generated);
+                              bench.device().sm_count, bench.options.seed, generated, {&bench, profile});
     serving::Scheduler s(scheduler);
     serving::CostModel executor(cost);
     return serving::run_engine(requests, s, executor, true);

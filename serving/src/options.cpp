@@ -36,8 +36,7 @@ std::pair<std::vector<std::string>, std::string> names_and_help(const Choices& c
 }  // namespace
 
 void add_serving_options(CLI::App& app, ServingOptions& o, const Choices& policies, const Choices& scenarios) {
-    std::vector<std::string> gpus;
-    for (const roofline::GpuSpec& g : roofline::gpu_presets()) gpus.push_back(g.name);
+    const std::vector<std::string> gpus = roofline::gpu_names();
     const auto [policy_names, policy_help] = names_and_help(policies);
     const auto [scenario_names, scenario_help] = names_and_help(scenarios);
     app.add_option("--policy", o.policy, policy_help)->check(CLI::IsMember(policy_names))->capture_default_str();

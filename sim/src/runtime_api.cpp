@@ -383,10 +383,9 @@ std::string symbol_at(const void* address) {
     return name;
 }
 
-/// The source name of the function at @p address, without its parameters ("ramp",
-/// "tiled_gemm<float>", "pd::kernels::gemv::decode_warp_per_row"), or "" if it is not found.
-std::string function_symbol(const void* address) {
-    const std::string mangled = symbol_at(address);
+}  // namespace
+
+std::string source_name(const std::string& mangled) {
     if (mangled.empty()) return {};
     int status = 0;
     std::unique_ptr<char, void (*)(void*)> demangled(abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status),
@@ -408,6 +407,14 @@ std::string function_symbol(const void* address) {
     // A template's name starts with its return type, which a kernel's is: void.
     if (name.rfind("void ", 0) == 0) name.erase(0, 5);
     return name;
+}
+
+namespace {
+
+/// The source name of the function at @p address, without its parameters ("ramp",
+/// "tiled_gemm<float>", "pd::kernels::gemv::decode_warp_per_row"), or "" if it is not found.
+std::string function_symbol(const void* address) {
+    return source_name(symbol_at(address));
 }
 
 /// Reports damaged guards (one line each, naming @p culprit) and stops the program.
@@ -835,6 +842,15 @@ cudaError_t allocate_device(void** ptr, std::size_t bytes, const char* function,
 }  // namespace
 
 namespace pd::sim::detail {
+
+std::vector<std::pair<std::uintptr_t, std::size_t>> device_allocation_ranges() {
+    std::lock_guard<std::mutex> lock(state_mutex);
+    std::vector<std::pair<std::uintptr_t, std::size_t>> out;
+    out.reserve(device_allocations.size());
+    for (const auto& [key, a] : device_allocations)
+        out.emplace_back(reinterpret_cast<std::uintptr_t>(a.begin()), a.bytes);
+    return out;
+}
 
 std::string kernel_name(const void* kernel) {
     std::string name = function_symbol(kernel);

@@ -152,6 +152,7 @@ struct Slot : ThreadState {
     const char* instruction = nullptr;
     void (*execute)(void* const* lane_args) = nullptr;
     void* instruction_args = nullptr;
+    bool internal = false;  // the simulator's own collective (WMMA's checks): not profiled
 };
 
 const char* barrier_name(BarrierKind k) {
@@ -270,6 +271,7 @@ struct Launch {
     std::mutex error_mutex;
     std::string diagnostic;
     cudaError_t error = cudaSuccess;
+    bool profiled = false;  ///< counted by the profiler (a scope is open, the kernels are instrumented)
 };
 
 thread_local BlockRun* running_block = nullptr;
@@ -335,6 +337,10 @@ void complete_collective(BlockRun& b, int w, unsigned mask) {
             return;
         }
     }
+    if (!lanes[first]->internal) profile_warp_op(op, lanes[first]->instruction);
+    // All the warp's live lanes met: the accesses each made since the warp last met are paired
+    // into requests now (the profiler).
+    if (std::popcount(mask) + b.exited_in_warp[std::size_t(w)] >= b.lanes_in_warp(w)) profile_sync(w);
     if (op == WarpOp::Instruction) {
         // Every lane waits (suspended, its operands alive on its stack): the instruction runs
         // once for the whole warp.
@@ -553,6 +559,8 @@ bool release_barrier(BlockRun& b) {
         }
         s.wait = Wait::Runnable;
     }
+    profile_sync(-1);  // the block met: its accesses so far form their requests
+    profile_barrier(b.warp_count());
     if (settings().random_schedule) std::shuffle(b.order.begin(), b.order.end(), b.rng);
     return true;
 }
@@ -831,6 +839,7 @@ void run_block(Launch& l, std::size_t linear_block) {
     // declaration (shared_variable()); no cp.async of an earlier block is pending here.
     begin_block_async_copies(n);
     ensure_signal_stack();
+    if (l.profiled) profile_block_begin(n, dyn.data(), dyn.in_use);
 
     running_block = &b;
     current_block = &b.info;
@@ -846,6 +855,7 @@ void run_block(Launch& l, std::size_t linear_block) {
         if (release_barrier(b)) continue;
         record_fault(b, cudaErrorLaunchFailure, diagnose_stuck(b));
     }
+    if (l.profiled) profile_block_end(linear_block, b.static_shared_bytes);
     if (b.failed || l.failed) abandon(b);
     running_block = nullptr;
     current_block = nullptr;
@@ -992,6 +1002,7 @@ std::uint64_t warp_collective(WarpOp op, unsigned mask, std::uint64_t value, int
     }
     s.wait = Wait::Warp;
     s.op = op;
+    s.internal = take_internal_collective();
     s.mask = mask;
     s.value = value;
     s.param = param;
@@ -1025,15 +1036,16 @@ void warp_instruction(const char* name, void (*execute)(void* const* lane_args),
     warp_collective(WarpOp::Instruction, 0xffffffffu, 0, 0, kWarpSize, loc);  // .aligned: the whole warp
 }
 
-void shared_variable(void* address, std::size_t bytes, const char* name, const std::source_location& loc) {
-    if (current == nullptr) return;  // a __shared__ declaration run outside a kernel: nothing to track
+void* shared_variable(void* address, std::size_t bytes, const char* name, const std::source_location& loc) {
+    if (current == nullptr) return address;  // a __shared__ declaration run outside a kernel: nothing to track
     BlockRun& b = *running_block;
     for (const SharedVariable& v : b.shared_variables)
-        if (v.address == address) return;  // poisoned already in this block
+        if (v.address == address) return address;  // poisoned already in this block
     // The first thread of the block to get here: garbage in, as on a GPU, where shared memory
     // holds whatever the previous block on that SM left (0xFF bytes read as NaN in a float).
     std::memset(address, 0xFF, bytes);
     b.shared_variables.push_back({address, bytes});
+    profile_shared_variable(address, bytes);
     b.static_shared_bytes += bytes;
     if (b.static_shared_bytes > kSharedPerBlock) {
         std::ostringstream text;
@@ -1044,6 +1056,7 @@ void shared_variable(void* address, std::size_t bytes, const char* name, const s
              << "cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)";
         kernel_fault(cudaErrorLaunchOutOfResources, text.str().c_str(), loc);
     }
+    return address;
 }
 
 void kernel_fault(cudaError_t code, const char* message, const std::source_location& loc) {
@@ -1081,6 +1094,7 @@ void launch(const LaunchRequest& req) {
     auto l = std::make_unique<Launch>();
     l->req = req;
     l->total_blocks = std::size_t(req.grid.x) * req.grid.y * req.grid.z;
+    l->profiled = profile_launch_begin(req.kernel, req.grid, req.block, req.shared_bytes);
     const std::function<void()> job = [&l] {
         for (;;) {
             const std::size_t i = l->next.fetch_add(1);
@@ -1093,6 +1107,7 @@ void launch(const LaunchRequest& req) {
         job();
     else
         pool.run(job);
+    if (l->profiled) profile_launch_end();
     if (l->failed) {
         set_last_diagnostic(l->diagnostic);
         std::fprintf(stderr, "pd::sim: kernel failed: %s\n", l->diagnostic.c_str());

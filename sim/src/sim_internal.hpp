@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace pd::sim::detail {
 
@@ -51,6 +53,10 @@ void set_last_diagnostic(const std::string& text);
 /// the symbol table of the program; its address if the program has none (runtime_api.cpp).
 std::string kernel_name(const void* kernel);
 
+/// The source name of the function whose mangled name is @p mangled, without its parameters
+/// (as kernel_name() gives it), or "" (runtime_api.cpp).
+std::string source_name(const std::string& mangled);
+
 /// Called when a launch of @p kernel has ended: checks the guard zones around every live
 /// cudaMalloc allocation, and if the kernel wrote into one, prints what it overwrote (which
 /// allocation, where it was made, how far past its end or before its start) and stops the
@@ -60,6 +66,37 @@ void check_device_memory_guards(const void* kernel);
 
 /// The kernel whose block runs on this OS thread, or null outside kernels (scheduler.cpp).
 const void* running_kernel();
+
+/// Every live cudaMalloc allocation as (first byte, bytes), by address (runtime_api.cpp).
+std::vector<std::pair<std::uintptr_t, std::size_t>> device_allocation_ranges();
+
+// ---- the profiler (profiler.cpp): what the scheduler tells it -------------------------------
+
+/// A launch starts: when a profiling scope is open and the kernels are instrumented, prepares
+/// its counters (the allocations, the shared memory ranges) and returns true.
+bool profile_launch_begin(const void* kernel, dim3 grid, dim3 block, std::size_t dynamic_shared);
+/// A block starts on this worker: its threads, its dynamic shared memory.
+void profile_block_begin(std::size_t threads, const void* dynamic_shared, std::size_t dynamic_bytes);
+/// A static `__shared__` variable of the running block (shared_variable()).
+void profile_shared_variable(const void* address, std::size_t bytes);
+/// The lanes of warp @p warp of the running block met at a collective that all its live lanes
+/// joined (or the block's barrier, @p warp = -1: every warp): their accesses so far form requests.
+void profile_sync(int warp);
+/// A warp-level operation executed by one warp of the running block (a shuffle, a vote, ...),
+/// named as the scheduler names it; @p internal ones (the checks inside WMMA) are not counted.
+void profile_warp_op(WarpOp op, const char* instruction);
+/// The block barrier was released for a block of @p warps warps.
+void profile_barrier(int warps);
+/// The running block ends (its accesses are flushed, its counters merged into the launch's).
+void profile_block_end(std::size_t linear_block, std::size_t static_shared);
+/// The launch ends: its counters go into every open scope.
+void profile_launch_end();
+/// True (once) when the collective this thread is entering is the simulator's own
+/// (profile_next_collective_internal()).
+bool take_internal_collective();
+/// Starts the whole run's collection when `PD_SIM_PROFILE` is set (or, with
+/// @p report_at_exit, a report on stderr at exit). @param report_at_exit scripts/simcc --profile
+void profile_program_start(bool report_at_exit);
 
 /// Forgets the cp.async copies of the previous block on this worker and makes room for the
 /// @p threads threads of the next one (warp_matrix.cpp).

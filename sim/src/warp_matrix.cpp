@@ -271,6 +271,7 @@ void ldmatrix(int count, bool trans, std::uint32_t* regs, const void* row, const
             kernel_fault(cudaErrorMisalignedAddress, text.c_str(), loc);
         }
         check_not_pending(row, 16, form.name, loc);
+        detail::profile_access(row, 16, false, loc.file_name(), unsigned(loc.line()), "ldmatrix");
     }
     LdmatrixOperands mine{regs, row};
     detail::warp_instruction(form.name, form.execute, &mine, loc);
@@ -295,6 +296,10 @@ void cp_async(void* dst, const void* src, int bytes, int src_bytes, const std::s
                                  std::to_string(bytes) + "-byte aligned";
         kernel_fault(cudaErrorMisalignedAddress, text.c_str(), loc);
     }
+    // the profiler: the global read (of the source bytes) and the shared write of one lane
+    if (src_bytes > 0)
+        detail::profile_access(src, unsigned(src_bytes), false, loc.file_name(), unsigned(loc.line()), "cp.async");
+    detail::profile_access(dst, unsigned(bytes), true, loc.file_name(), unsigned(loc.line()), "cp.async");
     const int t = current->linear;
     // In flight: the destination holds garbage (0xFF bytes) until the copy lands at the wait.
     std::memset(dst, 0xFF, std::size_t(bytes));

@@ -8,9 +8,12 @@
 //   __CUDA_ARCH__ (in a __global__ or __device__ function)  ->  PD_SIM_CUDA_ARCH
 //   extern __shared__ T name[];               ->  static thread_local T* const name = <this block's dynamic shared
 //   memory>;
-//   __shared__ T a[N], b;  (in a function)    ->  the same, then ::pd::sim::detail::shared_variable(&a, sizeof(a),
-//   "a");
-//                                                 and the same for b, on the declaration's last line (a
+//   __shared__ T a[N], b;  (in a function)    ->  __shared__ T PD_SIM_SHARED_NAME(a)[N], PD_SIM_SHARED_NAME(b);
+//                                                 PD_SIM_SHARED_BIND(a) PD_SIM_SHARED_BIND(b), on the
+//                                                 declaration's last line (cuda_sim.hpp: the plain simulator
+//                                                 keeps the names and registers each variable with
+//                                                 shared_variable(); the profiler reaches it through a
+//                                                 reference, so every access is counted) (a
 //                                                 `const` in the declaration becomes spaces: C++ refuses a
 //                                                 const variable without an initializer)
 //   asm(...) / asm volatile(...)              ->  a static_assert saying inline PTX does not run on the simulator
@@ -221,6 +224,70 @@ std::vector<std::string> declared_names(const std::string& decls) {
         if (!name.empty() && !std::isdigit(static_cast<unsigned char>(name[0]))) names.push_back(name);
     }
     return names;
+}
+
+/// True when @p name is one of @p names (a declarator the simulator tracks).
+bool next_name_matches(const std::string& name, const std::vector<std::string>& names) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+/// @p decls (the declarator list of a `__shared__` declaration) with each declared name N
+/// written `PD_SIM_SHARED_NAME(N)`: the plain simulator keeps N, the profiler names the variable
+/// apart and reaches it through a reference (cuda_sim.hpp). The names are those of
+/// declared_names(), in order.
+std::string rename_declarators(const std::string& decls, const std::vector<std::string>& names) {
+    std::string out;
+    std::size_t next = 0, part_start = 0;
+    int depth = 0, angles = 0;
+    auto rename_part = [&](std::size_t from, std::size_t to) {
+        // the last identifier at depth 0 before the first `[`, `=` or `{`, not followed by `(`
+        std::size_t cut = to, d = 0;
+        for (std::size_t k = from; k < to; ++k) {
+            const char c = decls[k];
+            if (d == 0 && (c == '[' || c == '=' || c == '{')) {
+                cut = k;
+                break;
+            }
+            if (c == '(') ++d;
+            if (c == ')') --d;
+        }
+        std::size_t best = std::string::npos, best_end = 0;
+        d = 0;
+        for (std::size_t k = from; k < cut; ++k) {
+            const char c = decls[k];
+            if (c == '(') ++d;
+            if (c == ')') --d;
+            if (d != 0 || !ident_char(c) || (k > from && ident_char(decls[k - 1]))) continue;
+            std::size_t e = k;
+            while (e < cut && ident_char(decls[e])) ++e;
+            std::size_t after = e;
+            while (after < cut && std::isspace(static_cast<unsigned char>(decls[after]))) ++after;
+            if (after < cut && decls[after] == '(') continue;  // __align__(16), alignas(16)
+            best = k;
+            best_end = e;
+        }
+        out += decls.substr(next, (best == std::string::npos ? to : best) - next);
+        if (best != std::string::npos && next_name_matches(decls.substr(best, best_end - best), names)) {
+            out += "PD_SIM_SHARED_NAME(" + decls.substr(best, best_end - best) + ")";
+            out += decls.substr(best_end, to - best_end);
+        } else if (best != std::string::npos) {
+            out += decls.substr(best, to - best);
+        }
+        next = to;
+    };
+    for (std::size_t i = 0; i < decls.size(); ++i) {
+        const char c = decls[i];
+        if (c == '(' || c == '[' || c == '{') ++depth;
+        if (c == ')' || c == ']' || c == '}') --depth;
+        if (depth == 0 && c == '<') ++angles;
+        if (depth == 0 && c == '>') --angles;
+        if (c == ',' && depth == 0 && angles == 0) {
+            rename_part(part_start, i);
+            part_start = i;
+        }
+    }
+    rename_part(part_start, decls.size());
+    return out + decls.substr(next);
 }
 
 /// Index of the `;` that ends the declaration starting at @p i (depth 0, outside comments and
@@ -743,12 +810,10 @@ std::string rewrite(const std::string& s) {
                     if (last_word == "const") blank_last_word(out, "const");
                     std::string decl = s.substr(i, semi + 1 - i);
                     blank_words(decl, "const");
-                    out += decl;
-                    for (const std::string& name : declared_names(s.substr(e, semi - e)))
-                        out +=
-                            " ::pd::sim::detail::shared_variable(const_cast<void*>(static_cast<const volatile "
-                            "void*>(&" +
-                            name + ")), sizeof(" + name + "), \"" + name + "\");";
+                    const std::vector<std::string> names = declared_names(s.substr(e, semi - e));
+                    const std::size_t list = e - i;  // the declarators start after `__shared__`
+                    out += decl.substr(0, list) + rename_declarators(decl.substr(list, semi - e), names) + ";";
+                    for (const std::string& name : names) out += " PD_SIM_SHARED_BIND(" + name + ")";
                     last_word = word;
                     i = semi + 1;
                     continue;

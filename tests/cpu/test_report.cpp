@@ -159,19 +159,36 @@ TEST_CASE("a row's JSON: every key, nulls where nothing applies", "[report][json
     bare.result.max_abs_err = 0.5;
     bare.dtype = DType::bf16;
     const nlohmann::json j = pd::to_json(bare);
-    for (const char* key : {"kernel", "time_ms", "gbps", "tflops", "roofline_fraction", "vs_baseline", "max_abs_err",
-                            "max_rel_err", "passed", "dtype", "units", "flops", "bytes", "arithmetic_intensity",
-                            "floor_ms", "bound", "copy_fraction", "tokens_per_s", "baseline"}) {
+    for (const char* key : {"kernel",
+                            "time_ms",
+                            "gbps",
+                            "tflops",
+                            "roofline_fraction",
+                            "vs_baseline",
+                            "max_abs_err",
+                            "max_rel_err",
+                            "passed",
+                            "dtype",
+                            "units",
+                            "flops",
+                            "bytes",
+                            "arithmetic_intensity",
+                            "floor_ms",
+                            "bound",
+                            "copy_fraction",
+                            "tokens_per_s",
+                            "baseline",
+                            "profile"}) {
         INFO(key);
         CHECK(j.contains(key));
     }
-    CHECK(j.size() == 19);  // nothing else: no alias, no point
+    CHECK(j.size() == 20);  // nothing else: no alias, no point
     CHECK(j["kernel"] == "v3");
     CHECK(j["dtype"] == "bf16");
     CHECK(j["passed"] == false);
     CHECK(j["max_abs_err"] == 0.5);
     for (const char* key : {"time_ms", "flops", "bytes", "arithmetic_intensity", "floor_ms", "copy_fraction",
-                            "tokens_per_s", "baseline", "vs_baseline"}) {
+                            "tokens_per_s", "baseline", "vs_baseline", "profile"}) {  // profile: without --profile
         INFO(key);
         CHECK(j[key].is_null());
     }
@@ -206,7 +223,7 @@ TEST_CASE("a row's JSON: cost, intensity, tokens/s, the baseline alias and the s
     CHECK(j["tokens"].is_number_integer());
     CHECK(j["n"] == 128);
     CHECK(j["label"] == "T=16");
-    CHECK(j.size() == 19 + 1 + 3);
+    CHECK(j.size() == 20 + 1 + 3);
     // Without an alias there is no extra key; an alias of a missing vs_baseline is null.
     CHECK_FALSE(pd::to_json(r).contains("vs_cublas"));
     r.result.vs_baseline.reset();

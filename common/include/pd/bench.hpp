@@ -19,7 +19,9 @@
 /// measure() is the heart: poison the output (NaN bytes), launch, synchronize, check against
 /// the reference (printing the seed, shape and first mismatches on failure), dump the output
 /// with `--dump`, then, if it passed and `--check-only` is off, time it (warm-up, iterations,
-/// median) and place it against the roofs and the baseline. Any failed check makes finish()
+/// median) and place it against the roofs and the baseline. With `--profile` (the simulator)
+/// the checked run is also counted by the simulator's profiler (pd/profile_report.hpp), and
+/// finish() prints the profiles after the chapter's tables. Any failed check makes finish()
 /// return exit code 1; bad input (an exception) gives 2 through pd::guarded_main.
 #pragma once
 
@@ -162,6 +164,20 @@ public:
     /// @param k what ran  @param ms its time  @param passed the verdict of the chapter's own check
     Row timed_row(const Kernel& k, std::optional<double> ms, bool passed) const;
 
+    /// `--profile` on the simulator: starts counting the kernels that run until end_profile()
+    /// (measure() does it around each version's checked run; a chapter whose row is a run of
+    /// its own, a replay, calls both). Nothing without `--profile`.
+    void begin_profile() const;
+    /// Ends what begin_profile() started and returns the profile of the kernels counted: their
+    /// counters, and the modelled time of @p cost on @p units on `--gpu` (null without
+    /// `--profile`). @param cost the FLOPs and bytes that ran (the chapter's formula)
+    /// @param units what they compute on
+    nlohmann::json end_profile(const Cost& cost, Units units) const;
+    /// Makes @p profile (from end_profile()) @p row's `profile`, and the row one of the profile
+    /// section finish() prints. Nothing when @p profile is null. @param row the result
+    /// @param profile its profile
+    void add_profile(Row& row, nlohmann::json profile);
+
     /// True with `--dump DIR`.
     bool dumping() const { return !dump_dir_.empty(); }
     /// Writes @p data as `DIR/STEM.npy` (STEM: @p stem) with @p shape when dumping (float, double, int64).
@@ -191,6 +207,8 @@ public:
 
 private:
     void place_time(Row& row, const Kernel& k, double ms) const;
+    std::optional<int> start_profiling(char** argv);
+    std::vector<Row> profiled_;  // `--profile`: the rows measured, for the section finish() prints
     std::string chapter_, title_;
     std::vector<Version> versions_;
     std::string dtype_ = "all";

@@ -30,13 +30,15 @@ struct CommonOptions {
     bool check_only = false;     ///< `--check-only`: validate, do not time
     std::string json;            ///< `--json FILE`, "-" for stdout
     std::string dump;            ///< `--dump DIR`: inputs and outputs as .npy
+    bool profile = false;        ///< `--profile`: the simulator's counters and a modelled time per version
+    std::string gpu = "H200";    ///< `--gpu` (the profile's model; chapters with their own `--gpu` use theirs)
 
     /// True when `--kernel` selects @p name (or is "all").
     bool selects(const std::string& name) const { return kernel == "all" || kernel == name; }
 };
 
 /// Registers `--kernel` (checked against @p kernel_names plus "all"), `--seed`, `--iters`,
-/// `--warmup`, `--check-only`, `--json` and `--dump` on @p app.
+/// `--warmup`, `--check-only`, `--profile`, `--json` and `--dump` on @p app.
 void add_common_options(CLI::App& app, CommonOptions& options, const std::vector<std::string>& kernel_names);
 
 /// Parses the command line and checks the output options together (check_output_options()).

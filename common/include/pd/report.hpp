@@ -110,15 +110,16 @@ struct Row {
     std::optional<double> copy_fraction;              ///< GB/s over the measured copy bandwidth
     std::string baseline;                             ///< the row vs_baseline compares with
     nlohmann::json point = nlohmann::json::object();  ///< problem sizes (the sweep point), merged into the JSON
+    nlohmann::json profile;  ///< `--profile` on the simulator: pd::profile_json() (null otherwise)
 
     /// Tokens per second, when tokens are counted and the row was timed.
     std::optional<double> tokens_per_s() const;
 };
 
 /// The JSON of a row: the KernelResult fields, dtype, units, flops, bytes, arithmetic_intensity,
-/// floor_ms, bound, copy_fraction, tokens_per_s, baseline, the point's fields (a point key equal
-/// to one of those throws std::invalid_argument), and, when @p baseline_alias is given
-/// (e.g. "vs_cublas"), vs_baseline once more under that name.
+/// floor_ms, bound, copy_fraction, tokens_per_s, baseline, profile (null without `--profile`), the point's fields (a
+/// point key equal to one of those throws std::invalid_argument), and, when @p baseline_alias is given (e.g.
+/// "vs_cublas"), vs_baseline once more under that name.
 nlohmann::json to_json(const Row& row, const std::string& baseline_alias = "");
 
 /// A column of a results table: its header and how a row's cell is written. A column made

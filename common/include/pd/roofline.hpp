@@ -54,12 +54,70 @@ struct GpuSpec {
     double fp32_tflops;     ///< FP32 non-tensor rate
     double memory_gb;       ///< device memory, 1e9 bytes
     std::string source;     ///< where the figures come from
+    // The architecture, for the simulator profiler's model of a kernel's time and occupancy:
+    // NVIDIA's CUDA C++ Programming Guide (compute capability table) and the GPU's whitepaper.
+    int sm_count = 0;               ///< streaming multiprocessors
+    double boost_ghz = 0;           ///< the boost clock of the FP32 rate: fp32 = SMs x FP32 lanes x 2 x clock
+    double l2_mb = 0;               ///< L2 cache, MiB
+    int compute_capability = 0;     ///< as __CUDA_ARCH__ / 10 spells it: 90, 80, 89, 75
+    int max_threads_per_sm = 2048;  ///< resident threads per SM
+    int max_blocks_per_sm = 32;     ///< resident blocks per SM
+    int registers_per_sm = 65536;   ///< 32-bit registers per SM
+    int shared_per_sm_kib = 228;    ///< shared memory per SM (the largest carve-out), KiB
 };
+
+/// What the simulator profiler's model predicts for one kernel's launches on a GPU: each
+/// resource's time at its achievable rate, and the largest of them. Always a model: it is
+/// printed as one and compared with a measured time when a GPU run exists.
+struct KernelModel {
+    double memory_s = 0;   ///< DRAM bytes / (kModelBandwidthFraction x bandwidth)
+    double compute_s = 0;  ///< FLOPs / (the fraction x the peak of the units it computes on)
+    double shared_s = 0;   ///< shared-memory wavefronts / (one wavefront per SM per clock)
+    double launch_s = 0;   ///< launches x kModelLaunchSeconds
+    double time_s = 0;     ///< max(memory, compute, shared) + launch
+    std::string bound;     ///< "memory", "compute", "shared memory" or "launch": the largest term
+};
+/// The fraction of the datasheet bandwidth the model's memory term assumes: 0.90, the course's
+/// lead for a large device-to-device copy on an HBM GPU (serving/cost_model.hpp uses the same
+/// lead) until chapter 00's measured copy ratio is recorded for the device.
+inline constexpr double kModelBandwidthFraction = 0.90;
+/// The fraction of the tensor-core peak: 0.80, the Maximum Achievable Matmul FLOPS measured for
+/// BF16 on an H100 SXM, 792.1 of 989 TFLOP/s (stas00/ml-engineering, compute/accelerator/README.md;
+/// the cost model's compute_efficiency).
+inline constexpr double kModelTensorFraction = 0.80;
+/// The fraction of the FP32 SIMT peak: 0.90, a lead (chapter 00's FMA-chain kernel measures it).
+inline constexpr double kModelSimtFraction = 0.90;
+/// A launch's fixed cost in the model: 2 us, a lead for back-to-back launches in one stream
+/// (replace it with a measured one; scripts/gpu-check compares the model with the GPU).
+inline constexpr double kModelLaunchSeconds = 2e-6;
+/// The model of @p launches launches moving @p dram_bytes, computing @p flops (on the tensor
+/// cores when @p tensor, else the FP32 SIMT units) and serving @p shared_wavefronts
+/// shared-memory wavefronts on @p gpu. @param gpu the preset  @param dram_bytes DRAM traffic
+/// @param flops arithmetic  @param tensor tensor cores  @param shared_wavefronts shared memory
+/// @param launches kernel launches
+KernelModel model_kernel(const GpuSpec& gpu, double dram_bytes, double flops, bool tensor, double shared_wavefronts,
+                         double launches);
+
+/// The theoretical occupancy of a kernel on one SM: how many of its blocks fit, the resident
+/// warps over the SM's maximum, and what limits it.
+struct Occupancy {
+    int blocks_per_sm = 0;  ///< resident blocks
+    double fraction = 0;    ///< resident warps / the SM's maximum warps
+    std::string limit;      ///< "registers", "shared memory", "threads" or "blocks"
+};
+/// The occupancy of blocks of @p threads threads using @p registers registers per thread and
+/// @p shared_bytes of shared memory per block (static and dynamic) on @p gpu: registers are
+/// allocated per warp in units of 256, shared memory per block with 1 KiB reserved (sm_80 and
+/// later), as the CUDA Occupancy Calculator counts them.
+/// @param gpu the preset  @param threads per block  @param registers per thread  @param shared_bytes per block
+Occupancy occupancy(const GpuSpec& gpu, int threads, int registers, double shared_bytes);
 
 /// The GPU presets: H100-SXM, H200, A100-80GB, L4, T4, RTX-4090.
 const std::vector<GpuSpec>& gpu_presets();
 /// The preset named @p name (exact, case-sensitive), if any.
 std::optional<GpuSpec> find_gpu(std::string_view name);
+/// The preset names, in order, for `--gpu`.
+std::vector<std::string> gpu_names();
 
 /// The preset for the device the runtime names @p device_name ("NVIDIA H200" gives H200,
 /// "NVIDIA A100-SXM4-80GB" gives A100-80GB), if one matches: the part of the preset name before

@@ -53,12 +53,15 @@ public:
     /// The tokens request @p id has generated so far.
     /// @param id a request id of the workload
     const std::vector<int>& generated(int id) const { return generated_.at(std::size_t(id)); }
+    /// The FLOPs and fewest bytes of the forward passes run so far (Model::cost() of each step).
+    const Cost& spent() const { return spent_; }
 
 private:
     Model& model_;
     const serving::PagedCache* pages_;
     std::vector<std::vector<int>> prompts_, generated_;
     DeviceBuffer<int> next_;  // the sampled token of each sequence of a step
+    Cost spent_;              // the steps' costs, summed
 };
 
 // [engine_model_options]
@@ -84,9 +87,13 @@ std::string describe_engine_model(const ModelConfig& config, const ModelOptions&
 /// @param config the model's shape  @param scheduler the scheduler's limits  @param requests the workload
 /// @param weights the weights' type  @param kv the cache's type  @param sm_count the device's SMs
 /// @param seed the weights' and the synthetic prompts' seed  @param generated where the tokens go (or null)
+/// @param steps_profile when given, `--profile`'s scope around the engine's steps (the model's
+/// warm-up left out): Bench::begin_profile() before them, and the profile of their kernels
+/// after them (Bench::end_profile(), with the steps' summed Model::cost())
 serving::Timeline serve_on_model(const ModelConfig& config, const serving::SchedulerConfig& scheduler,
                                  const std::vector<serving::Request>& requests, DType weights, DType kv, int sm_count,
-                                 std::uint64_t seed, std::vector<std::vector<int>>* generated = nullptr);
+                                 std::uint64_t seed, std::vector<std::vector<int>>* generated = nullptr,
+                                 std::pair<Bench*, nlohmann::json*> steps_profile = {});
 
 /// Before any replay on the model: checks the model that each of @p schedulers will run on
 /// (engine_model_options(): the fields in range; its weights, cache and activations within the
@@ -108,9 +115,11 @@ std::string prepare_engine_models(Bench& bench, const ModelConfig& config,
 /// @param o the serving options  @param bench the harness  @param cost the cost model's machine and model
 /// @param scheduler the scheduler's limits  @param requests the workload  @param generated where the tokens go (or
 /// null)
+/// @param profile with `--profile` on the model, receives the profile of the replay's steps (for
+/// Bench::add_profile() to the row that reports the replay); null otherwise
 serving::Timeline replay(const serving::ServingOptions& o, Bench& bench, const serving::CostModelConfig& cost,
                          const serving::SchedulerConfig& scheduler, const std::vector<serving::Request>& requests,
-                         std::vector<std::vector<int>>* generated = nullptr);
+                         std::vector<std::vector<int>>* generated = nullptr, nlohmann::json* profile = nullptr);
 
 /// A seeded prompt of @p n token ids in [0, @p vocab): what the executor gives request @p id.
 /// @param n tokens  @param vocab vocabulary size  @param seed the workload's seed  @param id the request

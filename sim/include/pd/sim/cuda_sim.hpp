@@ -94,6 +94,25 @@ inline const int registered_architecture = model_architecture(PD_SIM_CUDA_ARCH);
 /// rewriter follows each `__shared__` declaration with a call to pd::sim::detail::shared_variable(),
 /// which poisons the variable at the start of each block and checks the 48 KiB limit.
 #define __shared__ static thread_local
+// What the rewriter writes around a `__shared__` declaration in a function (tools/rewrite.cpp):
+// `__shared__ float PD_SIM_SHARED_NAME(s)[32]; PD_SIM_SHARED_BIND(s)`. The plain simulator
+// keeps the name and registers the variable; code compiled for the profiler names it apart and
+// reaches it through a reference (shared_reference()).
+#if defined(PD_SIM_PROFILED)
+/// The name pd_sim_rewrite gives a `__shared__` variable's own declaration (a renamed one under
+/// the profiler, whose accesses then go through PD_SIM_SHARED_BIND's reference).
+#define PD_SIM_SHARED_NAME(name) pd_sim_shared_##name
+/// What follows a `__shared__` declaration: registers the variable with the simulator (the
+/// profiler: binds @p name to it as a reference, so that its accesses are counted).
+#define PD_SIM_SHARED_BIND(name) auto& name = ::pd::sim::detail::shared_reference(pd_sim_shared_##name, #name);
+#else
+/// The name pd_sim_rewrite gives a `__shared__` variable's own declaration: its own.
+#define PD_SIM_SHARED_NAME(name) name
+/// What follows a `__shared__` declaration: registers the variable with the simulator.
+#define PD_SIM_SHARED_BIND(name)                                                                                  \
+    ::pd::sim::detail::shared_variable(const_cast<void*>(static_cast<const volatile void*>(&name)), sizeof(name), \
+                                       #name);
+#endif
 
 /// The CPU simulator of the CUDA execution model: each CUDA thread a fiber, the fibers of one
 /// block on one OS thread, blocks spread over a pool of worker threads (see the page
@@ -181,8 +200,67 @@ void* dynamic_shared_memory();
 /// shared memory holding garbage, and counted in the block's static shared memory; if that total
 /// exceeds 48 KiB the launch stops with cudaErrorLaunchOutOfResources and a diagnostic naming
 /// @p name and its line (nvcc refuses such a kernel when building for a GPU).
-void shared_variable(void* address, std::size_t bytes, const char* name,
-                     const std::source_location& loc = std::source_location::current());
+/// Returns @p address (through a call the compiler cannot see into: the profiler's reference).
+void* shared_variable(void* address, std::size_t bytes, const char* name,
+                      const std::source_location& loc = std::source_location::current());
+/// The profiler's reference to a `__shared__` variable: registered as shared_variable() does,
+/// and returned through it, so that the compiler cannot fold an access at a constant index into
+/// a direct one, which its instrumentation would not report.
+/// @param variable the variable  @param name its name  @param loc where it is declared
+template <typename T>
+T& shared_reference(T& variable, const char* name, const std::source_location& loc = std::source_location::current()) {
+    void* p = shared_variable(const_cast<void*>(static_cast<const volatile void*>(&variable)), sizeof(T), name, loc);
+    return *static_cast<T*>(p);
+}
+
+// ---- the profiler (profiler.cpp, pd/sim/profile.hpp), as the code compiled for it calls it ------
+/// Registers a translation unit compiled for the profiler (PD_SIM_PROFILED: its loads and stores
+/// call the simulator); the first starts `PD_SIM_PROFILE=FILE`'s collection, or with
+/// @p report_at_exit (scripts/simcc --profile) a report on stderr at exit.
+/// @param report_at_exit print the report at exit  @return the units registered so far
+int register_instrumented_unit(bool report_at_exit);
+/// True while the running block is profiled (its accesses are counted).
+bool profile_active();
+/// Stops (+1) or resumes (-1) counting this thread's accesses: inside an emulation, whose own
+/// loads and stores are not the kernel's. @param delta +1 or -1
+void profile_suppress(int delta);
+/// Counts a lane's access that an emulated instruction makes (cp.async, ldmatrix, WMMA), at the
+/// call site @p file:@p line of the instruction @p instruction (a string literal).
+/// @param p the address  @param size bytes  @param store a store  @param file the call's file
+/// @param line its line  @param instruction its name
+void profile_access(const void* p, unsigned size, bool store, const char* file, unsigned line, const char* instruction);
+/// Counts an atomic of @p size bytes at @p p by the running thread (its site: the caller's code).
+/// @param p the address  @param size bytes
+void profile_atomic(const void* p, unsigned size);
+/// Counts a WMMA call of one warp: 0 load_matrix_sync, 1 store_matrix_sync, 2 mma_sync.
+/// @param what which call
+void profile_wmma(int what);
+/// The next warp collective of this thread is the simulator's own (WMMA's consistency checks):
+/// it is not counted as the program's.
+void profile_next_collective_internal();
+
+/// An atomic, as the profiler sees it: counted once as an atomic; the loads and stores of its
+/// emulation are not counted.
+struct ProfiledAtomic {
+    /// @param p the address  @param size bytes
+    ProfiledAtomic(const void* p, unsigned size) {
+        profile_atomic(p, size);
+        profile_suppress(1);
+    }
+    ~ProfiledAtomic() { profile_suppress(-1); }
+    ProfiledAtomic(const ProfiledAtomic&) = delete;
+    ProfiledAtomic& operator=(const ProfiledAtomic&) = delete;
+};
+
+#if defined(PD_SIM_PROFILED) && !defined(PD_SIM_RUNTIME_SOURCE)
+#if defined(PD_SIM_PROFILE_REPORT)
+/// This unit's registration with the profiler (scripts/simcc --profile: a report at exit).
+inline const int profiled_unit = register_instrumented_unit(true);
+#else
+/// This unit's registration with the profiler.
+inline const int profiled_unit = register_instrumented_unit(false);
+#endif
+#endif
 
 /// A kernel launch, type-erased: `invoke(bound)` runs the kernel body for the current thread.
 struct LaunchRequest {
@@ -575,6 +653,7 @@ T __ldg(const T* p) {
 namespace pd::sim::detail {
 template <typename T, typename Fn>
 T atomic_update(T* address, Fn&& fn) {
+    const ProfiledAtomic counted(address, sizeof(T));
     std::atomic_ref<T> ref(*address);
     T old = ref.load(std::memory_order_relaxed);
     while (!ref.compare_exchange_weak(old, fn(old), std::memory_order_seq_cst, std::memory_order_relaxed)) {
@@ -592,6 +671,7 @@ T atomic_update(T* address, Fn&& fn) {
 // atomicAdd(unsigned*, 1) converts 1 as CUDA's overloads would.
 template <typename T>
 T atomicAdd(T* address, std::type_identity_t<T> val) {
+    const ::pd::sim::detail::ProfiledAtomic counted(address, sizeof(T));
     if constexpr (std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half2> ||
                   std::is_same_v<T, __nv_bfloat162>) {
         // 16-bit floats (and pairs): a compare-and-swap loop on the raw bits.
@@ -626,11 +706,13 @@ T atomicAdd_system(T* address, std::type_identity_t<T> val) {
 /// Subtracts @p val from `*address` atomically; returns the old value.
 template <typename T>
 T atomicSub(T* address, std::type_identity_t<T> val) {
+    const ::pd::sim::detail::ProfiledAtomic counted(address, sizeof(T));
     return std::atomic_ref<T>(*address).fetch_sub(val);
 }
 /// Stores @p val in `*address` atomically; returns the old value.
 template <typename T>
 T atomicExch(T* address, std::type_identity_t<T> val) {
+    const ::pd::sim::detail::ProfiledAtomic counted(address, sizeof(T));
     return std::atomic_ref<T>(*address).exchange(val);
 }
 /// Stores max(`*address`, @p val) atomically; returns the old value.
@@ -646,22 +728,26 @@ T atomicMin(T* address, std::type_identity_t<T> val) {
 /// Stores @p val in `*address` if it equals @p compare, atomically; returns the old value.
 template <typename T>
 T atomicCAS(T* address, std::type_identity_t<T> compare, std::type_identity_t<T> val) {
+    const ::pd::sim::detail::ProfiledAtomic counted(address, sizeof(T));
     std::atomic_ref<T>(*address).compare_exchange_strong(compare, val);
     return compare;  // the old value, whether or not the exchange happened
 }
 /// Stores `*address & val` atomically; returns the old value.
 template <typename T>
 T atomicAnd(T* address, std::type_identity_t<T> val) {
+    const ::pd::sim::detail::ProfiledAtomic counted(address, sizeof(T));
     return std::atomic_ref<T>(*address).fetch_and(val);
 }
 /// Stores `*address | val` atomically; returns the old value.
 template <typename T>
 T atomicOr(T* address, std::type_identity_t<T> val) {
+    const ::pd::sim::detail::ProfiledAtomic counted(address, sizeof(T));
     return std::atomic_ref<T>(*address).fetch_or(val);
 }
 /// Stores `*address ^ val` atomically; returns the old value.
 template <typename T>
 T atomicXor(T* address, std::type_identity_t<T> val) {
+    const ::pd::sim::detail::ProfiledAtomic counted(address, sizeof(T));
     return std::atomic_ref<T>(*address).fetch_xor(val);
 }
 /// Stores `old >= val ? 0 : old + 1` atomically, where old is `*address`; returns old.

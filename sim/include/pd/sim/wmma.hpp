@@ -202,11 +202,13 @@ inline void arrive(Op op, const void* mptr, unsigned ldm, int layout, const std:
                      loc.file_name(), unsigned(loc.line()));
         std::abort();
     }
+    profile_next_collective_internal();  // the profiler counts the WMMA call, not these two collectives
     warp_collective(WarpOp::Wmma, 0xffffffffu, 0, 0, kWarpSize, loc);
     std::uint64_t key = mix(std::uint64_t(op), reinterpret_cast<std::uintptr_t>(mptr));
     key = mix(key, (std::uint64_t(ldm) << 8) | std::uint64_t(layout & 0xff));
     key = mix(key, reinterpret_cast<std::uintptr_t>(loc.file_name()));
     key = mix(key, (std::uint64_t(loc.line()) << 32) | loc.column());
+    profile_next_collective_internal();
     const unsigned agree = unsigned(warp_collective(WarpOp::Match, 0xffffffffu, key, 0, kWarpSize, loc));
     if (agree != 0xffffffffu) {
         char mask[16];
@@ -220,6 +222,14 @@ inline void arrive(Op op, const void* mptr, unsigned ldm, int layout, const std:
 
 /// Stops the kernel with cudaErrorMisalignedAddress unless @p ldm elements of type @p T are a
 /// multiple of 16 bytes, as CUDA requires of the leading dimension.
+/// Not counted by the profiler while it lives: the emulation's own copies.
+struct ProfiledEmulation {
+    ProfiledEmulation() { profile_suppress(1); }
+    ~ProfiledEmulation() { profile_suppress(-1); }
+    ProfiledEmulation(const ProfiledEmulation&) = delete;
+    ProfiledEmulation& operator=(const ProfiledEmulation&) = delete;
+};
+
 template <typename T>
 inline void check_ldm(Op op, unsigned ldm, const std::source_location& loc) {
     if ((std::size_t(ldm) * sizeof(T)) % 16 == 0) return;
@@ -230,6 +240,44 @@ inline void check_ldm(Op op, unsigned ldm, const std::source_location& loc) {
 }
 
 /// Reads a @p rows x @p cols tile from @p mptr into @p x (row after row).
+/// For the profiler: a WMMA load or store moves the tile's bytes once per warp, in the pattern
+/// of the instructions a GPU runs for it. A 16-bit input tile (matrix_a, matrix_b) is read as
+/// ldmatrix.x4 reads it: 16-byte pieces of its rows (of its columns, col-major), lanes 0-7 the
+/// first piece of rows 0-7, lanes 8-15 that of rows 8-15, then the second pieces (lane l piece l,
+/// l + 32, ... in that order). An accumulator is read or written as the mma.sync C fragment
+/// lies in the lanes: lane l holds elements (l / 4, 2 (l % 4)) and the next one, then the same 8
+/// rows and 8 columns further on, one instruction for each 8 x 8 block. The per-lane copies of
+/// the emulation are not counted.
+template <typename T>
+inline void profile_tile(const T* mptr, int rows, int cols, unsigned ldm, bool col_layout, bool store, bool accumulator,
+                         const std::source_location& loc) {
+    profile_wmma(store ? 1 : 0);
+    if (!profile_active()) return;
+    const char* name = store ? "wmma store" : "wmma load";
+    const unsigned line = unsigned(loc.line());
+    const int me = lane();
+    if (accumulator) {
+        for (int r = me / 4; r < rows; r += 8)
+            for (int c = 2 * (me % 4); c < cols; c += 8) {
+                if (!col_layout) {
+                    profile_access(mptr + std::size_t(r) * ldm + c, 2 * sizeof(T), store, loc.file_name(), line, name);
+                } else {  // the two elements are a column apart
+                    profile_access(mptr + r + std::size_t(c) * ldm, sizeof(T), store, loc.file_name(), line, name);
+                    profile_access(mptr + r + std::size_t(c + 1) * ldm, sizeof(T), store, loc.file_name(), line, name);
+                }
+            }
+        return;
+    }
+    const int lines = col_layout ? cols : rows;
+    const int line_bytes = (col_layout ? rows : cols) * int(sizeof(T));
+    const int piece = line_bytes < 16 ? line_bytes : 16;
+    for (int p = me; p < lines * (line_bytes / piece); p += kWarpSize) {
+        const int column = p / lines, row = p % lines;  // the piece changes slowest, 8 rows at a time
+        const char* at = reinterpret_cast<const char*>(mptr + std::size_t(row) * ldm) + column * piece;
+        profile_access(at, unsigned(piece), store, loc.file_name(), line, name);
+    }
+}
+
 template <typename T>
 inline void read_tile(T* x, int rows, int cols, const T* mptr, unsigned ldm, bool col_layout) {
     for (int r = 0; r < rows; ++r)
@@ -300,7 +348,10 @@ void load_matrix_sync(fragment<Use, m, n, k, T, Layout>& a, const std::type_iden
     constexpr bool col = std::is_same_v<Layout, col_major>;
     arrive(Op::Load, mptr, ldm, col ? 1 : 0, loc);
     check_ldm<T>(Op::Load, ldm, loc);
+    profile_tile(mptr, Tile<Use, m, n, k>::rows, Tile<Use, m, n, k>::cols, ldm, col, false, false, loc);
+    ::pd::sim::detail::profile_suppress(1);
     read_tile(a.x, Tile<Use, m, n, k>::rows, Tile<Use, m, n, k>::cols, mptr, ldm, col);
+    ::pd::sim::detail::profile_suppress(-1);
 }
 
 /// Loads the accumulator @p c from @p mptr, laid out as @p layout with the leading dimension
@@ -312,7 +363,10 @@ void load_matrix_sync(fragment<accumulator, m, n, k, T>& c, const std::type_iden
     using namespace ::pd::sim::detail::wmma_impl;
     arrive(Op::Load, mptr, ldm, int(layout), loc);
     check_ldm<T>(Op::Load, ldm, loc);
+    profile_tile(mptr, m, n, ldm, layout == mem_col_major, false, true, loc);
+    ::pd::sim::detail::profile_suppress(1);
     read_tile(c.x, m, n, mptr, ldm, layout == mem_col_major);
+    ::pd::sim::detail::profile_suppress(-1);
 }
 
 /// Stores the accumulator @p a to @p mptr, laid out as @p layout with the leading dimension
@@ -327,6 +381,8 @@ void store_matrix_sync(std::type_identity_t<T>* mptr, const fragment<accumulator
     check_ldm<T>(Op::Store, ldm, loc);
     const int me = lane();
     const bool col = layout == mem_col_major;
+    profile_tile(mptr, m, n, ldm, col, true, true, loc);
+    const ProfiledEmulation quiet;
     for (int r = me / 4; r < m; r += 8)
         for (int c = 2 * (me % 4); c < n; c += 8)
             for (int cc = c; cc < c + 2; ++cc) {
@@ -346,6 +402,7 @@ void mma_sync(fragment<accumulator, m, n, k, Td>& d, const fragment<matrix_a, m,
                   "nvcuda::wmma::mma_sync: __nv_bfloat16 inputs accumulate in float (c and d)");
     using namespace ::pd::sim::detail::wmma_impl;
     arrive(Op::Mma, nullptr, 0, 0, loc);
+    ::pd::sim::detail::profile_wmma(2);
     float av[m * k], bv[k * n], acc[m * n];
     for (int i = 0; i < m * k; ++i) av[i] = to_float(a.x[i]);
     for (int i = 0; i < k * n; ++i) bv[i] = to_float(b.x[i]);
