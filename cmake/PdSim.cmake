@@ -79,11 +79,12 @@ function(pd_sim_mirror_path out_var dir)
 endfunction()
 
 # The profiler's targets are built on demand, not by `cmake --build build`: `--target profile`
-# builds the twins of every chapter program, `--target pd_profile_tests` what the profiler's
-# tests run (CTest builds it first: the fixture test sim.profile.build).
+# builds the twins of every chapter program, `--target pd_profile_tests` those and what the
+# profiler's tests run (CTest builds it first: the fixture test sim.profile.build).
 if(PD_SIM_PROFILE)
   add_custom_target(profile)
   add_custom_target(pd_profile_tests)
+  add_dependencies(pd_profile_tests profile)  # the chapter pages quote profiled runs
 endif()
 
 # pd_sim_profiled(<target>...): the target's own sources compiled for the profiler; built only

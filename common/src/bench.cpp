@@ -277,6 +277,7 @@ nlohmann::json Bench::end_profile([[maybe_unused]] const Cost& cost, [[maybe_unu
     // the kernels counted, with what the CUDA build's report says of their registers
     const roofline::GpuSpec gpu = profile_gpu(options.gpu);
     const std::vector<sim::KernelProfile> kernels = sim::profile_end();
+    if (kernels.empty()) return nullptr;  // no kernel ran (a cudaMemcpy): nothing counted
     nlohmann::json list = nlohmann::json::parse(sim::to_json_text(kernels, gpu.l2_mb * 1024 * 1024));
     for (std::size_t i = 0; i < kernels.size(); ++i)
         if (const auto r = sim::kernel_resources(kernels[i].kernel, gpu.compute_capability))

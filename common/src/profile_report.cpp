@@ -77,7 +77,8 @@ nlohmann::json profile_json(const nlohmann::json& kernels, const roofline::GpuSp
             estimate += k["dram_bytes_estimate"].get<double>();
         else
             estimated = false;
-        for (const char* kind : {"shared_load", "shared_store", "shared_atomic"}) wavefronts += num(k[kind], "wavefronts");
+        for (const char* kind : {"shared_load", "shared_store", "shared_atomic"})
+            wavefronts += num(k[kind], "wavefronts");
         nlohmann::json kj{{"kernel", k["kernel"]}, {"launches", k["launches"]}, {"ops", k["ops"]}};
         if (k.contains("resources")) {
             const nlohmann::json& r = k["resources"];
@@ -128,13 +129,14 @@ nlohmann::json profile_json(const nlohmann::json& kernels, const roofline::GpuSp
     p["unique_sectors"] = unique;
     p["requested_sectors"] = requested;
     const double dram = estimated ? estimate : 32 * unique;
-    p["dram_bytes"] = {{"least", 32 * unique}, {"estimate", estimated ? nlohmann::json(estimate) : nlohmann::json(nullptr)},
-                       {"most", 32 * requested}, {"l2_mb", gpu.l2_mb}};
+    p["dram_bytes"] = {{"least", 32 * unique},
+                       {"estimate", estimated ? nlohmann::json(estimate) : nlohmann::json(nullptr)},
+                       {"most", 32 * requested},
+                       {"l2_mb", gpu.l2_mb}};
     const bool tensor = units == Units::tensor_cores;
     const roofline::KernelModel m = roofline::model_kernel(gpu, dram, cost.flops, tensor, wavefronts, launches);
-    const double floor_s = roofline::floor_time_s(cost.flops, cost.bytes,
-                                                  (tensor ? gpu.tensor_tflops : gpu.fp32_tflops) * 1e12,
-                                                  gpu.bandwidth_gbps * 1e9);
+    const double floor_s = roofline::floor_time_s(
+        cost.flops, cost.bytes, (tensor ? gpu.tensor_tflops : gpu.fp32_tflops) * 1e12, gpu.bandwidth_gbps * 1e9);
     p["model"] = {{"time_ms", m.time_s * 1e3},
                   {"memory_ms", m.memory_s * 1e3},
                   {"compute_ms", m.compute_s * 1e3},
@@ -142,9 +144,10 @@ nlohmann::json profile_json(const nlohmann::json& kernels, const roofline::GpuSp
                   {"launch_ms", m.launch_s * 1e3},
                   {"bound", m.bound},
                   {"roofline_fraction", m.time_s > 0 ? nlohmann::json(floor_s / m.time_s) : nlohmann::json(nullptr)},
-                  {"note", "a model, not a measurement: DRAM bytes from the L2 model at 0.90 of the datasheet "
-                           "bandwidth, the chapter's FLOPs at 0.80 (tensor) or 0.90 (SIMT) of the peak, one "
-                           "shared-memory wavefront per SM per clock, 2 us per launch"}};
+                  {"note",
+                   "a model, not a measurement: DRAM bytes from the L2 model at 0.90 of the datasheet "
+                   "bandwidth, the chapter's FLOPs at 0.80 (tensor) or 0.90 (SIMT) of the peak, one "
+                   "shared-memory wavefront per SM per clock, 2 us per launch"}};
     return p;
 }
 
@@ -175,7 +178,7 @@ std::string render_profile(const std::vector<Row>& rows, const roofline::GpuSpec
                 high = std::max(high, k["occupancy"].get<double>());
                 flagged = flagged || !k["flags"].empty();
             }
-        std::string occupancy = high < 0    ? "-"
+        std::string occupancy = high < 0      ? "-"
                                 : low == high ? fmt("%.0f%%", 100 * low)
                                               : fmt("%.0f", 100 * low) + fmt("-%.0f%%", 100 * high);
         if (flagged) occupancy += "!";
@@ -190,19 +193,21 @@ std::string render_profile(const std::vector<Row>& rows, const roofline::GpuSpec
         for (const nlohmann::json& k : p["kernels"]) {
             if (!k.contains("flags") || k["flags"].empty() || !listed.insert(k["kernel"].get<std::string>()).second)
                 continue;  // each kernel once, at the first row that ran it
-            flagged_kernels << "  " << r.result.kernel << " " << to_string(r.dtype) << ": " << k["kernel"].get<std::string>()
-                    << ":";
+            flagged_kernels << "  " << r.result.kernel << " " << to_string(r.dtype) << ": "
+                            << k["kernel"].get<std::string>() << ":";
             for (const nlohmann::json& f : k["flags"]) flagged_kernels << " " << f.get<std::string>() << ";";
             flagged_kernels << " " << cell(k["registers"], "%.0f") << " registers, " << cell(k["spill_stores"], "%.0f")
-                            << " bytes spill stores, " << cell(k["spill_loads"], "%.0f") << " bytes spill loads, occupancy " << fmt("%.0f%%", 100 * k["occupancy"].get<double>())
-                    << ", limited by " << k["occupancy_limit"].get<std::string>() << "\n";
+                            << " bytes spill stores, " << cell(k["spill_loads"], "%.0f")
+                            << " bytes spill loads, occupancy " << fmt("%.0f%%", 100 * k["occupancy"].get<double>())
+                            << ", limited by " << k["occupancy_limit"].get<std::string>() << "\n";
         }
         for (const nlohmann::json& s : p["worst_sites"]) {
             sites << "  " << r.result.kernel << " " << to_string(r.dtype) << (point.empty() ? "" : " ") << point << ": "
                   << s["file"].get<std::string>() << ":" << s["line"].get<int>();
             if (!s["via"].get<std::string>().empty()) sites << " (in " << s["via"].get<std::string>() << ")";
             sites << " " << s["op"].get<std::string>();
-            if (!s["instruction"].get<std::string>().empty()) sites << " (" << s["instruction"].get<std::string>() << ")";
+            if (!s["instruction"].get<std::string>().empty())
+                sites << " (" << s["instruction"].get<std::string>() << ")";
             sites << ": " << s["reading"].get<std::string>() << "\n";
         }
     }

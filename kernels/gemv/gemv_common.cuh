@@ -22,9 +22,11 @@ inline constexpr int kVecElems = 16 / int(sizeof(T));
 
 // [gemv_unpack16]
 /// The kVecElems<T> elements packed in @p v, as floats. A bf16 is the high half of the fp32
-/// with the same value, so the conversion is a shift or a mask, no arithmetic.
+/// with the same value, so the conversion is a shift or a mask, no arithmetic. @p v is taken by
+/// value: a caller's uint4 in shared memory is read whole, one 128-bit load (as nvcc issues it;
+/// the simulator's profiler then counts one 16-byte access, not four 4-byte ones).
 template <typename T>
-__device__ __forceinline__ void unpack16(const uint4& v, float (&f)[kVecElems<T>]) {
+__device__ __forceinline__ void unpack16(const uint4 v, float (&f)[kVecElems<T>]) {
     const unsigned u[4] = {v.x, v.y, v.z, v.w};
     if constexpr (std::is_same_v<T, float>) {
 #pragma unroll

@@ -307,9 +307,8 @@ const Allocation* global_allocation(Worker& w, std::uintptr_t a) {
     if (all.empty()) return nullptr;
     const Allocation& last = all[w.last_allocation];
     if (a >= last.begin && a < last.end) return &last;
-    auto it = std::upper_bound(all.begin(), all.end(), a, [](std::uintptr_t x, const Allocation& r) {
-        return x < r.begin;
-    });
+    auto it =
+        std::upper_bound(all.begin(), all.end(), a, [](std::uintptr_t x, const Allocation& r) { return x < r.begin; });
     if (it == all.begin()) return nullptr;
     --it;
     if (a >= it->end) return nullptr;
@@ -341,14 +340,20 @@ SectorBits& bits_for(Worker& w, const Allocation& a) {
     return b;
 }
 
-void mark_sector(Worker& w, std::uint64_t sector, bool stored) {
+/// Marks @p sector as touched by the launch and returns its name in the L2 model's stream: the
+/// allocation's rank (by address) and the sector's offset in it, not the address, so that the
+/// model's sets (a hash of the name) do not change with where the host's allocator put the
+/// buffers in this run.
+std::uint64_t mark_sector(Worker& w, std::uint64_t sector, bool stored) {
     const Allocation* a = global_allocation(w, std::uintptr_t(sector * 32));
-    if (a == nullptr) return;
+    if (a == nullptr) return sector;
     SectorBits& b = bits_for(w, *a);
     const std::uint64_t i = sector - a->begin / 32;
-    if (i / 64 >= b.words) return;
+    const std::uint64_t name = (std::uint64_t(a->index) << 40) | i;
+    if (i / 64 >= b.words) return name;
     b.any[i / 64].fetch_or(1ull << (i % 64), std::memory_order_relaxed);
     if (stored) b.stored[i / 64].fetch_or(1ull << (i % 64), std::memory_order_relaxed);
+    return name;
 }
 
 /// The wavefronts of a shared-memory request: lanes are served in phases of 128 bytes (32 lanes
@@ -369,8 +374,8 @@ std::uint64_t wavefronts(const Record* r, std::size_t n) {
         }
         if (count == 0) continue;
         std::sort(words.begin(), words.begin() + std::ptrdiff_t(count));
-        const std::size_t distinct = std::size_t(std::unique(words.begin(), words.begin() + std::ptrdiff_t(count)) -
-                                                 words.begin());
+        const std::size_t distinct =
+            std::size_t(std::unique(words.begin(), words.begin() + std::ptrdiff_t(count)) - words.begin());
         int per_bank[32] = {};
         int worst = 0;
         for (std::size_t i = 0; i < distinct; ++i) worst = std::max(worst, ++per_bank[words[i] % 32]);
@@ -446,19 +451,16 @@ void request(Worker& w, const SiteKey& key, const Record* r, std::size_t n) {
     c.lines += nl;
     c.ideal += (unique + 31) / 32;
     const bool stored = key.kind != AccessKind::global_load;
-    for (std::size_t i = 0; i < ns; ++i) {
-        w.stream.push_back(sectors[i] << 1 | (stored ? 1u : 0u));
-        mark_sector(w, sectors[i], stored);
-    }
+    for (std::size_t i = 0; i < ns; ++i)
+        w.stream.push_back(mark_sector(w, sectors[i], stored) << 1 | (stored ? 1u : 0u));
 }
 
 /// Turns a warp's pending accesses into requests.
 void flush_warp(Worker& w, WarpState& ws) {
     for (Pending& p : ws.pending) {
         if (p.records.empty()) continue;
-        std::stable_sort(p.records.begin(), p.records.end(), [](const Record& a, const Record& b) {
-            return a.occurrence < b.occurrence;
-        });
+        std::stable_sort(p.records.begin(), p.records.end(),
+                         [](const Record& a, const Record& b) { return a.occurrence < b.occurrence; });
         std::size_t start = 0;
         for (std::size_t i = 1; i <= p.records.size(); ++i) {
             if (i < p.records.size() && p.records[i].occurrence == p.records[start].occurrence) continue;
@@ -613,8 +615,7 @@ SiteProfile resolve(const SiteKey& key, const SiteAccum& a) {
     s.line = own->line;
     s.function = own->function;
     const Frame& outer = frames.back();
-    if (&outer != own && !simulator_header(outer.file))
-        s.via = shorter(outer.file) + ":" + std::to_string(outer.line);
+    if (&outer != own && !simulator_header(outer.file)) s.via = shorter(outer.file) + ":" + std::to_string(outer.line);
     return s;
 }
 
@@ -863,7 +864,8 @@ void profile_launch_end() {
             mine.dram_bytes_estimate = -1;
         } else {
             auto it = misses.find(scope->l2_bytes);
-            if (it == misses.end()) it = misses.emplace(scope->l2_bytes, l2_load_misses(l.streams, scope->l2_bytes)).first;
+            if (it == misses.end())
+                it = misses.emplace(scope->l2_bytes, l2_load_misses(l.streams, scope->l2_bytes)).first;
             mine.dram_bytes_estimate = 32.0 * double(it->second + k.unique_store_sectors);
         }
         auto [at, fresh] = scope->kernels.try_emplace(l.kernel);
@@ -894,7 +896,8 @@ std::vector<KernelProfile> finish(Scope& scope) {
             const SiteProfile s = resolve(key, a);
             // one site for the copies of one access (an unrolled loop's), another for another
             // access on the same line (x[...] * w[...])
-            auto same = std::find_if(k.sites.begin(), k.sites.end(), [&](const SiteProfile& t) { return t.same_access(s); });
+            auto same =
+                std::find_if(k.sites.begin(), k.sites.end(), [&](const SiteProfile& t) { return t.same_access(s); });
             if (same == k.sites.end())
                 k.sites.push_back(s);
             else
@@ -1030,8 +1033,8 @@ std::optional<KernelResources> kernel_resources(const std::string& kernel, int c
                     KernelResources& r = found[{detail::source_name(entry_name), arch}];
                     std::sscanf(line.c_str(), " %d bytes stack frame, %d bytes spill stores, %d bytes spill loads",
                                 &r.stack_bytes, &r.spill_stores, &r.spill_loads);
-                } else if (const std::size_t used = line.find("Used "); used != std::string::npos &&
-                                                                         !entry_name.empty()) {
+                } else if (const std::size_t used = line.find("Used ");
+                           used != std::string::npos && !entry_name.empty()) {
                     KernelResources& r = found[{detail::source_name(entry_name), arch}];
                     r.registers = std::atoi(line.c_str() + used + 5);
                     if (const std::size_t smem = line.find(" bytes smem"); smem != std::string::npos) {
@@ -1100,25 +1103,25 @@ std::string to_json_text(const std::vector<KernelProfile>& kernels, double l2_by
     for (std::size_t i = 0; i < kernels.size(); ++i) {
         const KernelProfile& k = kernels[i];
         const WarpOps& o = k.ops;
-        out += std::string(i ? ",\n " : "\n ") + "{\"kernel\": " + json_string(k.kernel) +
-               ", \"launches\": " + std::to_string(k.launches) + ", \"blocks\": " + std::to_string(k.blocks) +
-               ", \"threads\": " + std::to_string(k.threads) + ", \"block_threads\": " + std::to_string(k.block_threads) +
-               ", \"static_shared_bytes\": " + std::to_string(k.static_shared_bytes) +
-               ", \"dynamic_shared_bytes\": " + std::to_string(k.dynamic_shared_bytes) +
-               ",\n  \"global_load\": " + global(k.global_load) +
-               ",\n  \"global_store\": " + global(k.global_store) + ",\n  \"global_atomic\": " +
-               global(k.global_atomic) + ",\n  \"shared_load\": " + shared(k.shared_load) +
-               ",\n  \"shared_store\": " + shared(k.shared_store) + ",\n  \"shared_atomic\": " +
-               shared(k.shared_atomic) + ",\n  \"ops\": {\"shuffles\": " + std::to_string(o.shuffles) +
-               ", \"votes\": " + std::to_string(o.votes) + ", \"reductions\": " + std::to_string(o.reductions) +
-               ", \"syncwarps\": " + std::to_string(o.syncwarps) + ", \"barriers\": " + std::to_string(o.barriers) +
-               ", \"mma\": " + std::to_string(o.mma) + ", \"ldmatrix\": " + std::to_string(o.ldmatrix) +
-               ", \"cp_async\": " + std::to_string(o.cp_async) + ", \"wmma_load\": " + std::to_string(o.wmma_load) +
-               ", \"wmma_store\": " + std::to_string(o.wmma_store) + ", \"wmma_mma\": " + std::to_string(o.wmma_mma) +
-               "},\n  \"unique_sectors\": " + std::to_string(k.unique_sectors) +
-               ", \"requested_sectors\": " + std::to_string(k.requested_sectors) + ", \"dram_bytes_estimate\": " +
-               (k.dram_bytes_estimate < 0 ? std::string("null") : number(k.dram_bytes_estimate, "%.17g")) +
-               ", \"l2_bytes_modelled\": " + number(l2_bytes, "%.17g") + ",\n  \"sites\": [";
+        out +=
+            std::string(i ? ",\n " : "\n ") + "{\"kernel\": " + json_string(k.kernel) +
+            ", \"launches\": " + std::to_string(k.launches) + ", \"blocks\": " + std::to_string(k.blocks) +
+            ", \"threads\": " + std::to_string(k.threads) + ", \"block_threads\": " + std::to_string(k.block_threads) +
+            ", \"static_shared_bytes\": " + std::to_string(k.static_shared_bytes) +
+            ", \"dynamic_shared_bytes\": " + std::to_string(k.dynamic_shared_bytes) +
+            ",\n  \"global_load\": " + global(k.global_load) + ",\n  \"global_store\": " + global(k.global_store) +
+            ",\n  \"global_atomic\": " + global(k.global_atomic) + ",\n  \"shared_load\": " + shared(k.shared_load) +
+            ",\n  \"shared_store\": " + shared(k.shared_store) + ",\n  \"shared_atomic\": " + shared(k.shared_atomic) +
+            ",\n  \"ops\": {\"shuffles\": " + std::to_string(o.shuffles) + ", \"votes\": " + std::to_string(o.votes) +
+            ", \"reductions\": " + std::to_string(o.reductions) + ", \"syncwarps\": " + std::to_string(o.syncwarps) +
+            ", \"barriers\": " + std::to_string(o.barriers) + ", \"mma\": " + std::to_string(o.mma) +
+            ", \"ldmatrix\": " + std::to_string(o.ldmatrix) + ", \"cp_async\": " + std::to_string(o.cp_async) +
+            ", \"wmma_load\": " + std::to_string(o.wmma_load) + ", \"wmma_store\": " + std::to_string(o.wmma_store) +
+            ", \"wmma_mma\": " + std::to_string(o.wmma_mma) +
+            "},\n  \"unique_sectors\": " + std::to_string(k.unique_sectors) +
+            ", \"requested_sectors\": " + std::to_string(k.requested_sectors) + ", \"dram_bytes_estimate\": " +
+            (k.dram_bytes_estimate < 0 ? std::string("null") : number(k.dram_bytes_estimate, "%.17g")) +
+            ", \"l2_bytes_modelled\": " + number(l2_bytes, "%.17g") + ",\n  \"sites\": [";
         for (std::size_t j = 0; j < k.sites.size(); ++j) {
             const SiteProfile& s = k.sites[j];
             out += std::string(j ? ",\n   " : "\n   ") + "{\"file\": " + json_string(s.file) +
@@ -1172,9 +1175,8 @@ std::string describe(const std::vector<KernelProfile>& kernels) {
         std::vector<const SiteProfile*> worst;
         for (const SiteProfile& s : k.sites)
             if (excess(s) > 0) worst.push_back(&s);
-        std::sort(worst.begin(), worst.end(), [](const SiteProfile* a, const SiteProfile* b) {
-            return excess(*a) > excess(*b);
-        });
+        std::sort(worst.begin(), worst.end(),
+                  [](const SiteProfile* a, const SiteProfile* b) { return excess(*a) > excess(*b); });
         for (std::size_t i = 0; i < worst.size() && i < 3; ++i)
             out << "  worst: " << worst[i]->file << ":" << worst[i]->line
                 << (worst[i]->via.empty() ? "" : " (in " + worst[i]->via + ")") << " " << to_string(worst[i]->kind)
@@ -1195,12 +1197,12 @@ std::string describe(const std::vector<KernelProfile>& kernels) {
 // links ThreadSanitizer's runtime, which defines them.
 #if !defined(__SANITIZE_THREAD__)
 extern "C" {
-#define PD_SIM_PROFILE_HOOKS(n)                                                   \
-    void __tsan_read##n(void* p) {                                                \
-        pd::sim::detail::hook(p, n, false, __builtin_return_address(0));          \
-    }                                                                             \
-    void __tsan_write##n(void* p) {                                               \
-        pd::sim::detail::hook(p, n, true, __builtin_return_address(0));           \
+#define PD_SIM_PROFILE_HOOKS(n)                                          \
+    void __tsan_read##n(void* p) {                                       \
+        pd::sim::detail::hook(p, n, false, __builtin_return_address(0)); \
+    }                                                                    \
+    void __tsan_write##n(void* p) {                                      \
+        pd::sim::detail::hook(p, n, true, __builtin_return_address(0));  \
     }
 PD_SIM_PROFILE_HOOKS(1)
 PD_SIM_PROFILE_HOOKS(2)
@@ -1208,12 +1210,12 @@ PD_SIM_PROFILE_HOOKS(4)
 PD_SIM_PROFILE_HOOKS(8)
 PD_SIM_PROFILE_HOOKS(16)
 #undef PD_SIM_PROFILE_HOOKS
-#define PD_SIM_PROFILE_HOOKS(n)                                                   \
-    void __tsan_unaligned_read##n(void* p) {                                      \
-        pd::sim::detail::hook(p, n, false, __builtin_return_address(0));          \
-    }                                                                             \
-    void __tsan_unaligned_write##n(void* p) {                                     \
-        pd::sim::detail::hook(p, n, true, __builtin_return_address(0));           \
+#define PD_SIM_PROFILE_HOOKS(n)                                          \
+    void __tsan_unaligned_read##n(void* p) {                             \
+        pd::sim::detail::hook(p, n, false, __builtin_return_address(0)); \
+    }                                                                    \
+    void __tsan_unaligned_write##n(void* p) {                            \
+        pd::sim::detail::hook(p, n, true, __builtin_return_address(0));  \
     }
 PD_SIM_PROFILE_HOOKS(2)
 PD_SIM_PROFILE_HOOKS(4)
@@ -1234,43 +1236,43 @@ void __tsan_vptr_read(void**) {}
 
 // The atomics: performed here, as the instrumented code asked (the memory order is an
 // argument, which GCC's builtins take as the strongest, sequentially consistent).
-#define PD_SIM_TSAN_ATOMICS(bits, T)                                                                          \
-    T __tsan_atomic##bits##_load(const volatile T* a, int mo) {                                               \
-        return __atomic_load_n(a, mo);                                                                        \
-    }                                                                                                         \
-    void __tsan_atomic##bits##_store(volatile T* a, T v, int mo) {                                            \
-        __atomic_store_n(a, v, mo);                                                                           \
-    }                                                                                                         \
-    T __tsan_atomic##bits##_exchange(volatile T* a, T v, int mo) {                                            \
-        return __atomic_exchange_n(a, v, mo);                                                                 \
-    }                                                                                                         \
-    T __tsan_atomic##bits##_fetch_add(volatile T* a, T v, int mo) {                                           \
-        return __atomic_fetch_add(a, v, mo);                                                                  \
-    }                                                                                                         \
-    T __tsan_atomic##bits##_fetch_sub(volatile T* a, T v, int mo) {                                           \
-        return __atomic_fetch_sub(a, v, mo);                                                                  \
-    }                                                                                                         \
-    T __tsan_atomic##bits##_fetch_and(volatile T* a, T v, int mo) {                                           \
-        return __atomic_fetch_and(a, v, mo);                                                                  \
-    }                                                                                                         \
-    T __tsan_atomic##bits##_fetch_or(volatile T* a, T v, int mo) {                                            \
-        return __atomic_fetch_or(a, v, mo);                                                                   \
-    }                                                                                                         \
-    T __tsan_atomic##bits##_fetch_xor(volatile T* a, T v, int mo) {                                           \
-        return __atomic_fetch_xor(a, v, mo);                                                                  \
-    }                                                                                                         \
-    T __tsan_atomic##bits##_fetch_nand(volatile T* a, T v, int mo) {                                          \
-        return __atomic_fetch_nand(a, v, mo);                                                                 \
-    }                                                                                                         \
-    int __tsan_atomic##bits##_compare_exchange_strong(volatile T* a, T* c, T v, int mo, int fail) {           \
-        return __atomic_compare_exchange_n(a, c, v, false, mo, fail);                                         \
-    }                                                                                                         \
-    int __tsan_atomic##bits##_compare_exchange_weak(volatile T* a, T* c, T v, int mo, int fail) {             \
-        return __atomic_compare_exchange_n(a, c, v, true, mo, fail);                                          \
-    }                                                                                                         \
-    T __tsan_atomic##bits##_compare_exchange_val(volatile T* a, T c, T v, int mo, int fail) {                 \
-        __atomic_compare_exchange_n(a, &c, v, false, mo, fail);                                               \
-        return c;                                                                                             \
+#define PD_SIM_TSAN_ATOMICS(bits, T)                                                                \
+    T __tsan_atomic##bits##_load(const volatile T* a, int mo) {                                     \
+        return __atomic_load_n(a, mo);                                                              \
+    }                                                                                               \
+    void __tsan_atomic##bits##_store(volatile T* a, T v, int mo) {                                  \
+        __atomic_store_n(a, v, mo);                                                                 \
+    }                                                                                               \
+    T __tsan_atomic##bits##_exchange(volatile T* a, T v, int mo) {                                  \
+        return __atomic_exchange_n(a, v, mo);                                                       \
+    }                                                                                               \
+    T __tsan_atomic##bits##_fetch_add(volatile T* a, T v, int mo) {                                 \
+        return __atomic_fetch_add(a, v, mo);                                                        \
+    }                                                                                               \
+    T __tsan_atomic##bits##_fetch_sub(volatile T* a, T v, int mo) {                                 \
+        return __atomic_fetch_sub(a, v, mo);                                                        \
+    }                                                                                               \
+    T __tsan_atomic##bits##_fetch_and(volatile T* a, T v, int mo) {                                 \
+        return __atomic_fetch_and(a, v, mo);                                                        \
+    }                                                                                               \
+    T __tsan_atomic##bits##_fetch_or(volatile T* a, T v, int mo) {                                  \
+        return __atomic_fetch_or(a, v, mo);                                                         \
+    }                                                                                               \
+    T __tsan_atomic##bits##_fetch_xor(volatile T* a, T v, int mo) {                                 \
+        return __atomic_fetch_xor(a, v, mo);                                                        \
+    }                                                                                               \
+    T __tsan_atomic##bits##_fetch_nand(volatile T* a, T v, int mo) {                                \
+        return __atomic_fetch_nand(a, v, mo);                                                       \
+    }                                                                                               \
+    int __tsan_atomic##bits##_compare_exchange_strong(volatile T* a, T* c, T v, int mo, int fail) { \
+        return __atomic_compare_exchange_n(a, c, v, false, mo, fail);                               \
+    }                                                                                               \
+    int __tsan_atomic##bits##_compare_exchange_weak(volatile T* a, T* c, T v, int mo, int fail) {   \
+        return __atomic_compare_exchange_n(a, c, v, true, mo, fail);                                \
+    }                                                                                               \
+    T __tsan_atomic##bits##_compare_exchange_val(volatile T* a, T c, T v, int mo, int fail) {       \
+        __atomic_compare_exchange_n(a, &c, v, false, mo, fail);                                     \
+        return c;                                                                                   \
     }
 PD_SIM_TSAN_ATOMICS(8, char)
 PD_SIM_TSAN_ATOMICS(16, short)

@@ -24,7 +24,8 @@ using pd::sim::AccessCounts;
 using pd::sim::KernelProfile;
 
 #define CHECK_EQ(got, want)                                                                                        \
-    conformance::check((got) == (want), (std::string(#got " = ") + std::to_string(got) + ", want " + std::to_string(want)).c_str(), \
+    conformance::check((got) == (want),                                                                            \
+                       (std::string(#got " = ") + std::to_string(got) + ", want " + std::to_string(want)).c_str(), \
                        __FILE__, __LINE__)
 
 __global__ void read_stride(const float* in, float* out, int stride, int offset, int active) {
@@ -156,9 +157,8 @@ int main() {
         CHECK_EQ(k.global_store.sectors, c.active == 32 ? 4ull : 2ull);
     }
     {
-        const KernelProfile k = profile([&] {
-            read_float4<<<1, 32>>>(reinterpret_cast<const float4*>(in), reinterpret_cast<float4*>(out));
-        });
+        const KernelProfile k = profile(
+            [&] { read_float4<<<1, 32>>>(reinterpret_cast<const float4*>(in), reinterpret_cast<float4*>(out)); });
         CHECK_EQ(k.global_load.requests, 1ull);
         CHECK_EQ(k.global_load.sectors, 16ull);
         CHECK_EQ(k.global_load.lines, 4ull);
@@ -203,8 +203,7 @@ int main() {
         float4* d16 = nullptr;
         cudaMalloc(&d8, 32 * sizeof(double));
         cudaMalloc(&d16, 32 * sizeof(float4));
-        const KernelProfile k =
-            profile([&] { shared_wide<<<1, 32>>>(reinterpret_cast<const float4*>(in), d8, d16); });
+        const KernelProfile k = profile([&] { shared_wide<<<1, 32>>>(reinterpret_cast<const float4*>(in), d8, d16); });
         CHECK_EQ(k.shared_load.requests, 2ull);
         CHECK_EQ(k.shared_load.wavefronts, 2ull + 4ull);
         CHECK_EQ(k.shared_store.wavefronts, 2ull + 4ull);
@@ -214,16 +213,14 @@ int main() {
 
     // ---- WMMA ----
     {
-        const KernelProfile k16 = profile([&] {
-            wmma_tile<16><<<1, 32>>>(reinterpret_cast<const __nv_bfloat16*>(in), out);
-        });
+        const KernelProfile k16 =
+            profile([&] { wmma_tile<16><<<1, 32>>>(reinterpret_cast<const __nv_bfloat16*>(in), out); });
         CHECK_EQ(k16.ops.wmma_load, 1ull);
         CHECK_EQ(k16.shared_load.requests, 1ull);  // the tile once, not once per lane
         CHECK_EQ(k16.shared_load.bytes, 512ull);
         CHECK_EQ(k16.shared_load.wavefronts, 8ull);
-        const KernelProfile k24 = profile([&] {
-            wmma_tile<24><<<1, 32>>>(reinterpret_cast<const __nv_bfloat16*>(in), out);
-        });
+        const KernelProfile k24 =
+            profile([&] { wmma_tile<24><<<1, 32>>>(reinterpret_cast<const __nv_bfloat16*>(in), out); });
         CHECK_EQ(k24.shared_load.wavefronts, 4ull);
     }
 
@@ -231,7 +228,7 @@ int main() {
     {
         const int n = 64, k = 48;
         const KernelProfile p = profile([&] { planted_gemv<<<n / 32, 32>>>(in, in + n * k, out, n, k); });
-        CHECK_EQ(p.global_load.requests, 2ull * 2 * k);  // per warp, W and x each iteration
+        CHECK_EQ(p.global_load.requests, 2ull * 2 * k);        // per warp, W and x each iteration
         CHECK_EQ(p.global_load.sectors, 2ull * k * (32 + 1));  // W: 32 rows, 32 sectors; x: 1 (a broadcast)
         const pd::sim::SiteProfile* worst = nullptr;
         for (const pd::sim::SiteProfile& s : p.sites)

@@ -112,8 +112,8 @@ TEST_CASE("chapter 03: thread per row, warp per row, vectorized", "[profile][gem
         const u64 w_sectors = sectors(4 * N * K);
         const KernelProfile v2 = one([&] { gv::gemv("v2", w.data(), xb.data(), yb.data(), b); });
         const KernelProfile v5 = one([&] { gv::gemv("v5", w.data(), xb.data(), yb.data(), b); });
-        CHECK(v2.requested_sectors >= 8 * w_sectors);  // W: every token's pass reads it
-        CHECK(v5.requested_sectors < 2 * w_sectors);   // W once for all 8 tokens, and X
+        CHECK(v2.requested_sectors >= 8 * w_sectors);   // W: every token's pass reads it
+        CHECK(v5.requested_sectors < 2 * w_sectors);    // W once for all 8 tokens, and X
         CHECK(v5.unique_sectors == v2.unique_sectors);  // the same data touched
     }
 }
@@ -208,8 +208,7 @@ TEST_CASE("chapter 01: the score matrix's traffic", "[profile][attention]") {
 TEST_CASE("chapter 04: decode attention reads K and V once per group in v3", "[profile][decode]") {
     const at::DecodeShape s{.batch = 1, .heads = 8, .kv_heads = 2, .head_dim = 128, .max_seq = 256, .max_kv_len = 256};
     const u64 Hq = 8, Hkv = 2, G = 4, d = 128, len = 256, threads = 128, warps = 4;
-    DeviceBuffer<float> q(Hq * d), k(s.cache().elements()), v(s.cache().elements()), out(Hq * d),
-        scores(Hq * len);
+    DeviceBuffer<float> q(Hq * d), k(s.cache().elements()), v(s.cache().elements()), out(Hq * d), scores(Hq * len);
     DeviceBuffer<int> kv_len(std::vector<int>{256});
     q.fill_bytes(0);
     k.fill_bytes(0);
@@ -217,8 +216,7 @@ TEST_CASE("chapter 04: decode attention reads K and V once per group in v3", "[p
     const u64 kv_row_bytes = 4 * d;
     const auto run = [&](const char* version) {
         return one([&] {
-            at::decode_attention(version, q.data(), k.data(), v.data(), kv_len.data(), out.data(), scores.data(), s,
-                                 1);
+            at::decode_attention(version, q.data(), k.data(), v.data(), kv_len.data(), out.data(), scores.data(), s, 1);
         });
     };
     const KernelProfile v2 = run("v2"), v3 = run("v3");
@@ -261,9 +259,8 @@ TEST_CASE("chapter 06: paged reads the same K and V plus the table", "[profile][
         at::paged_decode_attention_v1(q.data(), k.data(), v.data(), block_table.data(), kv_len.data(), out.data(), s);
     });
     const at::DecodeShape c = s.contiguous();
-    const KernelProfile contiguous = one([&] {
-        at::decode_attention("v2", q.data(), k.data(), v.data(), kv_len.data(), out.data(), nullptr, c, 1);
-    });
+    const KernelProfile contiguous = one(
+        [&] { at::decode_attention("v2", q.data(), k.data(), v.data(), kv_len.data(), out.data(), nullptr, c, 1); });
     CHECK(paged.global_load.requests == contiguous.global_load.requests + Hq * len);
     CHECK(paged.global_load.sectors == contiguous.global_load.sectors + Hq * len);
     CHECK(paged.global_load.bytes == contiguous.global_load.bytes + Hq * len * 128);

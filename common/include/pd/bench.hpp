@@ -170,7 +170,7 @@ public:
     void begin_profile() const;
     /// Ends what begin_profile() started and returns the profile of the kernels counted: their
     /// counters, and the modelled time of @p cost on @p units on `--gpu` (null without
-    /// `--profile`). @param cost the FLOPs and bytes that ran (the chapter's formula)
+    /// `--profile`, or when no kernel ran). @param cost the FLOPs and bytes that ran (the chapter's formula)
     /// @param units what they compute on
     nlohmann::json end_profile(const Cost& cost, Units units) const;
     /// Makes @p profile (from end_profile()) @p row's `profile`, and the row one of the profile

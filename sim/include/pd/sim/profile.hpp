@@ -38,29 +38,23 @@ struct AccessCounts {
 };
 
 /// What kind of access a source line makes.
-enum class AccessKind {
-    global_load,
-    global_store,
-    global_atomic,
-    shared_load,
-    shared_store,
-    shared_atomic
-};
+enum class AccessKind { global_load, global_store, global_atomic, shared_load, shared_store, shared_atomic };
 /// "global load", "shared store", ...
 const char* to_string(AccessKind k);
 
 /// One source line's accesses of one kind (a "site"), with how the lanes of its first request
 /// were spread, for the reading.
 struct SiteProfile {
-    std::string file;      ///< the source file (the innermost frame outside the simulator's headers)
-    int line = 0;          ///< its line
-    std::string via;       ///< "file:line" of the kernel's own line when the access is in a helper inlined there ("" otherwise)
-    std::string function;  ///< the function the access is in, as the debug information names it
+    std::string file;  ///< the source file (the innermost frame outside the simulator's headers)
+    int line = 0;      ///< its line
+    std::string
+        via;  ///< "file:line" of the kernel's own line when the access is in a helper inlined there ("" otherwise)
+    std::string function;                       ///< the function the access is in, as the debug information names it
     AccessKind kind = AccessKind::global_load;  ///< what the access does
-    std::string instruction;  ///< "" for the kernel's own loads and stores; "cp.async", "ldmatrix", "wmma load", ...
-    AccessCounts counts;      ///< summed over the kernel's launches
-    int access_bytes = 0;     ///< the size of one lane's access (of the first request)
-    int active_lanes = 0;     ///< lanes in the first request
+    std::string instruction;    ///< "" for the kernel's own loads and stores; "cp.async", "ldmatrix", "wmma load", ...
+    AccessCounts counts;        ///< summed over the kernel's launches
+    int access_bytes = 0;       ///< the size of one lane's access (of the first request)
+    int active_lanes = 0;       ///< lanes in the first request
     long long lane_stride = 0;  ///< bytes between neighbouring lanes' addresses in the first request
     bool uniform = false;       ///< the first request's lanes were evenly spaced (lane_stride apart; 0: one address)
     /// True when @p o is the same access as this one (the same line, kind and instruction, and the
@@ -89,20 +83,20 @@ struct WarpOps {
 
 /// Everything counted for one kernel (by name), summed over its launches in the scope.
 struct KernelProfile {
-    std::string kernel;          ///< its name as the source spells it ("pd::kernels::gemv::gemv_warp_per_row_kernel<float>")
-    std::uint64_t launches = 0;  ///< launches counted
-    std::uint64_t blocks = 0;    ///< blocks run
-    std::uint64_t threads = 0;   ///< threads run
-    int block_threads = 0;       ///< threads per block of the last launch
+    std::string kernel;  ///< its name as the source spells it ("pd::kernels::gemv::gemv_warp_per_row_kernel<float>")
+    std::uint64_t launches = 0;              ///< launches counted
+    std::uint64_t blocks = 0;                ///< blocks run
+    std::uint64_t threads = 0;               ///< threads run
+    int block_threads = 0;                   ///< threads per block of the last launch
     std::uint64_t dynamic_shared_bytes = 0;  ///< dynamic shared memory per block of the last launch
     std::uint64_t static_shared_bytes = 0;   ///< the largest static __shared__ total of a block
-    AccessCounts global_load;    ///< loads from cudaMalloc memory
-    AccessCounts global_store;   ///< stores to it
-    AccessCounts global_atomic;  ///< atomics on it
-    AccessCounts shared_load;    ///< loads from the block's shared memory
-    AccessCounts shared_store;   ///< stores to it
-    AccessCounts shared_atomic;  ///< atomics on it
-    WarpOps ops;                 ///< warp-level operations
+    AccessCounts global_load;                ///< loads from cudaMalloc memory
+    AccessCounts global_store;               ///< stores to it
+    AccessCounts global_atomic;              ///< atomics on it
+    AccessCounts shared_load;                ///< loads from the block's shared memory
+    AccessCounts shared_store;               ///< stores to it
+    AccessCounts shared_atomic;              ///< atomics on it
+    WarpOps ops;                             ///< warp-level operations
     /// Distinct 32-byte sectors each launch touched (loads and stores), summed over launches:
     /// the DRAM traffic's lower bound, 32 bytes each.
     std::uint64_t unique_sectors = 0;
