@@ -219,7 +219,7 @@ std::string render_profile(const std::vector<Row>& rows, const roofline::GpuSpec
            "per load request (4 for 32 consecutive floats); ld eff: bytes asked / "
            "bytes of the sectors; smem wf/req: shared-memory wavefronts per request (1 without conflicts); DRAM MB: "
            "the L2 model's estimate; occupancy: theoretical, from the CUDA build's registers for sm_"
-        << gpu.compute_capability << " ('!': spills or below 25%; '-': no report).\n";
+        << gpu.compute_capability << " ('!': spills or below 25%; '-': no report). Nothing is timed with --profile.\n";
     if (!sites.str().empty())
         out << "worst sites (the most sectors or wavefronts beyond what their bytes need):\n" << sites.str();
     if (!flagged_kernels.str().empty())

@@ -88,7 +88,8 @@ def main():
     summary = (results / "summary.md").read_text()
     table = [l for l in summary.splitlines() if l.startswith("| ")][2:]
     names = [l.split("|")[1].strip() for l in table]
-    expected = ["configure", "build"] + [f"{prog}-sim" for prog, _c in chapters] + ["ctest", "memcheck", "racecheck"]
+    expected = ["configure", "build"] + [f"{prog}-sim" for prog, _c in chapters] + ["ncu", "ctest", "memcheck",
+                                                                                    "racecheck"]
     for e in expected:
         if not any(n.startswith(e) for n in names):
             fail(f"summary.md has no row for {e}: {names}")

@@ -119,6 +119,32 @@ expect("stamped keys", list(r), ["chapter", "backend", "date", "commit", "dirty"
                                  "device", "passed"])
 expect("stamped wall_s", r["wall_s"], 12.3)
 
+# Nsight Compute's --csv --page raw output (its layout: header, units, one row per launch, numbers
+# with thousands separators), the case's sum and its comparison with the simulator's profile.
+ncu_text = """==PROF== Connected to process 4242 (/x/build-gpu/bin/ch03_decode_gemv)
+==PROF== Profiling "gemv_warp_per_row_kernel": 0%....50%....100% - 9 passes
+"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","dram__bytes_read.sum","dram__bytes_write.sum","gpu__time_duration.sum","l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum","l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum","l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum","l1tex__t_requests_pipe_lsu_mem_global_op_st.sum","l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum","l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum"
+"","","","","","","","","","","","byte","byte","nsecond","","","","","sector","sector"
+"0","4242","ch03_decode_gemv","h","void pd::kernels::gemv::gemv_warp_per_row_kernel<float>(const T1 *, const T1 *, float *, int, int)","1","7","(128, 1, 1)","(64, 1, 1)","0","9.0","1,050,112","1,024","3,104","0","0","16,384","256","65,536","256"
+"""
+launches = g.parse_ncu_csv(ncu_text)
+expect("ncu launches", len(launches), 1)
+expect("ncu sectors", launches[0].get("ld_sectors"), 65536.0)
+expect("ncu time", launches[0].get("time_ns"), 3104.0)
+measured = g.sum_ncu(launches)
+sim_profile = {"global_load": {"requests": 16384, "sectors": 65536}, "global_store": {"requests": 256, "sectors": 256},
+               "shared_load": {"wavefronts": 0}, "shared_store": {"wavefronts": 0},
+               "dram_bytes": {"estimate": 1050624, "least": 1050624}, "model": {"time_ms": 0.00224, "bound": "memory"}}
+row = g.compare_profile("ch03 v2", measured, {"profile": sim_profile})
+expect("ncu agrees", row["differences"], [])
+sim_profile["global_load"]["sectors"] = 65537
+sim_profile["model"]["time_ms"] = 0.01
+row = g.compare_profile("ch03 v2", measured, {"profile": sim_profile})
+expect("ncu differs", len(row["differences"]), 2)  # the sectors, and a memory-bound time 3.2x off
+expect("ncu without simulator figures", len(g.compare_profile("x", measured, None)["differences"]), 1)
+expect("ncu table rows", len(g.profile_table([row])), 3)
+expect("ncu nothing parsed", g.parse_ncu_csv("==ERROR== ERR_NVGPUCTRPERM - no access"), [])
+
 if failures:
     sys.exit(1)
 print("gpu-check parsing: all checks passed")

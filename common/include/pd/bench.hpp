@@ -111,8 +111,9 @@ public:
     bool selects(const Version& v) const { return options.selects(v.name) && v.runs_here(); }
     /// As above for the version named @p name of this chapter's registry (false if none).
     bool selects(const std::string& name) const;
-    /// True unless `--check-only`: versions are timed after they pass.
-    bool timing() const { return !options.check_only; }
+    /// True unless `--check-only` or `--profile`: versions are timed after they pass (a profiled
+    /// run's kernels are the instrumented ones, whose times would mean even less).
+    bool timing() const { return !options.check_only && !options.profile; }
     /// Launches of each measured version: the checked run, and with timing `--warmup` + `--iters`.
     int runs() const { return 1 + (timing() ? options.warmup + options.iters : 0); }
     /// The simulator work of measuring every version this run selects, for each of its input
