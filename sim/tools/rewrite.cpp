@@ -190,13 +190,10 @@ std::string rewrite_extern_shared(const std::string& s, std::size_t i, std::size
            "*>(::pd::sim::detail::dynamic_shared_memory());" + newlines_of(s.substr(i, end - i));
 }
 
-/// The names declared by the declarator list @p decls of a `__shared__` declaration (the text
-/// between `__shared__` and its `;`): for each declarator at depth 0, the identifier just before
-/// its first `[`, `=` or `{`. A declarator with a `(` (a function or a pointer to an array) is
-/// skipped: only plain variables and arrays are tracked.
-std::vector<std::string> declared_names(const std::string& decls) {
-    std::vector<std::string> parts;
-    std::string part;
+/// The positions of the commas of @p decls that separate its declarators: outside (), [] and
+/// {}, and outside a template's angle brackets.
+std::vector<std::size_t> top_level_commas(const std::string& decls) {
+    std::vector<std::size_t> commas;
     int depth = 0, angles = 0;  // angle brackets count only outside (), [] and {} (templates)
     for (std::size_t i = 0; i < decls.size(); ++i) {
         const char c = decls[i];
@@ -204,14 +201,23 @@ std::vector<std::string> declared_names(const std::string& decls) {
         if (c == ')' || c == ']' || c == '}') --depth;
         if (depth == 0 && c == '<') ++angles;
         if (depth == 0 && c == '>') --angles;
-        if (c == ',' && depth == 0 && angles == 0) {
-            parts.push_back(part);
-            part.clear();
-            continue;
-        }
-        part.push_back(c);
+        if (c == ',' && depth == 0 && angles == 0) commas.push_back(i);
     }
-    parts.push_back(part);
+    return commas;
+}
+
+/// The names declared by the declarator list @p decls of a `__shared__` declaration (the text
+/// between `__shared__` and its `;`): for each declarator at depth 0, the identifier just before
+/// its first `[`, `=` or `{`. A declarator with a `(` (a function or a pointer to an array) is
+/// skipped: only plain variables and arrays are tracked.
+std::vector<std::string> declared_names(const std::string& decls) {
+    std::vector<std::string> parts;
+    std::size_t from = 0;
+    for (std::size_t comma : top_level_commas(decls)) {
+        parts.push_back(decls.substr(from, comma - from));
+        from = comma + 1;
+    }
+    parts.push_back(decls.substr(from));
     std::vector<std::string> names;
     for (const std::string& p : parts) {
         if (p.find('(') != std::string::npos && p.find("__align__") == std::string::npos &&
@@ -238,7 +244,6 @@ bool next_name_matches(const std::string& name, const std::vector<std::string>& 
 std::string rename_declarators(const std::string& decls, const std::vector<std::string>& names) {
     std::string out;
     std::size_t next = 0, part_start = 0;
-    int depth = 0, angles = 0;
     auto rename_part = [&](std::size_t from, std::size_t to) {
         // the last identifier at depth 0 before the first `[`, `=` or `{`, not followed by `(`
         std::size_t cut = to, d = 0;
@@ -275,16 +280,9 @@ std::string rename_declarators(const std::string& decls, const std::vector<std::
         }
         next = to;
     };
-    for (std::size_t i = 0; i < decls.size(); ++i) {
-        const char c = decls[i];
-        if (c == '(' || c == '[' || c == '{') ++depth;
-        if (c == ')' || c == ']' || c == '}') --depth;
-        if (depth == 0 && c == '<') ++angles;
-        if (depth == 0 && c == '>') --angles;
-        if (c == ',' && depth == 0 && angles == 0) {
-            rename_part(part_start, i);
-            part_start = i;
-        }
+    for (std::size_t comma : top_level_commas(decls)) {
+        rename_part(part_start, comma);
+        part_start = comma;
     }
     rename_part(part_start, decls.size());
     return out + decls.substr(next);
