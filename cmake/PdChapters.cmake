@@ -39,6 +39,14 @@ function(add_chapter name)
                COMMAND sh ${PROJECT_SOURCE_DIR}/cmake/run-if-device.sh $<TARGET_FILE:pd_device_query>
                        $<TARGET_FILE:${target}> ${ARG_SMOKE_ARGS})
       set_tests_properties(${program}.cuda.smoke PROPERTIES LABELS "cuda;smoke" SKIP_RETURN_CODE 77)
+      # the grader's (scripts/grade on a GPU): the program with the grade tree's labs, timed
+      # beside this one
+      if(PD_GRADE AND name IN_LIST PD_KERNEL_LABS)
+        add_executable(${target}-grade EXCLUDE_FROM_ALL ${ARG_SOURCES})
+        target_link_libraries(${target}-grade PRIVATE pd_model_grade_cuda pd_kernels_grade_cuda pd_serving
+                                                      pd_runtime_cuda pd_reference pd_core CUDA::cublas pd_warnings)
+        add_dependencies(grade-cuda ${target}-grade ${target})
+      endif()
     else()
       # Backends other than cuda provide pd_add_<backend>_chapter(target sources).
       cmake_language(CALL pd_add_${backend}_chapter ${target} "${ARG_SOURCES}")

@@ -9,6 +9,8 @@
 #include "pd/compare.hpp"
 #include "pd/rng.hpp"
 
+#include "lab_case.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <vector>
@@ -70,4 +72,14 @@ TEST_CASE("lab02: ragged shapes, several tiles in every dimension", "[lab02]") {
 TEST_CASE("lab02: K longer than many tiles, one token and one feature", "[lab02]") {
     check_tiled({1, 129, 1000}, 221, false);
     check_tiled({129, 1, 1000}, 222, true);
+}
+
+TEST_CASE("lab02: a case the grader gives", "[.][lab02-case]") {
+    const nlohmann::json c = pd::testing::lab_case();
+    INFO("the grader's case " << c.dump());
+    gemm::Shape s{};
+    s.tokens = c.at("tokens");
+    s.n = c.at("n");
+    s.k = c.at("k");
+    check_tiled(s, c.at("seed"), c.value("integers", false));
 }

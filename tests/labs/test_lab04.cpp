@@ -8,8 +8,11 @@
 #include "attention/decode_attention.hpp"
 #include "layers/kv_append.hpp"
 
+#include "lab_case.hpp"
+
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <vector>
 
 namespace at = pd::kernels::attention;
@@ -72,4 +75,30 @@ TEST_CASE("lab04: KV append writes each new token's K and V at its position", "[
     pd::testing::check_append<float>({2, 2, 12, 64}, 3, {0, 9}, 41);  // sequence 1 fills the last positions 9, 10, 11
     pd::testing::check_append<bf16>({3, 1, 20, 48}, 1, {0, 5, 19}, 42);  // one decode step, rounded to bf16
     pd::testing::check_append<float>({1, 2, 8, 32}, 4, {6}, 43);         // positions 8 and 9 are past S_max: dropped
+}
+
+TEST_CASE("lab04: a case the grader gives", "[.][lab04-case]") {
+    // {"kernel": "attention", batch, heads, kv_heads, head_dim, lens [batch], dtype, seed} or
+    // {"kernel": "append", batch, kv_heads, max_seq, head_dim, n, start [batch], dtype, seed}
+    const nlohmann::json c = pd::testing::lab_case();
+    INFO("the grader's case " << c.dump());
+    const bool bf16_cache = c.value("dtype", "fp32") == "bf16";
+    if (c.at("kernel") == "append") {
+        INFO("lab 04: kv_append in <lab tree>/04_kv_cache/kv_append.cu");
+        const at::CacheShape s{c.at("batch"), c.at("kv_heads"), c.at("max_seq"), c.at("head_dim")};
+        const std::vector<int> start = c.at("start");
+        if (bf16_cache)
+            pd::testing::check_append<bf16>(s, c.at("n"), start, c.at("seed"));
+        else
+            pd::testing::check_append<float>(s, c.at("n"), start, c.at("seed"));
+        return;
+    }
+    const std::vector<int> lens = c.at("lens");
+    const int longest = lens.empty() ? 1 : *std::max_element(lens.begin(), lens.end());
+    const at::DecodeShape s{
+        int(lens.size()), c.at("heads"), c.at("kv_heads"), c.at("head_dim"), c.value("max_seq", longest), longest};
+    if (bf16_cache)
+        check_v2<bf16>(s, lens, c.at("seed"));
+    else
+        check_v2<float>(s, lens, c.at("seed"));
 }
