@@ -231,7 +231,7 @@ def main():
     elif scenario == "loop":
         planted_text(lab, sub, "        __syncthreads();\n        // END LAB",
                      "        __syncthreads();\n        for (volatile bool forever = true; forever;) {\n        }")
-        doc, stdout = grade(n, sub, out, "--test-limit", "3", "--total-limit", "60")
+        doc, stdout = grade(n, sub, out, "--test-limit", "3", "--total-limit", "12")
         p = parts(doc)
         expect(p["visible"][0] == 0 and "timed out" in doc["tests"][0]["output"],
                "a submission that loops forever: no point, 'timed out' said", doc)
