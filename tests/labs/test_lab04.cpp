@@ -80,25 +80,29 @@ TEST_CASE("lab04: KV append writes each new token's K and V at its position", "[
 TEST_CASE("lab04: a case the grader gives", "[.][lab04-case]") {
     // {"kernel": "attention", batch, heads, kv_heads, head_dim, lens [batch], dtype, seed} or
     // {"kernel": "append", batch, kv_heads, max_seq, head_dim, n, start [batch], dtype, seed}
-    const nlohmann::json c = pd::testing::lab_case();
-    INFO("the grader's case " << c.dump());
-    const bool bf16_cache = c.value("dtype", "fp32") == "bf16";
-    if (c.at("kernel") == "append") {
+    const pd::testing::LabCase c = pd::testing::LabCase::from_environment();
+    INFO("the grader's case " << c.text());
+    const bool bf16_cache = c.word("dtype", "fp32") == "bf16";
+    if (c.word("kernel", "attention") == "append") {
         INFO("lab 04: kv_append in <lab tree>/04_kv_cache/kv_append.cu");
-        const at::CacheShape s{c.at("batch"), c.at("kv_heads"), c.at("max_seq"), c.at("head_dim")};
-        const std::vector<int> start = c.at("start");
+        const at::CacheShape s{c.integer("batch"), c.integer("kv_heads"), c.integer("max_seq"), c.integer("head_dim")};
+        const std::vector<int> start = c.integers("start");
         if (bf16_cache)
-            pd::testing::check_append<bf16>(s, c.at("n"), start, c.at("seed"));
+            pd::testing::check_append<bf16>(s, c.integer("n"), start, c.seed());
         else
-            pd::testing::check_append<float>(s, c.at("n"), start, c.at("seed"));
+            pd::testing::check_append<float>(s, c.integer("n"), start, c.seed());
         return;
     }
-    const std::vector<int> lens = c.at("lens");
+    const std::vector<int> lens = c.integers("lens");
     const int longest = lens.empty() ? 1 : *std::max_element(lens.begin(), lens.end());
-    const at::DecodeShape s{
-        int(lens.size()), c.at("heads"), c.at("kv_heads"), c.at("head_dim"), c.value("max_seq", longest), longest};
+    const at::DecodeShape s{int(lens.size()),
+                            c.integer("heads"),
+                            c.integer("kv_heads"),
+                            c.integer("head_dim"),
+                            int(c.number("max_seq", float(longest))),
+                            longest};
     if (bf16_cache)
-        check_v2<bf16>(s, lens, c.at("seed"));
+        check_v2<bf16>(s, lens, c.seed());
     else
-        check_v2<float>(s, lens, c.at("seed"));
+        check_v2<float>(s, lens, c.seed());
 }

@@ -148,20 +148,20 @@ TEST_CASE("lab05: a case the grader gives", "[.][lab05-case]") {
     // {requests, max_prompt, max_output, token_budget, max_seqs, kv_capacity, seed}: a seeded
     // queue that arrives at once, scheduled to the end. Every step keeps the budget, puts its
     // decodes before its prefills, and moves every request on; every request gets its tokens.
-    const nlohmann::json c = pd::testing::lab_case();
+    const pd::testing::LabCase c = pd::testing::LabCase::from_environment();
     INFO(kWhere);
-    INFO("the grader's case " << c.dump());
-    const int n = c.at("requests");
+    INFO("the grader's case " << c.text());
+    const int n = c.integer("requests");
     std::vector<float> lengths(std::size_t(2) * n);  // small integers, exact in a float
-    pd::fill_integers<float>(lengths, 0, 1 << 20, c.at("seed").get<std::uint64_t>());
+    pd::fill_integers<float>(lengths, 0, 1 << 20, c.seed());
     sv::Scheduler s({.policy = sv::Policy::chunked,
-                     .token_budget = c.at("token_budget"),
-                     .max_seqs = c.at("max_seqs"),
-                     .kv_capacity = c.value("kv_capacity", 1LL << 20)});
+                     .token_budget = c.integer("token_budget"),
+                     .max_seqs = c.integer("max_seqs"),
+                     .kv_capacity = c.integer("kv_capacity")});
     std::vector<int> wanted(std::size_t(n), 0), got(std::size_t(n), 0);
     for (int i = 0; i < n; ++i) {
-        const int prompt = 1 + int(lengths[2 * std::size_t(i)]) % c.at("max_prompt").get<int>();
-        wanted[std::size_t(i)] = 1 + int(lengths[2 * std::size_t(i) + 1]) % c.at("max_output").get<int>();
+        const int prompt = 1 + int(lengths[2 * std::size_t(i)]) % c.integer("max_prompt");
+        wanted[std::size_t(i)] = 1 + int(lengths[2 * std::size_t(i) + 1]) % c.integer("max_output");
         s.arrive({i, 0.0, prompt, wanted[std::size_t(i)]});
     }
     int steps = 0;
