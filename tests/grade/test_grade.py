@@ -6,8 +6,8 @@
 SCENARIO: solution-NN (the reference solution: full marks), stubs-NN (exercises/: no correctness
 point), slow-NN (correct, more sectors or bank conflicts: full correctness, part of the
 performance points), wrong-NN (a bug that some shapes show: it fails exactly the hidden cases
-whose shape has it), and for lab 02 loop, segfault, flood (megabytes of output), network (tries to
-connect and to write outside its folder), compile-error and archive (a .tar.gz with other files).
+whose shape has it), and for lab 02 loop, segfault, flood (megabytes of output), compile-error and archive (a .tar.gz with
+other files, whose lab file tries the network and to write into the project's tree).
 The planted submissions are the solution with a few lines replaced (PLANTS below), so they follow
 the solution as it changes; a replacement that no longer applies fails the test.
 Every results.json is checked against Gradescope's format, every results.xml parsed as JUnit.
@@ -16,6 +16,7 @@ Every results.json is checked against Gradescope's format, every results.xml par
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -83,6 +84,33 @@ PLANTS = {
 }
 
 
+PROBE = """#include <arpa/inet.h>
+#include <cstdio>
+#include <cstdlib>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+namespace {
+// before any test runs: tries the network (reached: it aborts) and to write into the project's tree
+const bool probed = [] {
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(53);
+    inet_pton(AF_INET, "8.8.8.8", &a.sin_addr);
+    const int s = socket(AF_INET, SOCK_DGRAM, 0);
+    const bool reached = s >= 0 && connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    if (s >= 0) close(s);
+    if (FILE* f = std::fopen("TARGET", "w")) {
+        std::fputs("written from a submission", f);
+        std::fclose(f);
+    }
+    if (reached) std::abort();
+    return reached;
+}();
+}  // namespace
+"""
+
+
 def wrong_fails(n, case):
     """Whether wrong-NN must fail this hidden case (True), pass it (False), or either (None)."""
     if n == "01":
@@ -120,7 +148,11 @@ def grade(lab, submission, out, *extra):
     print(proc.stderr, file=sys.stderr)
     if proc.returncode != 0:
         sys.exit(f"scripts/grade exited {proc.returncode}")
-    return check_results(out), proc.stdout
+    doc = check_results(out)
+    p = parts(doc)
+    print("scores: " + ", ".join(f"{k} {v[0]:.2f} of {v[1]:g}" for k, v in p.items()) +
+          f"; total {doc['score']:.2f} in {doc['execution_time']} s")
+    return doc, proc.stdout
 
 
 def check_results(out):
@@ -167,20 +199,27 @@ def expect(cond, what, doc):
 
 
 def hidden_cases(lab):
-    tmp = pathlib.Path(tempfile.mkdtemp())
-    subprocess.run([sys.executable, str(GRADE), "--make-cases", str(tmp), "--hidden-seed", str(SEED)], check=True,
-                   capture_output=True)
-    return json.loads((tmp / f"{lab}.json").read_text())["cases"]
+    with tempfile.TemporaryDirectory() as tmp:
+        subprocess.run([sys.executable, str(GRADE), "--make-cases", tmp, "--hidden-seed", str(SEED)], check=True,
+                       capture_output=True)
+        return json.loads((pathlib.Path(tmp) / f"{lab}.json").read_text())["cases"]
 
 
 def main():
     global BUILD
     BUILD, scenario = sys.argv[1], sys.argv[2]
+    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f"pd-grade-test-{scenario}-"))
+    try:
+        run(scenario, tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(scenario, tmp):
     kind, _, n = scenario.partition("-")
     if not n.isdigit():  # the scenarios of one submission (lab 02): loop, compile-error, ...
         kind, n = scenario, "02"
     lab = LABS[n]
-    tmp = pathlib.Path(tempfile.mkdtemp(prefix=f"pd-grade-test-{scenario}-"))
     os.chmod(tmp, 0o755)
     out = tmp / "results"
     sub = tmp / "submission"
@@ -231,7 +270,7 @@ def main():
     elif scenario == "loop":
         planted_text(lab, sub, "        __syncthreads();\n        // END LAB",
                      "        __syncthreads();\n        for (volatile bool forever = true; forever;) {\n        }")
-        doc, stdout = grade(n, sub, out, "--test-limit", "3", "--total-limit", "12")
+        doc, stdout = grade(n, sub, out, "--test-limit", "2", "--total-limit", "5")
         p = parts(doc)
         expect(p["visible"][0] == 0 and "timed out" in doc["tests"][0]["output"],
                "a submission that loops forever: no point, 'timed out' said", doc)
@@ -250,45 +289,6 @@ def main():
         expect(first["score"] == 0 and len(first["output"]) < 20000 and ("SIGXFSZ" in first["output"] or
                                                                           "limit" in first["output"]),
                "a submission that prints megabytes: no point for it, its output cut, the limit said", doc)
-    elif scenario == "network":
-        target = ROOT / "solutions" / "grade-network-probe"
-        probe = f"""#include <arpa/inet.h>
-#include <cstdio>
-#include <cstdlib>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-namespace {{
-// tries the network and the project's tree before any test runs: either one reached aborts
-const bool probed = [] {{
-    sockaddr_in a{{}};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(53);
-    inet_pton(AF_INET, "8.8.8.8", &a.sin_addr);
-    const int s = socket(AF_INET, SOCK_DGRAM, 0);
-    const bool reached = s >= 0 && connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    if (s >= 0) close(s);
-    if (FILE* f = std::fopen("{target}", "w")) {{
-        std::fputs("written from a submission", f);
-        std::fclose(f);
-    }}
-    if (reached) std::abort();
-    return reached;
-}}();
-}}  // namespace
-"""
-        planted_text(lab, sub, "namespace pd::kernels::gemm {", "namespace pd::kernels::gemm {", header=probe)
-        doc, _ = grade(n, sub, out)
-        protected_net = "no network" in doc["output"]
-        protected_user = "not the grader's" in doc["output"]
-        if protected_net:
-            expect(doc["score"] == 100, "a submission that tries the network reaches none (full marks: no abort)", doc)
-        else:
-            print("skipped: this machine allows no network namespace; the output says so:", doc["output"])
-            expect("network isolation" in doc["output"], "the output says the network was not isolated", doc)
-        if protected_user:
-            expect(not target.exists(), "a submission cannot write into the project's tree", doc)
-        target.unlink(missing_ok=True)
     elif scenario == "compile-error":
         planted_text(lab, sub, "        __syncthreads();\n        // END LAB", "        __syncthreads();\n        undeclared_x = 1;")
         line = (sub / "gemm_smem_tiled.cu").read_text().splitlines().index("        undeclared_x = 1;") + 1
@@ -296,14 +296,28 @@ const bool probed = [] {{
         expect(doc["score"] == 0 and f"gemm_smem_tiled.cu:{line}:" in doc["output"] and str(ROOT) not in doc["output"],
                f"a compile error: no point, shown at gemm_smem_tiled.cu:{line}", doc)
     elif scenario == "archive":
+        # a .tar.gz whose lab file (the solution with PROBE, which tries the network and to write
+        # into the project's tree before any test runs) sits above an older copy, beside a file
+        # that is no lab file
+        target = ROOT / "solutions" / "grade-network-probe"
+        planted_text(lab, sub, "namespace pd::kernels::gemm {", "namespace pd::kernels::gemm {",
+                     header=PROBE.replace("TARGET", str(target)))
         archive = tmp / "submission.tar.gz"
         with tarfile.open(archive, "w:gz") as t:
-            t.add(ROOT / "solutions" / lab / "gemm_smem_tiled.cu", arcname="handin/lab02/gemm_smem_tiled.cu")
+            t.add(sub / "gemm_smem_tiled.cu", arcname="handin/lab02/gemm_smem_tiled.cu")
             t.add(ROOT / "exercises" / lab / "gemm_smem_tiled.cu", arcname="handin/lab02/old/gemm_smem_tiled.cu")
             t.add(ROOT / "CMakeLists.txt", arcname="handin/CMakeLists.txt")  # not a lab file: never used
         doc, _ = grade(n, archive, out)
-        expect(doc["score"] == 100 and "nearest its top" in doc["output"],
-               "an archive: the lab file nearest its top graded, nothing else used", doc)
+        target_written = target.exists()
+        target.unlink(missing_ok=True)
+        expect("nearest its top" in doc["output"], "an archive: the lab file nearest its top is graded", doc)
+        if "no network" in doc["output"]:
+            expect(doc["score"] == 100, "a submission that tries the network reaches none (full marks: no abort)", doc)
+        else:
+            print("this machine allows no network namespace; the output says so:", doc["output"])
+            expect("network isolation" in doc["output"], "the output says the network was not isolated", doc)
+        if "not the grader's" in doc["output"]:
+            expect(not target_written, "a submission cannot write into the project's tree", doc)
     else:
         sys.exit(f"unknown scenario {scenario}")
 

@@ -109,6 +109,6 @@ TEST_CASE("lab01: a case the grader gives", "[.][lab01-case]") {
     s.q_len = c.integer("q_len");
     s.kv_len = c.integer("kv_len");
     s.head_dim = c.integer("head_dim");
-    s.causal = c.integer("causal");
+    s.causal = c.flag("causal", true);
     check_softmax(s, c.seed(), c.number("logit_scale", 1.f));
 }
