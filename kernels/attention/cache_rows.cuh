@@ -1,7 +1,8 @@
 /// @file cache_rows.cuh
 /// @brief Where a sequence's cached positions live: the two layouts of the KV cache as row
 /// accessors. The kernels that read the cache (decode attention v3/v4 and its paged v2, the
-/// varlen attention of mixed batches) and the append that writes it are each one kernel body
+/// varlen attention of mixed batches, which is chapter 07's flash attention v3) and the append
+/// that writes it are each one kernel body
 /// taking either accessor, so a paged kernel is the contiguous kernel reading its rows through
 /// a block table, not a copy of it.
 ///
@@ -91,6 +92,46 @@ struct PagedRows {
     }
 };
 // [paged_rows]
+
+// [query_rows]
+/// Where the queries of a batch live (Q, and in the same layout O and the logsumexp): chapter
+/// 01's and 07's B sequences of Sq queries, head-major [B, H, Sq, d], each over Sk keys. row()
+/// is the row index: Q's and O's elements start at row * d, the logsumexp is element row.
+struct DenseQueries {
+    int heads;   ///< H
+    int q_len;   ///< Sq, queries of every sequence
+    int kv_len;  ///< Sk, keys of every sequence
+
+    /// Keys sequence @p b attends over.
+    __device__ __forceinline__ int keys(int) const { return kv_len; }
+    /// Queries of sequence @p b: the last of its keys' positions.
+    __device__ __forceinline__ int queries(int) const { return q_len; }
+    /// The row of query @p i of head @p h of sequence @p b.
+    __device__ __forceinline__ std::size_t row(int b, int h, int i) const {
+        return (std::size_t(b) * heads + h) * q_len + i;
+    }
+};
+
+/// Chapter 05's mixed batch, token-major [T, H, d]: sequence b's q_len[b] queries are rows
+/// q_start[b] ... of the packed batch, the last of its kv_len[b] cached positions (clamped to
+/// the cache's capacity, so that a bad length never reads outside it).
+struct PackedQueries {
+    const int* q_start;  ///< [S] (device) first row of each sequence
+    const int* q_len;    ///< [S] (device) queries of each sequence
+    const int* kv_len;   ///< [S] (device) cache positions in use, new tokens included
+    int heads;           ///< Hq
+    int capacity;        ///< positions a sequence can hold (the Rows accessor's capacity())
+
+    /// Keys sequence @p b attends over: kv_len[b] clamped to 0 ... capacity.
+    __device__ __forceinline__ int keys(int b) const { return min(max(kv_len[b], 0), capacity); }
+    /// Queries of sequence @p b, at most its keys.
+    __device__ __forceinline__ int queries(int b) const { return min(q_len[b], keys(b)); }
+    /// The row of query @p i of head @p h of sequence @p b.
+    __device__ __forceinline__ std::size_t row(int b, int h, int i) const {
+        return (std::size_t(q_start[b]) + i) * heads + h;
+    }
+};
+// [query_rows]
 
 /// The accessor of a paged cache of shape @p s read through @p block_table (host side; the
 /// caller has checked @p s).

@@ -32,6 +32,41 @@ double score(std::span<const float> q, std::span<const float> k, std::size_t bh,
 }
 }  // namespace
 
+std::vector<double> attention_gqa(std::span<const float> q, std::span<const float> k, std::span<const float> v,
+                                  int batch, int heads, int kv_heads, int q_len, int kv_len, int head_dim, bool causal,
+                                  std::vector<double>* lse) {
+    if (q_len < 1 || kv_len < q_len || head_dim < 1 || batch < 1 || heads < 1 || kv_heads < 1 || heads % kv_heads != 0)
+        throw std::invalid_argument("reference::attention_gqa: need 1 <= Sq <= Sk, positive sizes, H % Hkv == 0");
+    const std::size_t d = std::size_t(head_dim), q_n = std::size_t(batch) * heads * q_len * d,
+                      kv_n = std::size_t(batch) * kv_heads * kv_len * d;
+    if (q.size() != q_n || k.size() != kv_n || v.size() != kv_n)
+        throw std::invalid_argument("reference::attention_gqa: tensor sizes do not match the shape");
+    std::vector<double> out(q_n, 0.0), e(static_cast<std::size_t>(kv_len));
+    if (lse) lse->assign(std::size_t(batch) * heads * q_len, 0.0);
+    for (int b = 0; b < batch; ++b)
+        for (int h = 0; h < heads; ++h) {
+            const std::size_t kvh = std::size_t(b) * kv_heads + h / (heads / kv_heads);
+            for (int i = 0; i < q_len; ++i) {
+                const std::size_t qi = (std::size_t(b) * heads + h) * q_len + i;
+                const int keys = kernels::attention::allowed_keys(i, q_len, kv_len, causal);
+                double m = -INFINITY;
+                for (int j = 0; j < keys; ++j) {
+                    double dot = 0;
+                    for (std::size_t c = 0; c < d; ++c) dot += double(q[qi * d + c]) * k[(kvh * kv_len + j) * d + c];
+                    e[std::size_t(j)] = dot / std::sqrt(double(head_dim));
+                    m = std::max(m, e[std::size_t(j)]);
+                }
+                double sum = 0;
+                for (int j = 0; j < keys; ++j) sum += (e[std::size_t(j)] = std::exp(e[std::size_t(j)] - m));
+                for (int j = 0; j < keys; ++j)
+                    for (std::size_t c = 0; c < d; ++c)
+                        out[qi * d + c] += e[std::size_t(j)] / sum * v[(kvh * kv_len + j) * d + c];
+                if (lse) (*lse)[qi] = m + std::log(sum);
+            }
+        }
+    return out;
+}
+
 std::vector<double> attention_scores(std::span<const float> q, std::span<const float> k, int batch, int heads,
                                      int q_len, int kv_len, int head_dim) {
     check_sizes(q, k, batch, heads, q_len, kv_len, head_dim);

@@ -21,6 +21,19 @@ namespace pd::reference {
 std::vector<double> attention(std::span<const float> q, std::span<const float> k, std::span<const float> v, int batch,
                               int heads, int q_len, int kv_len, int head_dim, bool causal);
 
+/// Chapter 07's attention: as attention() with grouped-query heads (query head h reads KV head
+/// h / (H / Hkv)), and the logsumexp of each row, log sum_j exp(q . k_j / sqrt(d)) over its
+/// allowed keys, which flash attention writes beside O.
+/// @param q [B, H, Sq, d]  @param k [B, Hkv, Sk, d]  @param v [B, Hkv, Sk, d]
+/// @param batch B  @param heads H  @param kv_heads Hkv (H % Hkv == 0)  @param q_len Sq  @param kv_len Sk
+/// @param head_dim d  @param causal the mask rule, as in attention()
+/// @param lse [B, H, Sq] out, when not null
+/// @pre 1 <= Sq <= Sk and the spans hold exactly their shapes' elements (else std::invalid_argument)
+/// @return O [B, H, Sq, d]
+std::vector<double> attention_gqa(std::span<const float> q, std::span<const float> k, std::span<const float> v,
+                                  int batch, int heads, int kv_heads, int q_len, int kv_len, int head_dim, bool causal,
+                                  std::vector<double>* lse = nullptr);
+
 /// The scores S = Q K^T / sqrt(d), every one of the Sq x Sk of each head (no mask: the scores
 /// kernel computes them all), [B, H, Sq, Sk].
 /// @param q [B, H, Sq, d]  @param k [B, H, Sk, d]

@@ -271,6 +271,29 @@ TEST_CASE("attention reference rejects inconsistent sizes", "[reference][attenti
 
 // ---- chapters 02 and 03: the linear layer ---------------------------------------------------
 
+TEST_CASE("attention_gqa reference, d = 1: two query heads share one KV head, O and logsumexp by hand",
+          "[reference][attention]") {
+    // One KV head: k = (0, ln 2), v = (3, 6); d = 1, so the scale is 1 and a score is q k.
+    // Head 0, q = 1: scores (0, ln 2), e^s = (1, 2): p = (1/3, 2/3), O = 1 + 4 = 5, lse = ln 3.
+    // Head 1, q = 0: scores (0, 0): p = (1/2, 1/2), O = 4.5, lse = ln 2.
+    const std::vector<float> q = {1.f, 0.f}, k = {0.f, float(std::log(2.0))}, v = {3.f, 6.f};
+    std::vector<double> lse;
+    const std::vector<double> o = ref::attention_gqa(q, k, v, 1, 2, 1, 1, 2, 1, true, &lse);
+    REQUIRE(o.size() == 2);
+    REQUIRE(lse.size() == 2);
+    CHECK(o[0] == Approx(5.0).epsilon(1e-7));
+    CHECK(o[1] == Approx(4.5).epsilon(1e-12));
+    CHECK(lse[0] == Approx(std::log(3.0)).epsilon(1e-7));
+    CHECK(lse[1] == Approx(std::log(2.0)).epsilon(1e-12));
+    // Sq = 2 = Sk, causal: query 0 sees key 0 only (O = v_0 = 3, lse = its score, q_0 k_0 = 0);
+    // query 1 sees both.
+    const std::vector<double> o2 = ref::attention_gqa(std::vector<float>{1.f, 1.f}, k, v, 1, 1, 1, 2, 2, 1, true, &lse);
+    CHECK(o2[0] == 3.0);
+    CHECK(lse[0] == 0.0);
+    CHECK(o2[1] == Approx(5.0).epsilon(1e-7));
+    CHECK_THROWS_AS(ref::attention_gqa(q, k, v, 1, 2, 3, 1, 2, 1, true), std::invalid_argument);  // H % Hkv
+}
+
 TEST_CASE("linear reference: Y = X W^T on small integers, fp32 and bf16", "[reference][linear]") {
     // X [2, 3] = [1 2 3; 4 5 6], W [2, 3] = [1 0 -1; 2 1 0]:
     //   y00 = 1 - 3 = -2,  y01 = 2 + 2 = 4,  y10 = 4 - 6 = -2,  y11 = 8 + 5 = 13.
