@@ -75,14 +75,22 @@ inline const std::vector<Version>& flash_versions() {
     using enum DType;
     using enum Units;
     static const std::vector<Version> list = {
-        {"v1", {fp32, bf16}, simt,
+        {"v1",
+         {fp32, bf16},
+         simt,
          "SIMT tiles: a block per 16 queries, K/V tiles of 32 keys in shared memory, the online softmax once per 8 "
          "keys; the 4 warps split each tile's keys and merge their states through shared memory (lab 07)"},
-        {"v2", {fp32, bf16}, simt,
+        {"v2",
+         {fp32, bf16},
+         simt,
          "v1 with split-Q: each warp owns 4 of the 16 queries and sees every key, so no merge of O"},
-        {"v3", {fp32, bf16}, simt,
+        {"v3",
+         {fp32, bf16},
+         simt,
          "v2 + causal block skipping: key tiles past the block's last allowed key are never loaded"},
-        {"v4", {bf16}, tensor_cores,
+        {"v4",
+         {bf16},
+         tensor_cores,
          "v3 on tensor cores: mma.sync m16n8k16 for Q K^T and P V, P kept in registers as the A operand; 64 "
          "queries x 64 keys per tile"},
         {"v5", {bf16}, tensor_cores, "v4 + ldmatrix from a swizzled (conflict-free) shared-memory layout"},
@@ -99,15 +107,15 @@ inline const std::vector<Version>& flash_versions() {
 /// @param q [B, H, Sq, d]  @param k [B, Hkv, Sk, d]  @param v [B, Hkv, Sk, d]
 /// @param out [B, H, Sq, d] fp32  @param lse [B, H, Sq] fp32, or nullptr to skip it
 /// @param s the sizes  @param stream the stream to launch on
-void flash_attention(const std::string& version, const float* q, const float* k, const float* v, float* out,
-                     float* lse, const Shape& s, cudaStream_t stream = nullptr);
+void flash_attention(const std::string& version, const float* q, const float* k, const float* v, float* out, float* lse,
+                     const Shape& s, cudaStream_t stream = nullptr);
 /// As above with bf16 inputs (v1 to v6).
 /// @param version a name from flash_versions()
 /// @param q [B, H, Sq, d]  @param k [B, Hkv, Sk, d]  @param v [B, Hkv, Sk, d]
 /// @param out [B, H, Sq, d] fp32  @param lse [B, H, Sq] fp32, or nullptr
 /// @param s the sizes  @param stream the stream to launch on
-void flash_attention(const std::string& version, const __nv_bfloat16* q, const __nv_bfloat16* k,
-                     const __nv_bfloat16* v, float* out, float* lse, const Shape& s, cudaStream_t stream = nullptr);
+void flash_attention(const std::string& version, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                     float* out, float* lse, const Shape& s, cudaStream_t stream = nullptr);
 
 /// v1 (lab 07's kernel, solutions/07_flash_attention/flash_simt_tiles.cu). @param q [B, H, Sq, d]
 /// @param k [B, Hkv, Sk, d]  @param v [B, Hkv, Sk, d]  @param out [B, H, Sq, d]  @param lse [B, H, Sq] or nullptr
@@ -116,8 +124,8 @@ void flash_attention_v1(const float* q, const float* k, const float* v, float* o
                         cudaStream_t stream = nullptr);
 /// v1 with bf16 inputs. @param q [B, H, Sq, d]  @param k [B, Hkv, Sk, d]  @param v [B, Hkv, Sk, d]
 /// @param out [B, H, Sq, d]  @param lse [B, H, Sq] or nullptr  @param s the sizes  @param stream the stream
-void flash_attention_v1(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out,
-                        float* lse, const Shape& s, cudaStream_t stream = nullptr);
+void flash_attention_v1(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out, float* lse,
+                        const Shape& s, cudaStream_t stream = nullptr);
 
 /// The tensor-core versions: @p step 4 (mma.sync, fragments loaded with plain shared-memory
 /// reads), 5 (+ ldmatrix, swizzled tiles) or 6 (+ cp.async double buffering).
@@ -146,8 +154,8 @@ std::size_t flash_split_workspace_floats(const Shape& s, int sm_count);
 /// @param workspace flash_split_workspace_floats(s, sm_count) floats (device)
 /// @param s the sizes; Sq <= kFlashSplitMaxQueries  @param sm_count SMs of the GPU (sizes the split)
 /// @param stream the stream to launch on
-void flash_attention_split_kv(const float* q, const float* k, const float* v, float* out, float* lse,
-                              float* workspace, const Shape& s, int sm_count, cudaStream_t stream = nullptr);
+void flash_attention_split_kv(const float* q, const float* k, const float* v, float* out, float* lse, float* workspace,
+                              const Shape& s, int sm_count, cudaStream_t stream = nullptr);
 /// As above with bf16 inputs.
 /// @param q [B, H, Sq, d]  @param k [B, Hkv, Sk, d]  @param v [B, Hkv, Sk, d]
 /// @param out [B, H, Sq, d]  @param lse [B, H, Sq] or nullptr  @param workspace as above

@@ -177,9 +177,9 @@ void launch_split_q(const TQ* q, const TKV* k, const TKV* v, const Queries& quer
                     float* lse, int sequences, int heads, int kv_heads, int head_dim, int max_q_len, bool causal,
                     int splits, int split_keys, std::size_t split_stride, cudaStream_t stream) {
     const dim3 grid(unsigned(ceil_div(max_q_len, kFlashSimtQueries) * splits), unsigned(heads), unsigned(sequences));
-    flash_split_q_kernel<kSkip, TQ, TKV, Queries, Rows><<<grid, kDecodeThreads, 0, stream>>>(
-        q, k, v, queries, rows, out, lse, heads, kv_heads, head_dim, causal, 1.0f / std::sqrt(float(head_dim)), splits,
-        split_keys, split_stride);
+    flash_split_q_kernel<kSkip, TQ, TKV, Queries, Rows>
+        <<<grid, kDecodeThreads, 0, stream>>>(q, k, v, queries, rows, out, lse, heads, kv_heads, head_dim, causal,
+                                              1.0f / std::sqrt(float(head_dim)), splits, split_keys, split_stride);
     PD_CHECK_LAUNCH();
 }
 
@@ -236,18 +236,18 @@ void split_kv(const T* q, const T* k, const T* v, float* out, float* lse, float*
     launch_split_q<true>(q, k, v, dense_queries(s), dense_rows(s), part_out, part_lse, s.batch, s.heads,
                          s.kv_head_count(), s.head_dim, s.q_len, s.causal, splits, keys, rows, stream);
     flash_combine_kernel<<<unsigned(rows), kDecodeThreads, 0, stream>>>(part_out, part_lse, out, lse, splits, rows,
-                                                                       s.head_dim);
+                                                                        s.head_dim);
     PD_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-void flash_attention(const std::string& version, const float* q, const float* k, const float* v, float* out,
-                     float* lse, const Shape& s, cudaStream_t stream) {
+void flash_attention(const std::string& version, const float* q, const float* k, const float* v, float* out, float* lse,
+                     const Shape& s, cudaStream_t stream) {
     dense(version, q, k, v, out, lse, s, stream);
 }
-void flash_attention(const std::string& version, const __nv_bfloat16* q, const __nv_bfloat16* k,
-                     const __nv_bfloat16* v, float* out, float* lse, const Shape& s, cudaStream_t stream) {
+void flash_attention(const std::string& version, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                     float* out, float* lse, const Shape& s, cudaStream_t stream) {
     dense(version, q, k, v, out, lse, s, stream);
 }
 
@@ -264,8 +264,8 @@ std::size_t flash_split_workspace_floats(const Shape& s, int sm_count) {
     return std::size_t(actual) * s.batch * s.heads * s.q_len * (s.head_dim + 1);
 }
 
-void flash_attention_split_kv(const float* q, const float* k, const float* v, float* out, float* lse,
-                              float* workspace, const Shape& s, int sm_count, cudaStream_t stream) {
+void flash_attention_split_kv(const float* q, const float* k, const float* v, float* out, float* lse, float* workspace,
+                              const Shape& s, int sm_count, cudaStream_t stream) {
     split_kv(q, k, v, out, lse, workspace, s, sm_count, stream);
 }
 void flash_attention_split_kv(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out,
@@ -284,8 +284,8 @@ double flash_sim_work(const std::string& version, const Shape& s) {
     if (skip && s.causal) {
         scores = 0;
         for (int t = 0; t < int(tiles); ++t)
-            scores += double(br) * std::min(s.kv_len, allowed_keys(std::min((t + 1) * br, s.q_len) - 1, s.q_len,
-                                                                   s.kv_len, true));
+            scores += double(br) *
+                      std::min(s.kv_len, allowed_keys(std::min((t + 1) * br, s.q_len) - 1, s.q_len, s.kv_len, true));
     }
     scores *= bh;
     if (mma)  // 4 d FLOPs per score on the tensor cores, the softmax on the SIMT units

@@ -140,6 +140,8 @@ void Model::check_options(const ModelConfig& config, const ModelOptions& o) {
     if (o.block_size < 0) reject("block_size", std::to_string(o.block_size), "must be >= 0");
     if (o.num_blocks < 0) reject("num_blocks", std::to_string(o.num_blocks), "must be >= 0");
     if (o.max_step_tokens < 0) reject("max_step_tokens", std::to_string(o.max_step_tokens), "must be >= 0");
+    if (o.prefill_attention != "flash" && o.prefill_attention != "naive")
+        reject("prefill_attention", o.prefill_attention, "must be flash or naive");
 }
 
 Model::Model(const ModelConfig& config, const ModelOptions& options) : config_(config), options_(options) {
@@ -208,18 +210,23 @@ Model::Model(const ModelConfig& config, const ModelOptions& options) : config_(c
     }
     scratch_ = DeviceBuffer<char>(ly::kPackBatchScratchBytes);
 
-    // the activations, for the largest pass: T rows; chapter 01's scores for S prompts of P
-    // tokens (S P <= T, P <= max_seq): S Hq P^2 <= Hq T min(T, max_seq)
+    // the activations, for the largest pass: T rows. Only chapter 01's attention (naive) needs
+    // head-major copies and its scores for S prompts of P tokens (S P <= T, P <= max_seq):
+    // S Hq P^2 <= Hq T min(T, max_seq), the one buffer that grows with the square of a prompt.
     for (DeviceBuffer<float>* b : {&x_, &h_, &y_}) *b = DeviceBuffer<float>(T * D);
-    for (DeviceBuffer<float>* b : {&q_, &o_, &qh_, &oh_}) *b = DeviceBuffer<float>(T * q);
-    for (DeviceBuffer<float>* b : {&k_, &v_, &kh_, &vh_}) *b = DeviceBuffer<float>(T * kv);
+    for (DeviceBuffer<float>* b : {&q_, &o_}) *b = DeviceBuffer<float>(T * q);
+    for (DeviceBuffer<float>* b : {&k_, &v_}) *b = DeviceBuffer<float>(T * kv);
+    if (o.prefill_attention == "naive") {
+        for (DeviceBuffer<float>* b : {&qh_, &oh_}) *b = DeviceBuffer<float>(T * q);
+        for (DeviceBuffer<float>* b : {&kh_, &vh_}) *b = DeviceBuffer<float>(T * kv);
+        scores_ = DeviceBuffer<float>(S(config_.heads) * T * std::min(T, S(max_seq_)));
+    }
     for (DeviceBuffer<float>* b : {&gate_, &up_, &act_}) *b = DeviceBuffer<float>(T * F);
     if (w == DType::bf16) {
         h16_ = DeviceBuffer<bf16>(T * D);
         o16_ = DeviceBuffer<bf16>(T * q);
         act16_ = DeviceBuffer<bf16>(T * F);
     }
-    scores_ = DeviceBuffer<float>(S(config_.heads) * T * std::min(T, S(max_seq_)));
     x_last_ = DeviceBuffer<float>(B * D);
     logits_ = DeviceBuffer<float>(B * V);
 }
@@ -325,9 +332,11 @@ double Model::device_bytes(const ModelConfig& c, const ModelOptions& o) {
     const double positions = o.block_size > 0 && o.num_blocks > 0 ? double(o.num_blocks) * o.block_size : B * S;
     const double cache = c.kv_bytes_per_token(size_of(o.kv)) * positions;
     const double q = double(c.heads) * c.head_dim, kv = double(c.kv_heads) * c.head_dim;
-    // activations (fp32): x h y; q o qh oh; k v kh vh; gate up act; chapter 01's scores
-    const double act =
-        4.0 * T * (3 * c.d_model + 4 * q + 4 * kv + 3 * double(c.ffn_dim)) + 4.0 * c.heads * T * std::min(T, S);
+    // activations (fp32): x h y; q o; k v; gate up act; with chapter 01's attention also qh oh,
+    // kh vh and its scores
+    const bool naive = o.prefill_attention == "naive";
+    const double act = 4.0 * T * (3 * c.d_model + (naive ? 4 : 2) * (q + kv) + 3 * double(c.ffn_dim)) +
+                       (naive ? 4.0 * c.heads * T * std::min(T, S) : 0.0);
     return w + cache + act + 4.0 * B * c.vocab;
 }
 
@@ -353,7 +362,7 @@ Plan Model::plan(std::span<const StepSequence> sequences) const {
     p.projections = decode ? Plan::Projections::gemv : Plan::Projections::gemm;
     if (decode && cache_->serves_decode(view))
         p.attention = Plan::Attention::decode;
-    else if (fresh && !decode)
+    else if (fresh && !decode && options_.prefill_attention == "naive")
         p.attention = Plan::Attention::prefill;
     else
         p.attention = Plan::Attention::varlen;
@@ -525,7 +534,7 @@ void Model::forward_pass(const Plan& plan) {
         } else if (plan.attention == Plan::Attention::decode) {
             cache_->decode_attention(l, q_.data(), o_.data(), batch_);  // one query per sequence
         } else {
-            cache_->varlen_attention(l, q_.data(), o_.data(), batch_);  // any batch
+            cache_->varlen_attention(l, q_.data(), o_.data(), batch_);  // any batch: flash attention v3
         }
         if constexpr (lowp) {
             ly::to_bf16(o_.data(), o16_.data(), std::size_t(T) * q_dim);

@@ -36,8 +36,8 @@ constexpr std::size_t kGuard = 32;  // floats past out and lse that must stay po
 
 std::string context(const at::Shape& s, std::uint64_t seed) {
     std::ostringstream os;
-    os << "B=" << s.batch << " H=" << s.heads << " Hkv=" << s.kv_head_count() << " Sq=" << s.q_len
-       << " Sk=" << s.kv_len << " d=" << s.head_dim << (s.causal ? " causal" : " no mask") << " seed=" << seed;
+    os << "B=" << s.batch << " H=" << s.heads << " Hkv=" << s.kv_head_count() << " Sq=" << s.q_len << " Sk=" << s.kv_len
+       << " d=" << s.head_dim << (s.causal ? " causal" : " no mask") << " seed=" << seed;
     return os.str();
 }
 
@@ -60,8 +60,8 @@ Problem make_problem(const at::Shape& s, std::uint64_t seed) {
     p.k_lp = pd::rounded_to(pd::DType::bf16, p.k);
     p.v_lp = pd::rounded_to(pd::DType::bf16, p.v);
     const int H = s.heads, Hkv = s.kv_head_count();
-    p.ref = pd::reference::attention_gqa(p.q, p.k, p.v, s.batch, H, Hkv, s.q_len, s.kv_len, s.head_dim, s.causal,
-                                         &p.lse);
+    p.ref =
+        pd::reference::attention_gqa(p.q, p.k, p.v, s.batch, H, Hkv, s.q_len, s.kv_len, s.head_dim, s.causal, &p.lse);
     p.ref_lp = pd::reference::attention_gqa(p.q_lp, p.k_lp, p.v_lp, s.batch, H, Hkv, s.q_len, s.kv_len, s.head_dim,
                                             s.causal, &p.lse_lp);
     return p;
@@ -104,16 +104,14 @@ void check_version(const std::string& version, const Problem& p, std::uint64_t s
     const std::size_t rows = std::size_t(s.batch) * s.heads * s.q_len;
     const std::span<const float> out = std::span<const float>(got.out).first(s.q_elements()),
                                  lse = std::span<const float>(got.lse).first(rows);
-    const pd::CompareResult ro =
-        kBf16 ? pd::compare_to_lowp_reference<float, double>(out, p.ref, p.ref_lp, 2.0)
-              : pd::compare<float, double>(out, p.ref, pd::Tolerance::fp32());
+    const pd::CompareResult ro = kBf16 ? pd::compare_to_lowp_reference<float, double>(out, p.ref, p.ref_lp, 2.0)
+                                       : pd::compare<float, double>(out, p.ref, pd::Tolerance::fp32());
     const std::size_t dims[] = {std::size_t(s.batch), std::size_t(s.heads), std::size_t(s.q_len),
                                 std::size_t(s.head_dim)};
     INFO(pd::describe(ro, what + " O (NaN: a row never written)", dims));
     CHECK(ro.passed);
-    const pd::CompareResult rl =
-        kBf16 ? pd::compare_to_lowp_reference<float, double>(lse, p.lse, p.lse_lp, 2.0)
-              : pd::compare<float, double>(lse, p.lse, pd::Tolerance::fp32());
+    const pd::CompareResult rl = kBf16 ? pd::compare_to_lowp_reference<float, double>(lse, p.lse, p.lse_lp, 2.0)
+                                       : pd::compare<float, double>(lse, p.lse, pd::Tolerance::fp32());
     INFO(pd::describe(rl, what + " logsumexp", std::span<const std::size_t>(dims).first(3)));
     CHECK(rl.passed);
     INFO("nothing may be written past O [B, H, Sq, d] or lse [B, H, Sq]");
@@ -156,8 +154,8 @@ at::Shape shape(int heads, int kv_heads, int q_len, int kv_len, int d, bool caus
 TEST_CASE("flash attention: S = 1, 17, 127, 128, 129 around the tiles, causal and not, fp32 and bf16", "[flash]") {
     // (Sq, Sk) around the 16- and 64-query blocks and the 32- and 64-key tiles, Sq != Sk among
     // them, causal and not; d = 64; two sequences of one head where short.
-    const std::tuple<int, int, bool> cases[] = {{1, 1, true},       {1, 129, false},   {17, 127, true},
-                                                {127, 128, false},  {128, 128, true},  {129, 129, false}};
+    const std::tuple<int, int, bool> cases[] = {{1, 1, true},      {1, 129, false},  {17, 127, true},
+                                                {127, 128, false}, {128, 128, true}, {129, 129, false}};
     std::uint64_t seed = 700;
     for (const auto& [sq, sk, causal] : cases) {
         const at::Shape s = shape(1, 1, sq, sk, 64, causal, sk < 100 ? 2 : 1);
@@ -167,9 +165,9 @@ TEST_CASE("flash attention: S = 1, 17, 127, 128, 129 around the tiles, causal an
 }
 
 TEST_CASE("flash attention: GQA groups 4 and 8, head dims 128 and 48, a 1000-key context", "[flash]") {
-    check_versions<bf16>(shape(8, 2, 9, 40, 128, true), 801);     // group 4, d = 128
-    check_versions<float>(shape(8, 1, 5, 20, 128, false), 802);   // group 8
-    check_versions<float>(shape(3, 3, 19, 50, 48, true), 803);    // d = 48: SIMT only
+    check_versions<bf16>(shape(8, 2, 9, 40, 128, true), 801);    // group 4, d = 128
+    check_versions<float>(shape(8, 1, 5, 20, 128, false), 802);  // group 8
+    check_versions<float>(shape(3, 3, 19, 50, 48, true), 803);   // d = 48: SIMT only
     check_versions<bf16>(shape(2, 1, 9, 31, 48, false), 804);
     check_versions<bf16>(shape(1, 1, 129, 1000, 64, true), 805, false, true);  // Sq != Sk over 1000 keys
     check_versions<float>(shape(1, 1, 20, 1000, 64, true), 806, false, true);

@@ -4,6 +4,7 @@
 // batch, not any step of the engine on slots or on pages. The simulator counts every
 // cudaMalloc (pd::sim::device_allocations()), which is what this checks; a GPU build has no
 // such count and runs the rest of the model tests.
+#include "pd/cuda_check.hpp"
 #include "pd/model/executor.hpp"
 #include "pd/model/model.hpp"
 #include "pd/serving/engine.hpp"
@@ -51,7 +52,7 @@ TEST_CASE("model: no pass allocates device memory once the model is built", "[mo
                                                  {.slot = 0, .context = 8, .tokens = 5}};
     const std::vector<md::StepSequence> decodes = {{.slot = 1, .context = 8, .tokens = 1},
                                                    {.slot = 0, .context = 13, .tokens = 1}};
-    CHECK(m.plan(prefill).attention == md::Plan::Attention::prefill);
+    CHECK(m.plan(prefill).attention == md::Plan::Attention::varlen);  // flash attention over the cache
     CHECK(m.plan(mixed).attention == md::Plan::Attention::varlen);
     CHECK(m.plan(decodes).projections == md::Plan::Projections::gemv);
     m.forward(std::vector<int>(24, 7), prefill);
@@ -95,6 +96,31 @@ TEST_CASE("model: no engine step allocates device memory, on slots or on pages, 
             CHECK(largest <= o.max_step_tokens);
             CHECK(pd::sim::device_allocations() == before);
         }
+}
+
+TEST_CASE("model: with flash attention no allocation grows with the square of the prompt", "[model][allocation]") {
+    // Device memory a model takes for one prompt of S tokens (max_seq = max_step_tokens = S): the
+    // weights are fixed, the cache and the activations grow as S; only chapter 01's attention adds
+    // a score buffer of Hq S^2 floats. So going from S to 2S adds twice what going from S/2 to S
+    // added with flash attention (the growth is linear), and more than that with the naive path.
+    const pd::ModelConfig c = *pd::find_model("tiny");
+    const auto used = [&](const std::string& attention, int S) {
+        std::size_t free_before = 0, free_after = 0, total = 0;
+        PD_CHECK_CUDA(cudaMemGetInfo(&free_before, &total));
+        md::Model m(c, {.batch = 1, .max_seq = S, .prefill_attention = attention, .max_step_tokens = S});
+        PD_CHECK_CUDA(cudaMemGetInfo(&free_after, &total));
+        return double(free_before - free_after);
+    };
+    for (const std::string attention : {"flash", "naive"}) {
+        const double a = used(attention, 128), b = used(attention, 256), d = used(attention, 512);
+        const double ratio = (d - b) / (b - a);
+        INFO(attention << ": " << a << ", " << b << " and " << d << " bytes for S = 128, 256, 512; growth ratio "
+                       << ratio << " (2: linear)");
+        if (attention == "flash")
+            CHECK(ratio == Approx(2.0).epsilon(0.01));
+        else
+            CHECK(ratio > 2.5);  // the S^2 buffer: the check above can fail
+    }
 }
 
 #endif

@@ -105,6 +105,31 @@ TEST_CASE("model: prefill and decode steps match the CPU reference model (bf16 w
     check_against_reference(tiny(), {.weights = DType::bf16, .batch = 2, .max_seq = 16, .attention = "v3"}, 6, 3, 21);
 }
 
+TEST_CASE("model: flash attention's prefill equals chapter 01's (the naive path), and both the reference",
+          "[model][forward][flash]") {
+    // 40-token prompts cross flash attention's 16-query blocks and 32-key tiles; the naive path
+    // is chapter 01's attention on the fresh K and V. Same weights, same prompts: the logits agree
+    // to fp32 summation order, and the naive path still matches the reference model.
+    check_against_reference(tiny(), {.batch = 2, .max_seq = 48, .prefill_attention = "naive"}, 40, 1, 41);
+    for (DType kv : {DType::fp32, DType::bf16}) {
+        std::vector<std::vector<float>> logits;
+        for (const std::string attention : {"flash", "naive"}) {
+            md::Model m(tiny(), {.kv = kv, .batch = 2, .max_seq = 48, .prefill_attention = attention});
+            m.init_synthetic(41);
+            m.logits().fill_bytes(0xFF);
+            m.prefill(random_tokens(2 * 40, tiny().vocab, 42), 40);
+            logits.push_back(m.logits().download());
+        }
+        const std::size_t n = 2 * std::size_t(tiny().vocab);
+        const std::vector<double> naive(logits[1].begin(), logits[1].begin() + std::ptrdiff_t(n));
+        double err = 0;
+        INFO("kv " << to_string(kv));
+        CHECK(logits_close(logits[0].data(), naive, DType::fp32, err));
+        INFO("max |flash - naive| = " << err);
+        CHECK(err < 1e-3);
+    }
+}
+
 TEST_CASE("model: a prompt that fills the cache to its last position", "[model][forward]") {
     check_against_reference(tiny(), {.batch = 2, .max_seq = 12, .attention = "v4"}, 11, 1, 31);  // 11 + 1 = 12
 }

@@ -50,7 +50,12 @@ struct ModelOptions {
     int max_seq = 0;              ///< positions of each sequence's cache (0: the config's max_seq)
     std::string attention = "v4";        ///< the decode attention version on slots (v1 ... v4)
     std::string paged_attention = "v2";  ///< the decode attention version on pages (v1, v2)
-    int sm_count = 1;                    ///< the device's SMs, for the split-KV versions
+    /// The attention of prompts that start at position 0: "flash" (chapter 07's flash attention
+    /// v3 over the cache, the varlen path: no buffer grows with the prompt's square) or "naive"
+    /// (chapter 01's v2 on the fresh K and V, with its score matrix of Hq T min(T, max_seq) floats:
+    /// what the equivalence tests compare against).
+    std::string prefill_attention = "flash";
+    int sm_count = 1;  ///< the device's SMs, for the split-KV versions
     /// 0: a slot of max_seq positions per sequence. > 0 (chapter 06): a paged cache of
     /// num_blocks blocks of block_size positions, read through the block tables each pass brings.
     int block_size = 0;
@@ -77,14 +82,15 @@ struct StepSequence {
 ///    weights are read once for the few rows), chapter 02's GEMM otherwise;
 ///  - attention: for a decode batch, the decode attention version over the cache when the
 ///    cache can serve it (pages always, slots when sequence s is in slot s: chapter 04's
-///    kernels); for prompts that all start at position 0 with the same length, chapter 01's
-///    attention on the fresh K and V (a prefill: nothing to read from the cache yet); for any
-///    other batch, chapter 05's varlen attention over the cache.
+///    kernels); with ModelOptions::prefill_attention = "naive", for prompts that all start at
+///    position 0 with the same length, chapter 01's attention on the fresh K and V; for any other
+///    batch (prompts included, by default), the varlen attention over the cache, which is chapter
+///    07's flash attention v3 (chapter 05's mixed batches, chapter 06's pages).
 struct Plan {
     /// How the dense layers run: chapter 03's GEMV or chapter 02's GEMM.
     enum class Projections { gemv, gemm };
     /// Which attention kernel runs: chapter 04's decode attention, chapter 01's on the fresh
-    /// K and V, or chapter 05's varlen attention.
+    /// K and V (prefill_attention = "naive"), or the varlen flash attention over the cache.
     enum class Attention { decode, prefill, varlen };
     Projections projections = Projections::gemm;  ///< how the dense layers run
     Attention attention = Attention::varlen;      ///< which attention kernel runs
