@@ -4,8 +4,8 @@
 Every fenced block of a page whose first line is `$ build/bin/<program> <args>` is a quoted run:
 the program (a chapter program, or a test binary whose test prints a worked example) is run
 again (from BIN, with PD_SIM_THREADS=2 as on the pages; the arguments split as a shell would,
-quotes included) and the lines of the block must appear, in order and contiguous, in what it
-prints. In a block:
+quotes included; a command quoted twice, for two parts of its output, runs once) and the lines
+of the block must appear, in order and contiguous, in what it prints. In a block:
 
 * a line `...` stands for any number of lines (a part of the output left out);
 * a comment after the command (`# the sweep part`) is not part of it, and the block may start
@@ -111,7 +111,7 @@ def main():
         return 2
     bin_dir, pages = sys.argv[1], sys.argv[2:]
     env = dict(os.environ, PD_SIM_THREADS="2")
-    compared, failures = 0, []
+    compared, failures, runs = 0, [], {}
     for page in pages:
         for line_no, command, quoted in quoted_runs(page):
             where = f"{page}:{line_no}"
@@ -124,7 +124,12 @@ def main():
                 print(f"skipped {where}: it shows the CUDA build without a GPU, whose message depends on the "
                       "machine's driver (and on a machine with a GPU the program prints its device instead)")
                 continue
-            run = subprocess.run([program] + args[1:], capture_output=True, text=True, env=env, timeout=300)
+            # a page may quote two parts of one run (the same command, told apart by their comments):
+            # the program runs once for both
+            key = (program, tuple(args[1:]))
+            if key not in runs:
+                runs[key] = subprocess.run([program] + args[1:], capture_output=True, text=True, env=env, timeout=300)
+            run = runs[key]
             if run.returncode != 0:
                 failures.append(f"{where}: `{command}` exited with {run.returncode}:\n{run.stderr}")
                 continue
