@@ -259,8 +259,8 @@ int run(int argc, char** argv) {
         << pd::render(steps,
                       {"kernel", "dtype", pd::Column::point("step", "step"), pd::Column::point("context", "context"),
                        "step ms", "GB/s", "floor ms", "of copy", "tokens/s"})
-        << "recompute runs the whole prefix as a prefill (its bytes: weights + the cache it writes + chapter 01's "
-           "score matrix, 4 passes); 'of copy' is the "
+        << "recompute runs the whole prefix as a prefill (its bytes: weights + the cache it writes; its attention is "
+           "chapter 07's flash attention, no score matrix); 'of copy' is the "
            "step's bytes over its time, as a fraction of the copy bandwidth"
         << (bench.sim() ? " (no copy bandwidth on the simulator)" : "") << ".\n";
 

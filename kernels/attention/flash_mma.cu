@@ -208,6 +208,7 @@ __device__ __forceinline__ void load_b_cols(std::uint32_t (&b0)[2], std::uint32_
 /// shared memory holds one stage (or two, v6) of a K tile then a V tile, [64][kD] bf16 each.
 /// @param q [B, H, Sq, d]  @param k [B, Hkv, Sk, d]  @param v [B, Hkv, Sk, d]
 /// @param out [B, H, Sq, d]  @param lse [B, H, Sq] or nullptr
+/// @param heads H  @param kv_heads Hkv  @param q_len Sq  @param kv_len Sk  @param causal the mask rule
 /// @param scale_log2 log2(e) / sqrt(d)
 template <int kD, int kStep>
 __global__ void __launch_bounds__(kFlashMmaThreads)
