@@ -419,6 +419,11 @@ int run(int argc, char** argv) {
     std::ostream& out = bench.out();
     const pd::DeviceInfo& dev = bench.device();
     bench.require_fits(flash_bytes(shape), "Q, K, V and O", "lower --seq-len, --kv-len, --batch or --heads");
+    // the host holds Q, K and V in fp32 three times (drawn, as the kernels read them, in bf16)
+    const att::Shape& largest =
+        sweep_shapes.empty() || sweep_shapes.back().q_len < shape.q_len ? shape : sweep_shapes.back();
+    pd::require_within(pd::kHostMemoryBudget, 12.0 * double(largest.q_elements() + 2 * largest.kv_elements()),
+                       "Q, K and V on the host", "lower --seq-len, --kv-len, --sweep-max, --batch or --heads");
     const auto sim_work = [&](const att::Shape& s, bool suffix) {  // the versions' launches, the inputs, the references
         return bench.versions_work([&](const pd::Version& v, DType d) {
             if (!runs_on(v, s, d) ||

@@ -9,6 +9,7 @@
 // test needs no configuration.
 #include "../../kernels/attention/attention.hpp"
 #include "../../kernels/attention/decode_attention.hpp"
+#include "../../kernels/attention/flash_attention.hpp"
 #include "../../kernels/attention/paged_attention.hpp"
 #include "../../kernels/gemm/gemm.hpp"
 #include "../../kernels/gemv/gemv.hpp"
@@ -253,4 +254,8 @@ TEST_CASE("pages: chapter 04's table lists model::decode_versions() and its back
 
 TEST_CASE("pages: chapter 06's table lists model::paged_versions() and its backends", "[pages]") {
     check_page("06_paged_kv", "model::paged_versions()", pd::kernels::attention::paged_versions());
+}
+
+TEST_CASE("pages: chapter 07's table lists attention::flash_versions() and its backends", "[pages]") {
+    check_page("07_flash_attention", "attention::flash_versions()", pd::kernels::attention::flash_versions());
 }
