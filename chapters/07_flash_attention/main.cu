@@ -371,13 +371,8 @@ nlohmann::json ttft(pd::Bench& bench, const pd::ModelConfig& c) {
 }
 // [ch07_ttft]
 
-int run(int argc, char** argv) {
-    Options o;
-    pd::Bench bench{"07_flash_attention", "flash attention",
-                    "Chapter 07: flash attention. Attention through tiles of Q, K and V with the online softmax, no "
-                    "score matrix in memory: v1 SIMT tiles, v2 split-Q, v3 causal block skipping, v4 mma.sync, v5 "
-                    "ldmatrix and swizzle, v6 cp.async, and the split-KV form, against chapter 01's naive attention.",
-                    program_versions()};
+/// The chapter's options, beside the harness's own (--kernel, --dtype, --seed, ...).
+void add_options(pd::Bench& bench, Options& o) {
     bench.option("--batch", o.batch, "Sequences B", CLI::Range(1, 4096));
     bench.option("--heads", o.heads, "Query heads H", CLI::Range(1, 1024));
     bench.option("--kv-heads", o.kv_heads, "KV heads Hkv, a divisor of H (0: equal to H)", CLI::Range(0, 1024));
@@ -393,9 +388,10 @@ int run(int argc, char** argv) {
                        "Also run Sq = 1, 2, 4 ... --seq-len queries over --kv-len keys");
     bench.app.add_flag("--ttft", o.ttft, "Also print a model's prefill FLOPs against S (the cost model)");
     bench.option("--preset", o.preset, "Model of --ttft", CLI::IsMember(pd::model_names()));
-    if (auto code = bench.parse(argc, argv)) return *code;
-    const att::Shape shape{o.batch,    o.heads,  o.seq_len, o.kv_len > 0 ? o.kv_len : o.seq_len,
-                           o.head_dim, o.causal, o.kv_heads};
+}
+
+/// Throws std::invalid_argument naming the option for a problem the ranges cannot refuse.
+void check_problem(const pd::Bench& bench, const Options& o, const att::Shape& shape) {
     const auto bad = [](const std::string& msg) { throw std::invalid_argument(msg); };
     if (shape.q_len > shape.kv_len)
         bad("--seq-len (Sq = " + std::to_string(shape.q_len) + ") must be <= --kv-len (Sk = " +
@@ -409,6 +405,20 @@ int run(int argc, char** argv) {
             bad(v.name == "split" ? "--kernel split takes at most 16 queries (--seq-len)"
                                   : "--kernel " + v.name + " runs on the tensor cores with --head-dim 64 or 128");
     att::check_flash_shape(shape);
+}
+
+int run(int argc, char** argv) {
+    Options o;
+    pd::Bench bench{"07_flash_attention", "flash attention",
+                    "Chapter 07: flash attention. Attention through tiles of Q, K and V with the online softmax, no "
+                    "score matrix in memory: v1 SIMT tiles, v2 split-Q, v3 causal block skipping, v4 mma.sync, v5 "
+                    "ldmatrix and swizzle, v6 cp.async, and the split-KV form, against chapter 01's naive attention.",
+                    program_versions()};
+    add_options(bench, o);
+    if (auto code = bench.parse(argc, argv)) return *code;
+    const att::Shape shape{o.batch,    o.heads,  o.seq_len, o.kv_len > 0 ? o.kv_len : o.seq_len,
+                           o.head_dim, o.causal, o.kv_heads};
+    check_problem(bench, o, shape);
     std::vector<att::Shape> sweep_shapes, suffix_shapes;  // S = Sq = Sk; Sq = 1, 2, 4 ... over Sk
     for (int S = bench.sim() ? 32 : 512; o.sweep && S <= o.sweep_max; S *= 2)
         sweep_shapes.push_back({shape.batch, shape.heads, S, S, shape.head_dim, shape.causal, shape.kv_heads});
