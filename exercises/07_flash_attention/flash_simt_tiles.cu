@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kDecodeThreads)
         }
 #pragma unroll
         for (int g = 0; g < kFlashSimtQueries; ++g) {  // unrolled, so that st[] stays in registers
-            if (g >= n) break;                           // the same for the whole block
+            if (g >= n) break;                         // the same for the whole block
             float qr[kLaneDims];
             load_lane_dims(&qs[g][0], d, qr);
             const int keys = allowed_keys(first + g, q_len, kv_len, causal);
@@ -122,8 +122,8 @@ void flash_attention_v1(const float* q, const float* k, const float* v, float* o
                         cudaStream_t stream) {
     launch_flash_v1(q, k, v, out, lse, s, stream);
 }
-void flash_attention_v1(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out,
-                        float* lse, const Shape& s, cudaStream_t stream) {
+void flash_attention_v1(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out, float* lse,
+                        const Shape& s, cudaStream_t stream) {
     launch_flash_v1(q, k, v, out, lse, s, stream);
 }
 

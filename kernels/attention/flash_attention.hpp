@@ -83,7 +83,8 @@ inline const std::vector<Version>& flash_versions() {
         {"v2",
          {fp32, bf16},
          simt,
-         "v1 with split-Q: each warp owns 4 of the 16 queries and sees every key, so no merge of O"},
+         "v1 with split-Q: each warp owns 4 of the 16 queries and sees every key (its lanes one key each for the "
+         "scores, no shuffle per score), so no merge of O"},
         {"v3",
          {fp32, bf16},
          simt,

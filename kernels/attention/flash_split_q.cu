@@ -1,8 +1,9 @@
 /// @file flash_split_q.cu
 /// @brief Chapter 07's SIMT flash attention after v1, and every form built on its body:
-///  - v2 = v1 with split-Q: each of the block's 4 warps owns 4 of its 16 queries and folds every
-///    key of a tile into them, so no warp's state has to be merged with another's through shared
-///    memory at the end (v1 splits each tile's keys among the warps and merges O at the end);
+///  - v2 = v1 with split-Q: each of the block's 4 warps owns 4 of its 16 queries and sees every
+///    key of a tile (its lanes one key each for the scores, 4 dimensions each for P V), so no
+///    warp's state has to be merged with another's at the end and no score needs a shuffle (v1
+///    splits each tile's keys among the warps, its lanes the dimensions, and merges O at the end);
 ///  - v3 = v2 + causal block skipping: the block stops at its last query's last allowed key, and
 ///    a warp at its own last query's, so the tiles above the diagonal are never loaded or computed;
 ///  - the split-KV form (few queries over a long context): v3's body over a range of the keys per
@@ -42,22 +43,31 @@ constexpr int kFlashQueriesPerWarp = kFlashSimtQueries / kDecodeWarps;
 
 // [flash_split_q_kernel]
 /// Block (query tile x of 16 and split, head h, sequence b): queries 16 x ... 16 x + 15 of
-/// sequence b (warp w owns 4 of them) attend to their allowed keys among keys
-/// [split * split_keys, (split + 1) * split_keys), wherever @p rows says they live. The block
-/// walks the range in tiles of 32 keys: it looks up where the tile's rows are, loads them once
-/// into shared memory for its 16 queries, and each warp folds the tile into each of its queries
-/// 8 keys at a time (tile_update(): one rescale per 8 keys). kSkip (v3) stops the block at its
-/// last allowed key and each warp at its own; without it (v2) every tile is loaded and every
-/// score computed, the masked ones then set to -inf. Each query's O = acc / l and logsumexp
-/// m + log(l) go to row split * split_stride + its row (split_stride 0 without a split).
+/// sequence b attend to their allowed keys among keys [split * split_keys, (split + 1) *
+/// split_keys), wherever @p rows says they live. The block copies its queries (scaled by
+/// 1 / sqrt(d)) into shared memory once, then walks the range in tiles of 32 keys: it looks up
+/// where the tile's rows are and loads them into shared memory once for its 16 queries.
+///
+/// The work split (v1's, in lab 07, is warps on keys and lanes on dimensions): warp w owns
+/// queries 4 w ... 4 w + 3 and sees every key of a tile; lane j computes the score of key j of
+/// the tile for each of them (a dot product over d, no shuffle), the warp takes the tile's
+/// maximum (one reduction), and each lane folds the tile into its 4 dimensions of O from the
+/// probabilities the lanes left in shared memory. A warp's states are whole, so nothing is
+/// merged at the end. kSkip (v3) stops the block at its last allowed key and each warp at its
+/// own; without it (v2) every tile is loaded and every score computed, the masked ones then set
+/// to -inf. Each query's O = acc / l and logsumexp m + log(l) go to row split * split_stride +
+/// its row (split_stride 0 without a split).
 template <bool kSkip, typename TQ, typename TKV, typename Queries, typename Rows>
 __global__ void __launch_bounds__(kDecodeThreads)
     flash_split_q_kernel(const TQ* __restrict__ q, const TKV* __restrict__ k, const TKV* __restrict__ v,
                          Queries queries, Rows rows, float* __restrict__ out, float* __restrict__ lse, int heads,
                          int kv_heads, int d, bool causal, float scale, int splits, int split_keys,
                          std::size_t split_stride) {
-    __shared__ float ks[kFlashSimtKeys][kMaxHeadDim], vs[kFlashSimtKeys][kMaxHeadDim];
-    __shared__ long long row_at[kFlashSimtKeys];  // the tile's rows in K and V, -1 for none
+    __shared__ float qs[kFlashSimtQueries][kMaxHeadDim];  // the block's queries, pre-scaled
+    // K padded by one float: lane j reads row j at column c, bank (j + c) % 32, all different
+    __shared__ float ks[kFlashSimtKeys][kMaxHeadDim + 1], vs[kFlashSimtKeys][kMaxHeadDim];
+    __shared__ float ps[kDecodeWarps][kFlashQueriesPerWarp][kFlashSimtKeys];  // each warp's p of the tile
+    __shared__ long long row_at[kFlashSimtKeys];                              // the tile's rows, -1 for none
     const int h = blockIdx.y, b = blockIdx.z;
     const int split = blockIdx.x % splits, first = blockIdx.x / splits * kFlashSimtQueries;
     if (!rows.valid(b)) return;
@@ -65,80 +75,107 @@ __global__ void __launch_bounds__(kDecodeThreads)
     // Blocks past this sequence's queries (the grid is sized for the longest) leave whole, so
     // no barrier below waits for them.
     if (first >= n) return;
-    const int warp = threadIdx.x / kWarpSize;
+    const int warp = threadIdx.x / kWarpSize, lane = threadIdx.x % kWarpSize;
     const auto head = rows.of(b, h / (heads / kv_heads));  // where the sequence's KV head lives
 
+    for (int e = threadIdx.x; e < kFlashSimtQueries * d; e += blockDim.x) {  // rows past n: zeros
+        const int g = e / d, c = e % d;
+        qs[g][c] = first + g < n ? to_f32(q[queries.row(b, h, first + g) * d + c]) * scale : 0.f;
+    }
     const int i0 = first + warp * kFlashQueriesPerWarp;          // this warp's first query
     const int mine = max(0, min(kFlashQueriesPerWarp, n - i0));  // and how many it has
-    float qr[kFlashQueriesPerWarp][kLaneDims];  // the queries' lane dimensions, pre-scaled by 1 / sqrt(d)
-    int keys[kFlashQueriesPerWarp];             // keys each query may see (0 for none)
+    int keys[kFlashQueriesPerWarp];                              // keys each query may see (0 for none)
+    float m[kFlashQueriesPerWarp], l[kFlashQueriesPerWarp];      // running max; this lane's part of the sum
+    float acc[kFlashQueriesPerWarp][kLaneDims];                  // this lane's dimensions of O, unnormalized
 #pragma unroll
     for (int g = 0; g < kFlashQueriesPerWarp; ++g) {
         keys[g] = g < mine ? allowed_keys(i0 + g, n, len, causal) : 0;
-        load_lane_dims(q + queries.row(b, h, min(i0 + g, n - 1)) * d, d, qr[g]);  // past n: a row it never uses
+        m[g] = -INFINITY;
+        l[g] = 0.f;
 #pragma unroll
-        for (int r = 0; r < kLaneDims; ++r) qr[g][r] *= scale;
+        for (int r = 0; r < kLaneDims; ++r) acc[g][r] = 0.f;
     }
     const int begin = split * split_keys;
     const int end = splits == 1 ? len : min(len, begin + split_keys);
     // [flash_block_skipping]
     // v3: the block's last query sees the most keys, and a warp's last query the most of the
-    // warp's; nothing after them is loaded (block) or computed (warp).
+    // warp's; no tile after them is loaded (block) or computed (warp).
     const int block_end = kSkip ? min(end, allowed_keys(min(first + kFlashSimtQueries, n) - 1, n, len, causal)) : end;
     const int warp_end = kSkip ? min(end, mine > 0 ? keys[mine - 1] : 0) : end;
     // [flash_block_skipping]
 
-    OnlineState st[kFlashQueriesPerWarp];
     for (int j0 = begin; j0 < block_end; j0 += kFlashSimtKeys) {
         const int tile = min(kFlashSimtKeys, block_end - j0);
         for (int r = threadIdx.x; r < kFlashSimtKeys; r += blockDim.x) row_at[r] = r < tile ? head.row(j0 + r) : -1;
-        __syncthreads();  // the rows' places are known to every thread
+        __syncthreads();  // the rows' places are known (and the query tile written)
         // The whole block loads the tile, consecutive threads reading consecutive elements of a
-        // row (coalesced); a key with no row is zeros, so p = 0 times it is 0, never NaN.
+        // row (coalesced); a key with no row is zeros.
         for (int e = threadIdx.x; e < kFlashSimtKeys * d; e += blockDim.x) {
             const int r = e / d, c = e % d;
             const bool here = row_at[r] >= 0;
             ks[r][c] = here ? to_f32(k[row_at[r] + c]) : 0.f;
             vs[r][c] = here ? to_f32(v[row_at[r] + c]) : 0.f;
         }
-        __syncthreads();  // the tile is complete before any warp reads it
-        for (int c0 = 0; c0 < tile && j0 + c0 < warp_end; c0 += kFlashChunk) {
-            float kr[kFlashChunk][kLaneDims], vr[kFlashChunk][kLaneDims];
-#pragma unroll
-            for (int j = 0; j < kFlashChunk; ++j) {
-                load_lane_dims(&ks[c0 + j][0], d, kr[j]);
-                load_lane_dims(&vs[c0 + j][0], d, vr[j]);
-            }
+        __syncthreads();                  // the tile is complete before any warp reads it
+        if (j0 < warp_end && mine > 0) {  // the same for the whole warp
+            // [flash_tile_update]
+            // 1. lane j scores key j for each query, the warp takes the tile's maximum, rescales
+            //    the state once and leaves p_j = exp(s_j - m_new) for the P V below
+            const bool here = lane < tile && row_at[lane] >= 0;
 #pragma unroll
             for (int g = 0; g < kFlashQueriesPerWarp; ++g) {
-                if (g >= mine) break;  // the same for the whole warp, so the shuffles stay converged
-                float s[kFlashChunk];
+                if (g >= mine) break;
+                float s = 0.f;
+                for (int c = 0; c < d; ++c) s = fmaf(qs[warp * kFlashQueriesPerWarp + g][c], ks[lane][c], s);
+                if (!here || j0 + lane >= keys[g]) s = -INFINITY;  // masked, or no row
+                const float m_new = fmaxf(m[g], warp_reduce(s, MaxOp{}));
+                float p = 0.f;
+                if (m_new != -INFINITY) {  // every key so far masked: nothing to add (and no NaN)
+                    const float correction = expf(m[g] - m_new);  // 0 while the state is empty
+                    p = s == -INFINITY ? 0.f : expf(s - m_new);
+                    l[g] = l[g] * correction + p;
 #pragma unroll
-                for (int j = 0; j < kFlashChunk; ++j) {
-                    const int key = j0 + c0 + j;
-                    s[j] = dot_lanes(qr[g], kr[j]);
-                    if (c0 + j >= tile || row_at[c0 + j] < 0 || key >= keys[g]) s[j] = -INFINITY;  // masked
+                    for (int r = 0; r < kLaneDims; ++r) acc[g][r] *= correction;
+                    m[g] = m_new;
                 }
-                tile_update(st[g], s, vr);
+                ps[warp][g][lane] = p;
             }
+            __syncwarp();  // every lane's p is in shared memory
+                           // 2. O += P V: lane l adds p_j v_j over its dimensions; a masked key (p = 0) is
+                           //    skipped, whatever its V row holds
+#pragma unroll
+            for (int g = 0; g < kFlashQueriesPerWarp; ++g) {
+                if (g >= mine) break;
+                for (int j = 0; j < tile; ++j) {
+                    const float p = ps[warp][g][j];
+                    if (p == 0.f) continue;  // the same in every lane
+#pragma unroll
+                    for (int r = 0; r < kLaneDims; ++r)
+                        if (lane + r * kWarpSize < d) acc[g][r] = fmaf(p, vs[j][lane + r * kWarpSize], acc[g][r]);
+                }
+            }
+            // [flash_tile_update]
         }
-        __syncthreads();  // every warp is done with the tile (and row_at) before the next overwrites it
+        __syncthreads();  // every warp is done with the tile (and row_at, ps) before the next overwrites it
     }
 
-    // A warp has seen every key of its queries, so there is no merge across warps. A query that
-    // saw no key (l = 0: a split past its last allowed key, or a broken block table) writes zeros
-    // and a logsumexp of -inf, which weighs nothing when splits are combined.
-    for (int g = 0; g < mine; ++g) {
+    // A warp has seen every key of its queries: no merge across warps, only the lanes' parts of
+    // l to add. A query that saw no key (l = 0: a split past its last allowed key, or a broken
+    // block table) writes zeros and a logsumexp of -inf, which weighs nothing when splits are
+    // combined.
+#pragma unroll
+    for (int g = 0; g < kFlashQueriesPerWarp; ++g) {
+        if (g >= mine) break;
+        const float L = warp_reduce_sum(l[g]);
         const std::size_t row = split * split_stride + queries.row(b, h, i0 + g);
         float* o = out + row * d;
-        const float inv = st[g].l > 0.f ? 1.f / st[g].l : 0.f;
-        const int lane = threadIdx.x % kWarpSize;
+        const float inv = L > 0.f ? 1.f / L : 0.f;
 #pragma unroll
         for (int r = 0; r < kLaneDims; ++r) {
             const int c = lane + r * kWarpSize;
-            if (c < d) o[c] = st[g].acc[r] * inv;
+            if (c < d) o[c] = acc[g][r] * inv;
         }
-        if (lse && lane == 0) lse[row] = st[g].l > 0.f ? st[g].m + logf(st[g].l) : -INFINITY;
+        if (lse && lane == 0) lse[row] = L > 0.f ? m[g] + logf(L) : -INFINITY;
     }
 }
 // [flash_split_q_kernel]
@@ -290,8 +327,10 @@ double flash_sim_work(const std::string& version, const Shape& s) {
     scores *= bh;
     if (mma)  // 4 d FLOPs per score on the tensor cores, the softmax on the SIMT units
         return sim_launch_work(bh * tiles * kDecodeThreads, 8.0 * scores, 4.0 * d * scores, scores / 8.0);
-    // SIMT: q . k over a warp (5 shuffles), p v, 8 keys' update per query
-    return sim_launch_work(bh * tiles * kDecodeThreads, 4.0 * d * scores, 0, 5.0 * scores);
+    // SIMT: v1 reduces every score over a warp (5 shuffles); v2 and v3 one maximum (5 shuffles) and
+    // a __syncwarp per query and 32-key tile
+    const double collectives = version == "v1" ? 5.0 * scores : 6.0 * scores / kFlashSimtKeys;
+    return sim_launch_work(bh * tiles * kDecodeThreads, 4.0 * d * scores, 0, collectives);
 }
 
 // ---- chapter 05 and 06: the attention of a mixed batch, v3's body over the cache ------------

@@ -43,36 +43,6 @@ __device__ __forceinline__ void online_update(OnlineState& st, float s, const fl
     st.m = m_new;
 }
 
-// [tile_update]
-/// Folds @p N keys at once into a query's running state @p st (the online softmax of a tile,
-/// chapter 07's form of online_update()): with the keys' scores @p s (-inf for a masked key)
-/// and this lane's dimensions @p vr of their V rows, m_new = max(m, max_j s_j); l and acc are
-/// rescaled once by exp(m - m_new) and gain sum_j p_j and sum_j p_j v_j, p_j = exp(s_j - m_new),
-/// over the keys that are not masked (a masked key's V row is not read: it may hold anything).
-/// A state that has seen only masked keys (m_new = -inf) is left as it is: exp(-inf - (-inf))
-/// would be NaN.
-template <int N>
-__device__ __forceinline__ void tile_update(OnlineState& st, const float (&s)[N], const float (&vr)[N][kLaneDims]) {
-    float m_new = st.m;
-#pragma unroll
-    for (int j = 0; j < N; ++j) m_new = fmaxf(m_new, s[j]);
-    if (m_new == -INFINITY) return;
-    const float correction = expf(st.m - m_new);  // 0 on the first keys (m = -inf)
-    st.l *= correction;
-#pragma unroll
-    for (int r = 0; r < kLaneDims; ++r) st.acc[r] *= correction;
-#pragma unroll
-    for (int j = 0; j < N; ++j) {
-        if (s[j] == -INFINITY) continue;  // a masked key adds nothing, whatever its V row holds
-        const float p = expf(s[j] - m_new);
-        st.l += p;
-#pragma unroll
-        for (int r = 0; r < kLaneDims; ++r) st.acc[r] = fmaf(p, vr[j][r], st.acc[r]);
-    }
-    st.m = m_new;
-}
-// [tile_update]
-
 /// This lane's dimensions of a row of @p d elements (lane + 32 r), as fp32; zeros past d.
 template <typename T>
 __device__ __forceinline__ void load_lane_dims(const T* row, int d, float (&out)[kLaneDims]) {
