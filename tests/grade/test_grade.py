@@ -67,11 +67,9 @@ PLANTS = {
         ("    for (int j = warp; j < len; j += kDecodeWarps) {", "    for (int j = 0; j < len; ++j) {"),
         ("        load_lane_dims(v_cache + row, d, vr);\n",
          "        load_lane_dims(v_cache + row, d, vr);\n        if (j % kDecodeWarps != warp) continue;\n")]),
-    "slow-07": ("flash_simt_tiles.cu", [  # V re-read from shared memory for every query, not kept in registers
-        ("                    for (int r = 0; r < kLaneDims; ++r) state.acc[r] = fmaf(p, vr[j][r], state.acc[r]);",
-         "                    for (int r = 0; r < kLaneDims; ++r)\n"
-         "                        state.acc[r] = fmaf(p, sh.tile.v[warp * kV1KeysPerWarp + j][threadIdx.x % kWarpSize + "
-         "r * kWarpSize], state.acc[r]);")]),
+    "slow-07": ("flash_simt_tiles.cu", [  # the K/V tile loaded down the columns: uncoalesced, conflicting
+        ("            const int r = e / d, c = e % d;\n            const bool here = r < tile;",
+         "            const int r = e % kFlashSimtKeys, c = e / kFlashSimtKeys;\n            const bool here = r < tile;")]),
     # wrong: a bug that only some shapes show (WRONG_FAILS says which)
     "wrong-01": ("causal_softmax.cu", [  # the masked keys keep their scores
         ("    for (int j = keys + t; j < kv_len; j += blockDim.x) s[j] = 0.f;\n", "")]),
