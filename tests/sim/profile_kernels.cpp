@@ -1,4 +1,4 @@
-// The profiler on the kernels of chapters 01 to 06 (docs/simulator.md, "The profiler"): each
+// The profiler on the kernels of chapters 01 to 07 (docs/simulator.md, "The profiler"): each
 // kernel's counters against the count worked out from its code, at shapes whose rows, tiles and
 // vectors are whole (so every count is exact), with the inputs in cudaMalloc buffers (aligned to
 // 256 bytes). Built against the kernels compiled for the profiler (pd_kernels_prof); the values
@@ -10,6 +10,7 @@
 // in the source (one 16-byte access per lane on both).
 #include "attention/attention.hpp"
 #include "attention/decode_attention.hpp"
+#include "attention/flash_attention.hpp"
 #include "attention/paged_attention.hpp"
 #include "gemm/gemm.hpp"
 #include "gemv/gemv.hpp"
@@ -265,4 +266,48 @@ TEST_CASE("chapter 06: paged reads the same K and V plus the table", "[profile][
     CHECK(paged.global_load.sectors == contiguous.global_load.sectors + Hq * len);
     CHECK(paged.global_load.bytes == contiguous.global_load.bytes + Hq * len * 128);
     CHECK(paged.unique_sectors == contiguous.unique_sectors + 1);  // + the table: 8 ints, 1 sector
+}
+
+// Chapter 07 at B = 1, H = 1, S = Sq = Sk = 128, d = 64, causal, fp32: 8 blocks of 16 queries,
+// K/V tiles of 32 keys. Each block loads its 16 query rows once (32 KiB in all) and, per tile,
+// the tile's 32 K and 32 V rows (16 KiB). v2 loads all 4 tiles in every block: 32 tiles; v3 stops
+// at the block's last allowed key, so block t loads the 16 t + 16 rows its queries may see (its
+// last tile only in part): 16 (1 + 2 + ... + 8) = 576 rows, 18 tiles' worth.
+// Both write O and the logsumexp once, and (the lanes on keys) read shared memory conflict-free.
+// On the tensor cores (bf16, d = 64, two 64-query blocks): v4 reads its fragments with plain
+// shared loads that conflict 8 ways; v5's ldmatrix from the swizzled tiles needs only the ideal
+// wavefronts, and v6 (cp.async) the same.
+TEST_CASE("chapter 07: flash attention skips the tiles above the diagonal; ldmatrix without conflicts",
+          "[profile][flash]") {
+    const at::Shape s{.batch = 1, .heads = 1, .q_len = 128, .kv_len = 128, .head_dim = 64, .causal = true};
+    const u64 S = 128, d = 64, tile_bytes = 2 * 32 * d * 4;
+    DeviceBuffer<float> q(s.q_elements()), k(s.kv_elements()), v(s.kv_elements()), out(s.q_elements()), lse(S);
+    q.fill_bytes(0);
+    k.fill_bytes(0);
+    v.fill_bytes(0);
+    const auto run = [&](const char* version) {
+        return one([&] { at::flash_attention(version, q.data(), k.data(), v.data(), out.data(), lse.data(), s); });
+    };
+    const KernelProfile v2 = run("v2"), v3 = run("v3");
+    CHECK(v2.global_load.bytes == 32 * tile_bytes + S * d * 4);
+    CHECK(v3.global_load.bytes == 18 * tile_bytes + S * d * 4);
+    CHECK(efficiency(v3.global_load) == 1.0);
+    CHECK(v3.global_store.bytes == S * d * 4 + S * 4);
+    CHECK(v3.shared_load.wavefronts == v3.shared_load.ideal);
+
+    DeviceBuffer<__nv_bfloat16> q16(s.q_elements()), k16(s.kv_elements()), v16(s.kv_elements());
+    q16.fill_bytes(0);
+    k16.fill_bytes(0);
+    v16.fill_bytes(0);
+    const auto mma = [&](const char* version) {
+        return one(
+            [&] { at::flash_attention(version, q16.data(), k16.data(), v16.data(), out.data(), lse.data(), s); });
+    };
+    const KernelProfile v4 = mma("v4"), v5 = mma("v5"), v6 = mma("v6");
+    CHECK(v4.ops.mma > 0);
+    CHECK(v5.ops.ldmatrix > 0);
+    CHECK(v6.ops.cp_async > 0);
+    CHECK(v4.shared_load.wavefronts > 4 * v4.shared_load.ideal);
+    CHECK(v5.shared_load.wavefronts == v5.shared_load.ideal);
+    CHECK(v6.shared_load.wavefronts == v6.shared_load.ideal);
 }
