@@ -50,29 +50,17 @@ struct Problem {
 /// sequence: row i alone is a problem with one query and allowed_keys(i) keys, no mask.
 pd::Expected reference_for(const Problem& p, bool all_rows) {
     const att::Shape& s = p.s;
-    const std::size_t d = std::size_t(s.head_dim), heads = std::size_t(s.batch) * s.heads;
+    const std::size_t d = std::size_t(s.head_dim);
     pd::Expected e{.row_length = d, .dims = {std::size_t(s.batch), std::size_t(s.heads), std::size_t(s.q_len), d}};
     if (all_rows || double(s.score_elements()) * s.head_dim <= 2e8) {
         e.values = pd::reference::attention(p.q, p.k, p.v, s.batch, s.heads, s.q_len, s.kv_len, s.head_dim, s.causal);
-        for (std::size_t r = 0; r < heads * s.q_len; ++r) e.rows.push_back(r);
+        e.rows = pd::reference::attention_check_rows(std::size_t(s.batch) * s.heads, s.q_len, true);
         return e;
     }
-    for (std::size_t bh : {std::size_t(0), heads - 1}) {
-        for (int n = 0; n < 64; ++n) {
-            const int i = s.q_len == 1 ? 0 : int(std::size_t(n) * (s.q_len - 1) / 63);
-            const std::size_t row = bh * s.q_len + i;
-            if (std::find(e.rows.begin(), e.rows.end(), row) != e.rows.end()) continue;
-            const int keys = att::allowed_keys(s, i);
-            const auto keys_of = [&](const std::vector<float>& t) {
-                return std::span<const float>(t).subspan(bh * s.kv_len * d, std::size_t(keys) * d);
-            };
-            const std::vector<double> o =
-                pd::reference::attention(std::span<const float>(p.q).subspan(row * d, d), keys_of(p.k), keys_of(p.v), 1,
-                                         1, 1, keys, s.head_dim, false);
-            e.rows.push_back(row);
-            e.values.insert(e.values.end(), o.begin(), o.end());
-        }
-    }
+    e.rows = pd::reference::attention_check_rows(std::size_t(s.batch) * s.heads, s.q_len, false);
+    std::vector<double> lse;
+    pd::reference::attention_gqa_rows(p.q, p.k, p.v, s.batch, s.heads, s.heads, s.q_len, s.kv_len, s.head_dim, s.causal,
+                                      e.rows, e.values, lse);
     return e;
 }
 

@@ -77,23 +77,6 @@ struct Problem {
     std::map<DType, pd::Expected> out, lse;
 };
 
-/// The reference O and logsumexp of @p rows (of [B H Sq]) on @p q, @p k, @p v: query i alone
-/// is one query over its allowed_keys(i) keys, no mask, of KV head h / (H / Hkv).
-void reference(const att::Shape& s, std::span<const float> q, std::span<const float> k, std::span<const float> v,
-               const std::vector<std::size_t>& rows, std::vector<double>& o, std::vector<double>& lse) {
-    const std::size_t d = std::size_t(s.head_dim), group = std::size_t(s.heads / s.kv_head_count());
-    for (std::size_t row : rows) {
-        const std::size_t kv_head = row / s.q_len / group;  // (b H + h) / group = b Hkv + h / group
-        const std::size_t keys = std::size_t(att::allowed_keys(s, int(row % s.q_len)));
-        const auto keys_of = [&](std::span<const float> t) { return t.subspan(kv_head * s.kv_len * d, keys * d); };
-        std::vector<double> l;
-        const std::vector<double> r = pd::reference::attention_gqa(q.subspan(row * d, d), keys_of(k), keys_of(v), 1, 1,
-                                                                   1, 1, int(keys), s.head_dim, false, &l);
-        o.insert(o.end(), r.begin(), r.end());
-        lse.push_back(l.front());
-    }
-}
-
 /// Seeded inputs (uniform in [-1, 1)) and the references of every row, or for a large problem
 /// (a double-precision reference of minutes) of 64 query rows of the first and the last head.
 Problem make_problem(const att::Shape& s, std::uint64_t seed, std::uint64_t stream, const std::vector<DType>& dtypes,
@@ -103,22 +86,23 @@ Problem make_problem(const att::Shape& s, std::uint64_t seed, std::uint64_t stre
     pd::fill_uniform<float>(p.q, -1.f, 1.f, pd::derive_seed(seed, stream + 1));
     pd::fill_uniform<float>(p.k, -1.f, 1.f, pd::derive_seed(seed, stream + 2));
     pd::fill_uniform<float>(p.v, -1.f, 1.f, pd::derive_seed(seed, stream + 3));
-    const std::size_t heads = std::size_t(s.batch) * s.heads, d = std::size_t(s.head_dim);
-    const bool all = all_rows || double(s.score_elements()) * s.head_dim <= 2e8;
-    std::vector<std::size_t> rows;
-    for (std::size_t r = 0; r < (all ? heads * s.q_len : 128); ++r)
-        rows.push_back(all ? r : (r < 64 ? 0 : heads - 1) * s.q_len + r % 64 * (s.q_len - 1) / 63);
-    std::sort(rows.begin(), rows.end());
-    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    const std::size_t d = std::size_t(s.head_dim);
+    const std::vector<std::size_t> rows = pd::reference::attention_check_rows(
+        std::size_t(s.batch) * s.heads, s.q_len, all_rows || double(s.score_elements()) * s.head_dim <= 2e8);
     const std::vector<std::size_t> dims = {std::size_t(s.batch), std::size_t(s.heads), std::size_t(s.q_len)};
+    const auto reference = [&](std::span<const float> q, std::span<const float> k, std::span<const float> v,
+                               std::vector<double>& o, std::vector<double>& lse) {
+        pd::reference::attention_gqa_rows(q, k, v, s.batch, s.heads, s.kv_head_count(), s.q_len, s.kv_len, s.head_dim,
+                                          s.causal, rows, o, lse);
+    };
     pd::Expected o{.rows = rows, .row_length = d, .dims = {dims[0], dims[1], dims[2], d}};
     pd::Expected l{.rows = rows, .row_length = 1, .dims = dims};
-    reference(s, p.q, p.k, p.v, rows, o.values, l.values);
+    reference(p.q, p.k, p.v, o.values, l.values);
     for (DType t : dtypes) {
         p.out[t] = o, p.lse[t] = l;
         if (t == DType::bf16)
-            reference(s, pd::rounded_to(t, p.q), pd::rounded_to(t, p.k), pd::rounded_to(t, p.v), rows,
-                      p.out[t].values_lowp, p.lse[t].values_lowp);
+            reference(pd::rounded_to(t, p.q), pd::rounded_to(t, p.k), pd::rounded_to(t, p.v), p.out[t].values_lowp,
+                      p.lse[t].values_lowp);
     }
     return p;
 }

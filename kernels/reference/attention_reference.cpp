@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 namespace pd::reference {
 
@@ -65,6 +66,40 @@ std::vector<double> attention_gqa(std::span<const float> q, std::span<const floa
             }
         }
     return out;
+}
+
+void attention_gqa_rows(std::span<const float> q, std::span<const float> k, std::span<const float> v, int batch,
+                        int heads, int kv_heads, int q_len, int kv_len, int head_dim, bool causal,
+                        std::span<const std::size_t> rows, std::vector<double>& out, std::vector<double>& lse) {
+    const std::size_t d = std::size_t(head_dim), group = std::size_t(heads / std::max(kv_heads, 1));
+    for (std::size_t row : rows) {
+        if (row >= std::size_t(batch) * heads * q_len)
+            throw std::invalid_argument("reference::attention_gqa_rows: row " + std::to_string(row) +
+                                        " is past B H Sq");
+        const std::size_t kv_head = row / std::size_t(q_len) / group;  // (b H + h) / group = b Hkv + h / group
+        const std::size_t keys =
+            std::size_t(kernels::attention::allowed_keys(int(row % std::size_t(q_len)), q_len, kv_len, causal));
+        const auto keys_of = [&](std::span<const float> t) { return t.subspan(kv_head * kv_len * d, keys * d); };
+        std::vector<double> l;
+        const std::vector<double> o =
+            attention_gqa(q.subspan(row * d, d), keys_of(k), keys_of(v), 1, 1, 1, 1, int(keys), head_dim, false, &l);
+        out.insert(out.end(), o.begin(), o.end());
+        lse.push_back(l.front());
+    }
+}
+
+std::vector<std::size_t> attention_check_rows(std::size_t batch_heads, int q_len, bool all) {
+    std::vector<std::size_t> rows;
+    const std::size_t n = std::size_t(q_len);
+    if (all) {
+        for (std::size_t r = 0; r < batch_heads * n; ++r) rows.push_back(r);
+        return rows;
+    }
+    for (std::size_t bh : {std::size_t(0), batch_heads - 1})
+        for (std::size_t i = 0; i < 64; ++i) rows.push_back(bh * n + (n == 1 ? 0 : i * (n - 1) / 63));
+    std::sort(rows.begin(), rows.end());
+    rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+    return rows;
 }
 
 std::vector<double> attention_scores(std::span<const float> q, std::span<const float> k, int batch, int heads,

@@ -34,6 +34,23 @@ std::vector<double> attention_gqa(std::span<const float> q, std::span<const floa
                                   int batch, int heads, int kv_heads, int q_len, int kv_len, int head_dim, bool causal,
                                   std::vector<double>* lse = nullptr);
 
+/// O and the logsumexp of the query rows @p rows only (indices into [B, H, Sq]) of
+/// attention_gqa()'s problem, appended to @p out ([rows, d]) and @p lse: each row alone is one
+/// query over its allowed keys of its KV head, so a check of a large problem costs its rows,
+/// not the whole square. @param q [B, H, Sq, d]  @param k [B, Hkv, Sk, d]  @param v [B, Hkv, Sk, d]
+/// @param batch B  @param heads H  @param kv_heads Hkv  @param q_len Sq  @param kv_len Sk
+/// @param head_dim d  @param causal the mask rule  @param rows the rows, each below B H Sq
+/// @param out O's rows out, appended  @param lse their logsumexp, appended
+void attention_gqa_rows(std::span<const float> q, std::span<const float> k, std::span<const float> v, int batch,
+                        int heads, int kv_heads, int q_len, int kv_len, int head_dim, bool causal,
+                        std::span<const std::size_t> rows, std::vector<double>& out, std::vector<double>& lse);
+
+/// The query rows (indices into [B, H, Sq]) a check of an attention output compares, in order:
+/// every row when @p all, else 64 rows spread over the Sq queries of the first and of the last
+/// of the @p batch_heads (sequence, head) pairs (fewer when Sq < 64).
+/// @param batch_heads B H  @param q_len Sq  @param all every row
+std::vector<std::size_t> attention_check_rows(std::size_t batch_heads, int q_len, bool all);
+
 /// The scores S = Q K^T / sqrt(d), every one of the Sq x Sk of each head (no mask: the scores
 /// kernel computes them all), [B, H, Sq, Sk].
 /// @param q [B, H, Sq, d]  @param k [B, H, Sk, d]
