@@ -294,6 +294,33 @@ TEST_CASE("attention_gqa reference, d = 1: two query heads share one KV head, O 
     CHECK_THROWS_AS(ref::attention_gqa(q, k, v, 1, 2, 3, 1, 2, 1, true), std::invalid_argument);  // H % Hkv
 }
 
+TEST_CASE("attention_gqa_rows: the chosen rows of attention_gqa, and which rows a check samples",
+          "[reference][attention]") {
+    // rows of a check: every row, or 64 spread over Sq of the first and the last (sequence, head)
+    CHECK(ref::attention_check_rows(2, 2, true) == std::vector<std::size_t>{0, 1, 2, 3});
+    CHECK(ref::attention_check_rows(3, 1, false) == std::vector<std::size_t>{0, 2});
+    const std::vector<std::size_t> one_head = ref::attention_check_rows(1, 64, false);  // both ends the same head
+    REQUIRE(one_head.size() == 64);
+    CHECK((one_head.front() == 0 && one_head.back() == 63));
+    CHECK(ref::attention_check_rows(2, 1000, false).size() == 128);
+    // B = 2, H = 4, Hkv = 2, Sq = 3 < Sk = 5, d = 2, causal: rows 1, 7 and 23 as the whole problem gives them
+    std::vector<float> q(2 * 4 * 3 * 2), k(2 * 2 * 5 * 2), v(k.size());
+    for (std::size_t i = 0; i < q.size(); ++i) q[i] = float(int(i % 7) - 3) / 4;
+    for (std::size_t i = 0; i < k.size(); ++i) k[i] = float(int(i % 5) - 2) / 2, v[i] = float(int(i % 9) - 4);
+    std::vector<double> lse_all, o_rows, lse_rows;
+    const std::vector<double> o_all = ref::attention_gqa(q, k, v, 2, 4, 2, 3, 5, 2, true, &lse_all);
+    const std::vector<std::size_t> rows = {1, 7, 23};
+    ref::attention_gqa_rows(q, k, v, 2, 4, 2, 3, 5, 2, true, rows, o_rows, lse_rows);
+    REQUIRE(o_rows.size() == 6);
+    for (std::size_t n = 0; n < rows.size(); ++n) {
+        CHECK(lse_rows[n] == Approx(lse_all[rows[n]]).epsilon(1e-12));
+        for (std::size_t c = 0; c < 2; ++c) CHECK(o_rows[2 * n + c] == Approx(o_all[2 * rows[n] + c]).margin(1e-12));
+    }
+    CHECK_THROWS_AS(
+        ref::attention_gqa_rows(q, k, v, 2, 4, 2, 3, 5, 2, true, std::vector<std::size_t>{24}, o_rows, lse_rows),
+        std::invalid_argument);
+}
+
 TEST_CASE("linear reference: Y = X W^T on small integers, fp32 and bf16", "[reference][linear]") {
     // X [2, 3] = [1 2 3; 4 5 6], W [2, 3] = [1 0 -1; 2 1 0]:
     //   y00 = 1 - 3 = -2,  y01 = 2 + 2 = 4,  y10 = 4 - 6 = -2,  y11 = 8 + 5 = 13.
