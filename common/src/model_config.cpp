@@ -105,6 +105,20 @@ const std::vector<ModelConfig>& model_presets() {
          .norm_eps = 1e-5,
          .tied_embeddings = false,
          .source = "Meta Llama 2 7B config.json"},
+        {.name = "llama-3.1-8b",
+         .vocab = 128256,
+         .d_model = 4096,
+         .layers = 32,
+         .heads = 32,
+         .kv_heads = 8,
+         .head_dim = 128,
+         .ffn_dim = 14336,
+         .max_seq = 131072,
+         .rope_theta = 500000,
+         .norm_eps = 1e-5,
+         .tied_embeddings = false,
+         .source = "Meta Llama 3.1 8B config.json (max_position_embeddings 131072; its RoPE scaling of long "
+                   "contexts is not modelled): llama-3-8b's shapes, for long prompts on a GPU"},
     };
     return presets;
 }

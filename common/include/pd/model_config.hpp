@@ -43,7 +43,8 @@ struct ModelConfig {
 };
 
 /// The presets: tiny (the simulator's model), stories15M (llama2.c's 15M story model),
-/// llama-3-8b, llama-3-70b, llama-2-7b (the shapes of the published models).
+/// llama-3-8b, llama-3-70b, llama-2-7b (the shapes of the published models), llama-3.1-8b
+/// (llama-3-8b's shapes with 128k positions, for long prompts: chapter 07).
 const std::vector<ModelConfig>& model_presets();
 /// The preset named @p name, if any.
 std::optional<ModelConfig> find_model(std::string_view name);
