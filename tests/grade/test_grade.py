@@ -277,7 +277,8 @@ def run(scenario, tmp):
     elif scenario == "loop":
         planted_text(lab, sub, "        __syncthreads();\n        // END LAB",
                      "        __syncthreads();\n        for (volatile bool forever = true; forever;) {\n        }")
-        doc, stdout = grade(n, sub, out, "--test-limit", "2", "--total-limit", "5")
+        # a total limit past the build of the changed file (seconds under load), so the first test starts
+        doc, stdout = grade(n, sub, out, "--test-limit", "2", "--total-limit", "12")
         p = parts(doc)
         expect(p["visible"][0] == 0 and "timed out" in doc["tests"][0]["output"],
                "a submission that loops forever: no point, 'timed out' said", doc)
