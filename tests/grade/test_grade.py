@@ -70,6 +70,10 @@ PLANTS = {
     "slow-07": ("flash_simt_tiles.cu", [  # the K/V tile loaded down the columns: uncoalesced, conflicting
         ("            const int r = e / d, c = e % d;\n            const bool here = r < tile;",
          "            const int r = e % kFlashSimtKeys, c = e / kFlashSimtKeys;\n            const bool here = r < tile;")]),
+    "slow-08": ("gemv_int4.cu", [  # four 4-byte loads per vector instead of one 16-byte load: 4 x the sectors
+        ("    v.bits = load16(packed + (std::size_t(row) * row_vectors + vec) * 16);",
+         "    const unsigned* words = reinterpret_cast<const unsigned*>(packed + (std::size_t(row) * row_vectors + vec) * 16);\n"
+         "    v.bits = make_uint4(words[0], words[1], words[2], words[3]);")]),
     # wrong: a bug that only some shapes show (WRONG_FAILS says which)
     "wrong-01": ("causal_softmax.cu", [  # the masked keys keep their scores
         ("    for (int j = keys + t; j < kv_len; j += blockDim.x) s[j] = 0.f;\n", "")]),
@@ -86,6 +90,8 @@ PLANTS = {
         ("* block_size + j % block_size) * d;", "* block_size + j % 16) * d;")]),
     "wrong-07": ("flash_simt_tiles.cu", [  # no guard for a state that has seen only masked keys: NaN
         ("            if (m_new != -INFINITY) {", "            {")]),
+    "wrong-08": ("gemv_int4.cu", [  # the zero point ignored: 8 assumed, right only for symmetric groups
+        ("& 0xfu) - v.zero) * v.scale;", "& 0xfu) - 8.f) * v.scale;")]),
 }
 
 
@@ -130,6 +136,8 @@ def wrong_fails(n, case):
         return case["block_size"] != 16 and max(case["lens"]) > min(case["block_size"], 16)
     if n == "07":  # warp 3's keys of the first tile (24 ... 31) all masked for the first query
         return (case["kv_len"] - case["q_len"] + 1 if case["causal"] else case["kv_len"]) <= 24
+    if n == "08":  # a group with a zero point other than 8 (all but certain in every such case)
+        return case["zero_point"]
     return None  # 05: whether a step mixes decodes and prefills past the budget depends on the queue
 
 

@@ -1,0 +1,309 @@
+// Chapter 08: quantized decode.
+//
+// A decode step reads every weight for a few tokens, so its time is its bytes over the memory
+// bandwidth (chapter 03). Storing the weights in 8 or 4 bits cuts those bytes 2 to 4 times, and
+// a kernel that decodes them in registers, at the speed of the memory, turns that into a 2 to 4
+// times faster step. The program prints the bytes a decode step of a model reads per format,
+// validates the int8, int4 and fp8 GEMVs against the GEMV of their dequantized weights and
+// reports their error against the bf16 weights, times them over a stack of weight matrices
+// beside chapter 03's batched bf16 GEMV (the same kernel reading bf16) and the copy bandwidth,
+// and with --sweep-batch shows the speed-up shrink as the batch grows toward the ridge.
+//
+// The steps every chapter shares are in pd/bench.hpp; this file holds the lesson.
+#include "pd/bench.hpp"
+#include "pd/cublas.hpp"
+#include "pd/model_config.hpp"
+#include "pd/rng.hpp"
+
+#include "gemv/gemv.hpp"
+#include "linear_reference.hpp"
+#include "quant/quant.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace gv = pd::kernels::gemv;
+namespace qt = pd::kernels::quant;
+using bf16 = __nv_bfloat16;
+using pd::fmt;
+using qt::Format;
+
+struct Options {
+#if defined(PD_BACKEND_SIM)
+    int n = 256, k = 2048, layers = 2;  // seconds on a CPU; K is two of the 1,024-column chunks
+#else
+    int n = 14336, k = 4096, layers = 8;  // llama-3-8b's up projection; int4: 8 x 29 MB = 4 x an H200's L2
+#endif
+    int batch = 1, group = qt::kDefaultGroup, context = 4096;
+    bool zero_point = false, sweep = false;
+    std::string model = "llama-3-8b";
+};
+
+// [ch08_bytes]
+/// Bytes a decode step of @p c reads from its weights in @p format: every linear layer's
+/// matrix (the LM head too), each at its own K, and one embedding row.
+double decode_weight_bytes(const pd::ModelConfig& c, Format format, int group) {
+    const auto matrix = [&](int n, int k) {
+        return double(n) * k * qt::Layout{format, k, group}.bytes_per_weight(n);
+    };
+    const int D = c.d_model, q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim;
+    const double layer = matrix(q, D) + 2 * matrix(kv, D) + matrix(D, q) + 2 * matrix(c.ffn_dim, D) +
+                         matrix(D, c.ffn_dim);
+    return c.layers * layer + matrix(c.vocab, D) + 2.0 * D;
+}
+// [ch08_bytes]
+
+/// One decode step over the stack: W [L, N, K] in each format (the even matrices from one draw,
+/// the odd ones from another: the first and the last differ, so a kernel reading the wrong
+/// matrix fails), X [B, K] bf16, Y [L, B, N], and the references of the first and last matrix.
+struct Problem {
+    gv::Shape s;
+    int layers = 1;
+    std::vector<float> w[2], x;
+    pd::DeviceBuffer<bf16> w16, x16;
+    std::map<Format, std::vector<qt::DeviceQuantizedMatrix>> packed;
+    std::map<Format, std::vector<qt::QuantizedMatrix>> host;  // both draws, for the references
+    pd::DeviceBuffer<float> y;
+};
+
+/// The reference of one weight draw per format: the GEMV of the dequantized weights (double
+/// accumulation, bf16-rounded X), row for row of Y's first and last matrix.
+pd::Expected expected_for(const Problem& p, const std::vector<float> (&w)[2]) {
+    const gv::Shape& s = p.s;
+    pd::Expected e{.row_length = std::size_t(s.n), .dims = {std::size_t(p.layers), std::size_t(s.batch), std::size_t(s.n)}};
+    const std::vector<float> x = pd::rounded_to(pd::DType::bf16, p.x);
+    for (int l : p.layers > 1 ? std::vector<int>{0, p.layers - 1} : std::vector<int>{0}) {
+        for (int b = 0; b < s.batch; ++b) e.rows.push_back(std::size_t(l) * s.batch + b);
+        std::vector<double> magnitudes;
+        const std::vector<double> ref = pd::reference::linear(x, w[l % 2], s.batch, s.n, s.k, &magnitudes);
+        e.values.insert(e.values.end(), ref.begin(), ref.end());
+        e.magnitudes.insert(e.magnitudes.end(), magnitudes.begin(), magnitudes.end());
+    }
+    e.sum_length = std::size_t(s.k);
+    return e;
+}
+
+/// Draws X for @p batch tokens and uploads it.
+void set_tokens(Problem& p, int batch, std::uint64_t seed) {
+    p.s.batch = batch;
+    p.x.resize(std::size_t(batch) * p.s.k);
+    pd::fill_uniform<float>(p.x, -1.f, 1.f, pd::derive_seed(seed, 10 + std::uint64_t(batch)));
+    p.x16 = pd::DeviceBuffer<bf16>(pd::round_all<bf16>(p.x));
+    p.y = pd::DeviceBuffer<float>(std::size_t(p.layers) * batch * p.s.n);
+}
+
+// [ch08_versions]
+/// cuBLAS bf16 (on a GPU, when timing), chapter 03's batched bf16 GEMV v5 (the baseline: the
+/// same kernel reading 2 bytes per weight), then each selected format: validated against its
+/// dequantized weights, timed against the copy bandwidth of its packed bytes, and its error
+/// against the bf16 weights' GEMV reported beside ("quant err": max |y - y_bf16| / max |y_bf16|).
+std::vector<pd::Row> run_versions(pd::Bench& bench, Problem& p, const pd::CublasHandle* cublas) {
+    const gv::Shape& s = p.s;
+    const std::size_t wn = std::size_t(s.n) * s.k, yn = std::size_t(s.batch) * s.n;
+    std::vector<float> w16_values[2];  // the bf16 weights, whose GEMV the quantization error is measured against
+    for (int i = 0; i < 2; ++i) w16_values[i] = pd::rounded_to(pd::DType::bf16, p.w[i]);
+    const pd::Expected bf16_ref = expected_for(p, w16_values);
+    pd::Kernel k{.dtype = pd::DType::bf16, .tokens = double(s.batch), .point = {{"batch", s.batch}, {"layers", p.layers}}};
+    k.context = "B=" + std::to_string(s.batch) + " N=" + std::to_string(s.n) + " K=" + std::to_string(s.k);
+    const auto step = [&p](std::function<void(int)> layer) {
+        return pd::Launch([&p, layer] {
+            for (int l = 0; l < p.layers; ++l) layer(l);
+        });
+    };
+    const auto bf16_bytes = p.layers * gv::Shape{s.batch, s.n, s.k}.min_bytes(2);
+    std::vector<pd::Row> rows;
+    std::optional<pd::Row> baseline;
+    k.point["weights"] = "bf16";
+    if (cublas) {
+        k.name = "cublas_bf16";
+        k.units = s.batch == 1 ? pd::Units::simt : pd::Units::tensor_cores;
+        k.cost = {p.layers * s.flops(), bf16_bytes};
+        rows.push_back(bench.measure(k, step([&](int l) {
+                                         float* y = p.y.data() + l * yn;
+                                         if (s.batch == 1)
+                                             pd::cublas_gemv(cublas->get(), p.w16.data() + (l % 2) * wn, p.x16.data(), y, s.n, s.k);
+                                         else
+                                             pd::cublas_linear(cublas->get(), p.x16.data(), p.w16.data() + (l % 2) * wn, y, s.batch, s.n, s.k);
+                                     }),
+                                     p.y, bf16_ref));
+    }
+    k.name = "bf16_v5";
+    k.units = pd::Units::simt;
+    k.cost = {p.layers * s.flops(), bf16_bytes};
+    baseline = bench.measure(k, step([&](int l) {
+                                 gv::gemv("v5", p.w16.data() + (l % 2) * wn, p.x16.data(), p.y.data() + l * yn, s);
+                             }),
+                             p.y, bf16_ref);
+    baseline->point["quant_err"] = 0.0;
+    rows.push_back(*baseline);
+    k.baseline = &*baseline;
+    for (const pd::Version& v : qt::versions()) {
+        if (!bench.selects(v)) continue;
+        const Format f = qt::version_format(v.name);
+        const std::vector<qt::DeviceQuantizedMatrix>& stack = p.packed.at(f);
+        const qt::Shape qs{s.batch, s.n, s.k};
+        const std::vector<float> dq[2] = {qt::dequantize(p.host.at(f)[0]), qt::dequantize(p.host.at(f)[1])};
+        k.name = v.name;
+        k.point["weights"] = v.name;
+        k.cost = {p.layers * s.flops(), p.layers * qs.min_bytes(double(stack.front().bytes))};
+        k.dump = "y_" + v.name;
+        k.dump_shape = {std::size_t(s.batch), std::size_t(s.n)};
+        pd::Row row = bench.measure(
+            k, step([&](int l) { qt::gemv(stack[l], p.x16.data(), p.y.data() + l * yn, qs); }), p.y, expected_for(p, dq));
+        // The quantization error, on the first matrix: against the bf16 weights' GEMV.
+        const std::vector<float> y = p.y.download();
+        double err = 0, scale = 0;
+        for (std::size_t i = 0; i < yn; ++i) {
+            err = std::max(err, std::fabs(double(y[i]) - bf16_ref.values[i]));
+            scale = std::max(scale, std::fabs(bf16_ref.values[i]));
+        }
+        row.point["quant_err"] = err / scale;
+        rows.push_back(std::move(row));
+    }
+    return rows;
+}
+// [ch08_versions]
+
+/// Quantizes the two weight draws into every selected format and uploads the stack.
+void set_weights(pd::Bench& bench, Problem& p, const Options& o) {
+    const gv::Shape& s = p.s;
+    for (int i = 0; i < 2; ++i) {
+        p.w[i].resize(std::size_t(s.n) * s.k);
+        pd::fill_uniform<float>(p.w[i], -1.f, 1.f, pd::derive_seed(bench.options.seed, 1 + std::uint64_t(i)));
+    }
+    std::vector<bf16> both = pd::round_all<bf16>(p.w[0]);
+    const std::vector<bf16> second = pd::round_all<bf16>(p.w[1]);
+    both.insert(both.end(), second.begin(), second.end());
+    p.w16 = pd::DeviceBuffer<bf16>(std::span<const bf16>(both));
+    for (const pd::Version& v : qt::versions()) {
+        if (!bench.selects(v)) continue;
+        const Format f = qt::version_format(v.name);
+        const qt::Layout layout{f, s.k, o.group, f == Format::int4 && o.zero_point};
+        p.host[f] = {qt::quantize(p.w[0], s.n, layout), qt::quantize(p.w[1], s.n, layout)};
+        for (int l = 0; l < p.layers; ++l) p.packed[f].emplace_back(p.host[f][l % 2]);
+    }
+}
+
+int run(int argc, char** argv) {
+    Options o;
+    pd::Bench bench{"08_quantized_decode", "quantized decode",
+                    "Chapter 08: quantized decode. The bytes a decode step reads per weight format (bf16, int8, int4 "
+                    "in groups, fp8 e4m3), and Y [B, N] = X [B, K] W [N, K]^T with the weights packed and decoded "
+                    "in registers, over a stack of distinct matrices: against chapter 03's bf16 GEMV, cuBLAS and "
+                    "the copy bandwidth of the packed bytes.",
+                    qt::versions()};
+    bench.option("--n", o.n, "Rows N of each weight matrix (outputs)", CLI::Range(1, 1 << 20));
+    bench.option("--k", o.k, "Columns K of each weight matrix (inputs)", CLI::Range(1, 1 << 20));
+    bench.option("--batch", o.batch, "Tokens B decoded together", CLI::Range(1, qt::kMaxQuantBatch));
+    bench.option("--layers", o.layers, "Weight matrices in the stack (a decode step reads them all)", CLI::Range(1, 1024));
+    bench.option("--group", o.group, "int4: values per scale along K", CLI::IsMember({32, 64, 128, 256}));
+    bench.app.add_flag("--zero-point", o.zero_point, "int4: a zero point per group (asymmetric)");
+    bench.option("--model", o.model, "The model whose decode bytes the table counts", CLI::IsMember(pd::model_names()));
+    bench.option("--context", o.context, "Context of the KV cache in the bytes table", CLI::Range(1, 1 << 20));
+    bench.app.add_flag("--sweep-batch", o.sweep, "Also run B = 1, 2, 4, 8, 16: the speed-up over bf16 against B");
+    if (auto code = bench.parse(argc, argv)) return *code;
+    const gv::Shape shape{o.batch, o.n, o.k};
+    if (shape.w_elements() > std::size_t(2147483647))
+        throw std::invalid_argument("--n x --k = " + std::to_string(shape.w_elements()) + " elements exceeds 2^31 - 1");
+
+    // Device memory: two bf16 draws, each format's stack (at most 1.03 bytes per weight), X and Y.
+    const double device_bytes = 4.0 * shape.w_elements() + 3.1 * o.layers * double(shape.w_elements()) +
+                                4.0 * o.layers * qt::kMaxQuantBatch * o.n + 2.0 * qt::kMaxQuantBatch * o.k;
+    std::ostream& out = bench.out();
+    bench.device();
+    bench.require_fits(device_bytes, "the weight stacks, X and Y", "lower --layers, --n or --k");
+    // Host memory: two fp32 draws, their bf16 copies and dequantized references, per format.
+    pd::require_within(pd::kHostMemoryBudget, 24.0 * double(shape.w_elements()), "the weight draws and their references",
+                       "lower --n or --k");
+    const auto sim_work = [&](int B) {
+        const qt::Shape s{B, o.n, o.k};
+        return o.layers * (bench.versions_work([&](const pd::Version&, pd::DType) { return qt::sim_work(s); }) +
+                           bench.runs() * gv::sim_work("v5", {B, o.n, o.k})) +
+               8 * s.flops();
+    };
+    double work = 12 * pd::kSimElementWork * double(shape.w_elements()) + sim_work(o.batch);
+    for (int B = 1; o.sweep && B <= qt::kMaxQuantBatch; B *= 2) work += sim_work(B);
+    bench.require_sim_work(work, "the formats on " + std::to_string(o.layers) + " matrices of N = " + std::to_string(o.n) +
+                                     ", K = " + std::to_string(o.k),
+                           "lower --layers, --n or --k, or choose one --kernel");
+    bench.measure_roofs();
+
+    // [ch08_cost]
+    const pd::ModelConfig config = *pd::find_model(o.model);
+    const double kv_elements = 2.0 * config.layers * config.kv_heads * config.head_dim * o.context;
+    const double kv_bf16 = 2 * kv_elements, kv_8bit = kv_elements * (1 + 4.0 / config.head_dim);  // fp32 scale per (token, head)
+    const double bf16_weights = decode_weight_bytes(config, Format::bf16, o.group);
+    out << "bytes one decode step of " << config.name << " reads per sequence, at a context of " << o.context
+        << " tokens (int4 in groups of " << o.group << "; an 8-bit cache keeps an fp32 scale per token and head):\n";
+    for (Format f : qt::all_formats()) {
+        const double w = decode_weight_bytes(config, f, o.group);
+        out << "  " << qt::to_string(f) << std::string(5 - std::string(qt::to_string(f)).size(), ' ') << " weights " << pd::format_bytes(w) << " ("
+            << fmt("%.3f", w / config.parameter_count()) << " bytes/parameter, " << fmt("%.2f", bf16_weights / w)
+            << "x fewer than bf16); with a bf16 cache " << pd::format_bytes(w + kv_bf16) << ", with an 8-bit cache "
+            << pd::format_bytes(w + kv_8bit) << " (" << fmt("%.2f", (bf16_weights + kv_bf16) / (w + kv_8bit))
+            << "x fewer)\n";
+    }
+    out << "problem: Y [B, N] = X [B, K] W [N, K]^T with B = " << shape.batch << ", N = " << o.n << ", K = " << o.k
+        << ", over a stack of " << o.layers << " matrices (bf16 X, fp32 accumulation)\n";
+    // [ch08_cost]
+    out << "reference: CPU, double accumulation, of each format's dequantized weights (the first and last matrix); "
+           "'quant err' is the error against the GEMV of the bf16 weights, max |y - y_bf16| / max |y_bf16|\n\n";
+
+    std::optional<pd::CublasHandle> cublas;
+    if (bench.timing() && !bench.sim()) cublas.emplace();
+    Problem p{.s = shape, .layers = o.layers};
+    set_weights(bench, p, o);
+    set_tokens(p, shape.batch, bench.options.seed);
+    std::vector<pd::Row> rows = run_versions(bench, p, cublas ? &*cublas : nullptr);
+    const pd::Column vs_bf16("vs bf16", [](const pd::Row& r) { return pd::format_number(r.result.vs_baseline, 3); });
+    out << pd::render(rows, {"kernel", pd::Column::point("weights", "weights"), "step ms", "GB/s", "of copy", vs_bf16,
+                             pd::Column::point("quant err", "quant_err"), "max abs err", "status"})
+        << "GB/s counts the packed weights (scales included), X and Y once per matrix; 'of copy' is GB/s over the copy "
+           "bandwidth; 'vs bf16' is bf16_v5's step time over the row's"
+        << (bench.sim() ? " (CPU figures on the simulator: the profile's bytes are its lesson, --profile)" : "") << ".\n";
+
+    // [ch08_sweep]
+    // The speed-up against B: the packed bytes stay the same while the work per weight grows with B,
+    // so the speed-up holds while the bytes dominate and falls as the batch nears the ridge.
+    std::vector<pd::Row> sweep;
+    if (o.sweep) {
+        out << "\nsweep over B = 1, 2, 4, 8, 16 (each point validated" << (bench.sim() ? "; CPU figures" : "") << "):\n";
+        for (int B = 1; B <= qt::kMaxQuantBatch; B *= 2) {
+            set_tokens(p, B, bench.options.seed);
+            for (pd::Row& r : run_versions(bench, p, cublas ? &*cublas : nullptr)) sweep.push_back(std::move(r));
+        }
+        out << pd::render(sweep,
+                          {pd::Column::point("B", "batch"), "kernel", "FLOP/byte", "step ms", "tokens/s", "of copy",
+                           vs_bf16},
+                          bench.options.check_only)
+            << "'vs bf16' falls as B grows: each weight's bytes are read once, but its decoding and B FMAs run per "
+               "step on the SIMT units, whose share of the time grows with B\n";
+    }
+    // [ch08_sweep]
+
+    nlohmann::json report = bench.report({{"batch", shape.batch},
+                                          {"n", o.n},
+                                          {"k", o.k},
+                                          {"layers", o.layers},
+                                          {"group", o.group},
+                                          {"zero_point", o.zero_point},
+                                          {"model", o.model},
+                                          {"context", o.context},
+                                          {"dtype", "bf16"}},
+                                         rows);
+    report["sweep"] = bench.json(sweep);
+    return bench.finish(report);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return pd::guarded_main(run, argc, argv);
+}

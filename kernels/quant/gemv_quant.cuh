@@ -1,0 +1,230 @@
+/// @file gemv_quant.cuh
+/// @brief The quantized decode GEMV of chapter 08, written once for every format: the kernel
+/// template and the views of the int8 and fp8 weights (int4's is lab 08's, in the lab tree).
+///
+/// A view of a format's weights gives the kernel three things:
+///  - `kValues`: the weights in one 16-byte vector (16 for int8 and fp8, 32 for int4);
+///  - `Vector load(row, vec)`: vector @p vec of row @p row (one 128-bit load of the packed
+///    bytes, plus what the vector needs to be decoded: int4's group scale and zero point);
+///  - `dequant8(vector, j, w)`: its values 8 j ... 8 j + 7 as floats, in registers;
+///  - `row_scale(row)`: the factor applied to the row's finished sums (int8's and fp8's scale;
+///    1 for int4, whose scales change along the row and are applied in dequant8()).
+#pragma once
+
+#include "quant.hpp"
+
+#include "pd/common.hpp"
+#include "pd/cuda_check.hpp"
+#include "pd/device_helpers.cuh"
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace pd::kernels::quant {
+
+/// Rows each warp computes (its loads of the 4 rows are in flight together).
+constexpr int kQuantRowsPerWarp = 4;
+/// Warps per block.
+constexpr int kQuantWarps = 8;
+/// Threads per block.
+constexpr int kQuantThreads = kQuantWarps * kWarpSize;
+/// Rows per block: the tokens staged in shared memory serve this many rows.
+constexpr int kQuantRowsPerBlock = kQuantWarps * kQuantRowsPerWarp;
+/// Columns of X staged in shared memory at a time (bf16: 2 KiB per token).
+constexpr int kQuantChunk = 1024;
+
+/// Value @p i (0 ... 3) of the little-endian 32-bit word @p u, as the int8 it stores.
+__device__ __forceinline__ float int8_at(unsigned u, int i) {
+    return float(int(u << (24 - 8 * i)) >> 24);  // the byte moved to the top, then shifted back with its sign
+}
+
+// [fp8_decode]
+/// The e4m3 byte @p b as an fp32, exactly: its sign, exponent and mantissa bits moved to the
+/// places of fp32's (bit 7 to 31; bits 0-6 to 20-26), which reads as the value times 2^-120
+/// (the exponent bias 127 instead of 7; a subnormal e4m3 lands on an fp32 subnormal with the same
+/// mantissa); the multiplication by 2^120 is exact. (The e4m3 NaN, 0x7f, decodes to 480: the
+/// quantizer never writes it.)
+__device__ __forceinline__ float fp8_at(unsigned u, int i) {
+    const unsigned b = (u >> (8 * i)) & 0xffu;
+    return __uint_as_float(((b & 0x80u) << 24) | ((b & 0x7fu) << 20)) * 0x1p120f;
+}
+// [fp8_decode]
+
+/// The int8 or fp8 weights of a matrix: 16 values per vector, a scale per row.
+template <Format kFormat>
+struct PerRowScaleWeights {
+    static constexpr int kValues = 16;
+    /// The vector's bytes.
+    struct Vector {
+        uint4 bits;
+    };
+    const std::uint8_t* __restrict__ packed;  ///< [N, vectors_per_row x 16]
+    const float* __restrict__ scales;         ///< [N]
+    int row_vectors;                          ///< 16-byte vectors per row
+
+    __device__ __forceinline__ Vector load(int row, int vec) const {
+        return {load16(packed + (std::size_t(row) * row_vectors + vec) * 16)};
+    }
+    /// Values 8 j ... 8 j + 7: the bytes of words 2 j and 2 j + 1.
+    __device__ __forceinline__ void dequant8(const Vector& v, int j, float (&w)[8]) const {
+        const unsigned lo = j == 0 ? v.bits.x : v.bits.z, hi = j == 0 ? v.bits.y : v.bits.w;
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+            w[i] = kFormat == Format::int8 ? int8_at(lo, i) : fp8_at(lo, i);
+            w[4 + i] = kFormat == Format::int8 ? int8_at(hi, i) : fp8_at(hi, i);
+        }
+    }
+    __device__ __forceinline__ float row_scale(int row) const { return scales[row]; }
+};
+
+/// The int4 weights of a matrix: 32 values per vector, a bf16 scale and a zero point per group.
+/// Its load() and dequant8() are lab 08 (the lab tree's gemv_int4.cu).
+struct Int4Weights {
+    static constexpr int kValues = 32;
+    /// The vector's bytes and its group's scale and zero point.
+    struct Vector {
+        uint4 bits;
+        float scale;  ///< the group's scale
+        float zero;   ///< the group's zero point (8 when the format has none)
+    };
+    const std::uint8_t* __restrict__ packed;        ///< [N, vectors_per_row x 16]
+    const __nv_bfloat16* __restrict__ scales;       ///< [N, groups]
+    const std::uint8_t* __restrict__ zeros;         ///< [N, groups], or null: 8 for every group
+    int row_vectors;                                ///< 16-byte vectors per row
+    int groups;                                     ///< groups per row
+    int vectors_per_group;                          ///< G / 32
+
+    __device__ Vector load(int row, int vec) const;
+    __device__ void dequant8(const Vector& v, int j, float (&w)[8]) const;
+    __device__ __forceinline__ float row_scale(int) const { return 1.f; }
+};
+
+/// Where unit @p j of vector @p vec sits in a token's row of the staged chunk: xs[b][j][slot].
+/// "Transposed" (unit j of every vector together), so that lanes reading unit j of neighbouring
+/// vectors read neighbouring 16 bytes, and XOR-swizzled by j x 8 / kUnits, so that the 8 threads
+/// of a store phase (units 0 ... kUnits - 1 of a few vectors) land in 8 different 16-byte bank
+/// groups too. The XOR permutes vectors within aligned groups of 8: the reads stay conflict-free.
+template <int kUnits>
+__device__ __forceinline__ int staged_slot(int j, int vec) {
+    return vec ^ (j * (8 / kUnits));
+}
+
+/// Stages columns c0 ... c0 + kQuantChunk - 1 of the kBatch tokens in shared memory, as
+/// 16-byte units of 8 bf16 (unit j of a vector of kValues columns at xs[b][j][staged_slot()]).
+/// Zeros past K and past the batch. Every thread calls it.
+template <int kValues, int kBatch>
+__device__ __forceinline__ void stage_tokens(uint4 (&xs)[kBatch][kValues / 8][kQuantChunk / kValues],
+                                             const __nv_bfloat16* __restrict__ x, int k, int batch, int c0) {
+    constexpr int kUnits = kValues / 8;
+    for (int i = threadIdx.x; i < kBatch * kQuantChunk / 8; i += kQuantThreads) {
+        const int b = i / (kQuantChunk / 8), unit = i % (kQuantChunk / 8), c = c0 + 8 * unit;
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (b < batch && c < k) {
+            const __nv_bfloat16* src = x + std::size_t(b) * k + c;
+            if (c + 8 <= k && is_aligned16(src)) {
+                v = load16(src);
+            } else {  // the row's tail, or a row of X that is not 16-byte aligned (K % 8 != 0)
+                unsigned u[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+                for (int e = 0; e < 8; ++e)
+                    if (c + e < k) u[e / 2] |= unsigned(__bfloat16_as_ushort(src[e])) << (16 * (e % 2));
+                v = make_uint4(u[0], u[1], u[2], u[3]);
+            }
+        }
+        xs[b][unit % kUnits][staged_slot<kUnits>(unit % kUnits, unit / kUnits)] = v;
+    }
+}
+
+// [gemv_quant_kernel]
+/// Chapter 03's v5 (batched SIMT decode) reading packed weights. Warp w of block i computes
+/// rows (i kQuantWarps + w) kQuantRowsPerWarp ... + 3 for the kBatch tokens (kBatch >= batch: the tokens past it are zeros). Per chunk of kQuantChunk columns, the
+/// block stages X once; each lane takes the chunk's vectors lane, lane + 32, ..., loads its 4
+/// rows' packed vectors together, decodes 8 values of each row at a time and multiplies them
+/// with 8 columns of every token. The warp then adds its lanes' sums (warp_reduce_sums) and the
+/// row's scale multiplies each one.
+template <class Weights, int kBatch>
+__global__ void __launch_bounds__(kQuantThreads)
+    gemv_quant_kernel(const Weights w, const __nv_bfloat16* __restrict__ x, float* __restrict__ y, int n, int k,
+                      int batch) {
+    constexpr int V = Weights::kValues, kUnits = V / 8, R = kQuantRowsPerWarp;
+    __shared__ uint4 xs[kBatch][kUnits][kQuantChunk / V];
+    const int lane = threadIdx.x % kWarpSize;
+    const int row0 = (blockIdx.x * kQuantWarps + threadIdx.x / kWarpSize) * R;
+    float acc[R * kBatch] = {};  // acc[r * kBatch + b]: row row0 + r, token b
+    for (int c0 = 0; c0 < k; c0 += kQuantChunk) {
+        __syncthreads();  // the previous chunk's reads are done
+        stage_tokens<V, kBatch>(xs, x, k, batch, c0);
+        __syncthreads();
+        const int vectors = (k - c0 < kQuantChunk ? ceil_div(k - c0, V) : kQuantChunk / V);
+        for (int v = lane; v < vectors; v += kWarpSize) {
+            typename Weights::Vector packed[R];
+#pragma unroll
+            for (int r = 0; r < R; ++r)  // the 4 loads first: they are in flight together (rows past N: zeros)
+                packed[r] = row0 + r < n ? w.load(row0 + r, c0 / V + v) : typename Weights::Vector{};
+#pragma unroll
+            for (int j = 0; j < kUnits; ++j) {
+                float wf[R][8];
+#pragma unroll
+                for (int r = 0; r < R; ++r) w.dequant8(packed[r], j, wf[r]);  // rows past N: zeros
+#pragma unroll
+                for (int b = 0; b < kBatch; ++b) {
+                    const uint4 xv = xs[b][j][staged_slot<kUnits>(j, v)];
+                    const unsigned u[4] = {xv.x, xv.y, xv.z, xv.w};
+                    float xf[8];
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        xf[2 * e] = __uint_as_float(u[e] << 16);
+                        xf[2 * e + 1] = __uint_as_float(u[e] & 0xffff0000u);
+                    }
+#pragma unroll
+                    for (int r = 0; r < R; ++r)
+#pragma unroll
+                        for (int e = 0; e < 8; ++e) acc[r * kBatch + b] = fmaf(wf[r][e], xf[e], acc[r * kBatch + b]);
+                }
+            }
+        }
+    }
+    // The warp's R x kBatch sums, 32 at a time: lane j then holds sum j of the 32. (For kBatch >= 4
+    // ptxas keeps the 16 or 32 values of this final reduction in local memory, 64-128 bytes per
+    // thread once per kernel, where chapter 03's v5 keeps them in registers: a cost at the end,
+    // not in the loop that streams the weights.)
+    constexpr int kSums = R * kBatch, kRound = kSums < kWarpSize ? kSums : kWarpSize;
+#pragma unroll
+    for (int g = 0; g < kSums / kRound; ++g) {
+        float part[kRound];
+#pragma unroll
+        for (int i = 0; i < kRound; ++i) part[i] = acc[g * kRound + i];
+        const float sum = warp_reduce_sums(part);
+        const int i = g * kRound + lane, r = i / kBatch, b = i % kBatch;
+        if (lane < kRound && b < batch && row0 + r < n) y[std::size_t(b) * n + row0 + r] = sum * w.row_scale(row0 + r);
+    }
+}
+// [gemv_quant_kernel]
+
+/// Launches gemv_quant_kernel<Weights, kBatch>: grid ceil(N / 32) blocks of 256 threads.
+template <class Weights, int kBatch>
+void launch_gemv_quant_batch(const Weights& w, const __nv_bfloat16* x, float* y, const Shape& s, cudaStream_t stream) {
+    gemv_quant_kernel<Weights, kBatch>
+        <<<unsigned(ceil_div(s.n, kQuantRowsPerBlock)), kQuantThreads, 0, stream>>>(w, x, y, s.n, s.k, s.batch);
+    PD_CHECK_LAUNCH();
+}
+
+/// Launches the kernel for the smallest of 1, 2, 4, 8, 16 tokens that holds s.batch (checked
+/// by the caller).
+template <class Weights>
+void launch_gemv_quant(const Weights& w, const __nv_bfloat16* x, float* y, const Shape& s, cudaStream_t stream) {
+    if (s.batch == 1)
+        launch_gemv_quant_batch<Weights, 1>(w, x, y, s, stream);
+    else if (s.batch == 2)
+        launch_gemv_quant_batch<Weights, 2>(w, x, y, s, stream);
+    else if (s.batch <= 4)
+        launch_gemv_quant_batch<Weights, 4>(w, x, y, s, stream);
+    else if (s.batch <= 8)
+        launch_gemv_quant_batch<Weights, 8>(w, x, y, s, stream);
+    else
+        launch_gemv_quant_batch<Weights, 16>(w, x, y, s, stream);
+}
+
+}  // namespace pd::kernels::quant

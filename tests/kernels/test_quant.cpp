@@ -1,0 +1,248 @@
+// Chapter 08's weight formats and quantized decode GEMV: the e4m3 conversions over all 256
+// codes; the quantizer's round trips within each format's bound (|w - dq(q(w))| <= scale / 2 for
+// int8 and int4; for fp8 2^-4 of |w| in e4m3's normal range and 2^-10 scale below it) on ragged
+// rows, all-equal groups, outliers and zeros; the packing order, checked byte by byte on hand-made
+// rows; every kernel against the GEMV of the dequantized weights (double accumulation) over ragged
+// N, K and B, with poisoned outputs, guards and bitwise repeatability; the quantization error of
+// the GEMV within the bound the weights' errors imply; and bad layouts and shapes refused with a
+// message naming the field.
+#include "guard_check.hpp"
+#include "linear_reference.hpp"
+#include "pd/buffer.hpp"
+#include "pd/compare.hpp"
+#include "pd/half.hpp"
+#include "pd/rng.hpp"
+#include "quant/quant.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace qt = pd::kernels::quant;
+using Catch::Matchers::Contains;
+using bf16 = __nv_bfloat16;
+using qt::Format;
+
+namespace {
+
+using pd::testing::guard_intact;
+using pd::testing::same_bits;
+
+constexpr std::uint64_t kSeed = 20251203;
+constexpr std::size_t kGuard = 32;
+
+/// The layouts every test runs: int8, int4 g128 (symmetric), int4 g32 with a zero point, fp8.
+std::vector<qt::Layout> layouts(int k) {
+    return {{Format::int8, k}, {Format::int4, k, 128}, {Format::int4, k, 32, true}, {Format::fp8, k}};
+}
+
+std::string describe(const qt::Layout& l) {
+    std::ostringstream os;
+    os << qt::to_string(l.format) << " K=" << l.k;
+    if (l.format == Format::int4) os << " G=" << l.group << (l.zero_point ? " with zero points" : " symmetric");
+    return os.str();
+}
+
+/// Seeded weights [N, K] in [-1, 1), with row 0's first group all equal (when N > 1, K > 2),
+/// an outlier of 40 in row N - 1, and a row of zeros (row 1, when N > 2).
+std::vector<float> make_weights(int n, int k, std::uint64_t seed) {
+    std::vector<float> w(std::size_t(n) * k);
+    pd::fill_uniform<float>(w, -1.f, 1.f, seed);
+    if (n > 1 && k > 2)
+        for (int c = 0; c < std::min(k, 32); ++c) w[c] = 0.3125f;
+    if (n > 2)
+        for (int c = 0; c < k; ++c) w[std::size_t(k) + c] = 0.f;
+    w[std::size_t(n - 1) * k + std::size_t(k / 2)] = 40.f;
+    return w;
+}
+
+/// The bound of |w - dequantize(quantize(w))| at value c of row r.
+double error_bound(const qt::QuantizedMatrix& q, int r, int c, float w) {
+    const qt::Layout& l = q.layout;
+    if (l.format == Format::int4)
+        return 0.5 * pd::to_float(q.group_scales[std::size_t(r) * l.groups_per_row() + c / l.group]) * (1 + 1e-6);
+    const double s = q.row_scales[r];
+    if (l.format == Format::int8) return 0.5 * s * (1 + 1e-6) + 1e-7 * std::fabs(w);
+    // fp8: 2^-4 relative in the normal range (|w| / s >= 2^-6), half the subnormal step below
+    return std::fabs(w) >= std::ldexp(s, -6) ? std::ldexp(std::fabs(w), -4) * (1 + 1e-6) : std::ldexp(s, -10) * (1 + 1e-6);
+}
+
+/// Runs qt::gemv() on a poisoned Y followed by kGuard poisoned floats.
+std::vector<float> run(const qt::DeviceQuantizedMatrix& w, const std::vector<bf16>& x, const qt::Shape& s) {
+    pd::DeviceBuffer<bf16> dx{std::span<const bf16>(x)};
+    pd::DeviceBuffer<float> y(std::size_t(s.batch) * s.n + kGuard);
+    y.fill_bytes(pd::kPoisonByte);
+    qt::gemv(w, dx.data(), y.data(), s);
+    PD_CHECK_CUDA(cudaDeviceSynchronize());
+    return y.download();
+}
+
+}  // namespace
+
+TEST_CASE("quant: e4m3 decodes every code and encodes each value back to its code", "[quant]") {
+    int finite = 0;
+    for (int c = 0; c < 256; ++c) {
+        INFO("code 0x" << std::hex << c);
+        const float v = qt::fp8_e4m3_decode(std::uint8_t(c));
+        if ((c & 0x7f) == 0x7f) {
+            CHECK(std::isnan(v));
+            continue;
+        }
+        ++finite;
+        CHECK(std::fabs(v) <= qt::kFp8Max);
+        CHECK(int(qt::fp8_e4m3_encode(v)) == c);
+    }
+    CHECK(finite == 254);
+    CHECK(qt::fp8_e4m3_decode(0x7e) == 448.f);       // S.1111.110: the largest
+    CHECK(qt::fp8_e4m3_decode(0x01) == 0x1p-9f);     // the smallest subnormal
+    CHECK(qt::fp8_e4m3_decode(0x08) == 0x1p-6f);     // the smallest normal
+    CHECK(qt::fp8_e4m3_encode(1000.f) == 0x7e);      // saturates
+    CHECK(qt::fp8_e4m3_encode(-1000.f) == 0xfe);
+    CHECK(qt::fp8_e4m3_encode(1.0625f) == 0x38);     // halfway between 1 and 1.125: ties to even (1)
+    CHECK(qt::fp8_e4m3_encode(1.1875f) == 0x3a);     // halfway between 1.125 and 1.25: to 1.25
+    CHECK(qt::fp8_e4m3_encode(0x1p-10f) == 0x00);    // half the smallest subnormal: ties to even (0)
+    CHECK(qt::fp8_e4m3_encode(std::nanf("")) == 0x7f);
+}
+
+TEST_CASE("quant: round trips stay within each format's bound, ragged K, equal groups, outliers, zeros", "[quant]") {
+    std::uint64_t c = 0;
+    for (int k : {1, 17, 31, 129, 200, 300}) {
+        for (const qt::Layout& l : layouts(k)) {
+            const int n = 5;
+            const std::vector<float> w = make_weights(n, k, pd::derive_seed(kSeed, c++));
+            const qt::QuantizedMatrix q = qt::quantize(w, n, l);
+            INFO(describe(l));
+            REQUIRE(q.packed.size() == std::size_t(n) * l.row_bytes());
+            CHECK(q.bytes() == q.packed.size() + (l.format == Format::int4 ? std::size_t(n) * l.groups_per_row() *
+                                                                                 (2 + (l.zero_point ? 1 : 0))
+                                                                           : std::size_t(n) * 4));
+            const std::vector<float> dq = qt::dequantize(q);
+            int bad = 0;
+            for (int r = 0; r < n; ++r)
+                for (int col = 0; col < k; ++col) {
+                    const float wv = w[std::size_t(r) * k + col], d = dq[std::size_t(r) * k + col];
+                    if (std::fabs(double(wv) - d) > error_bound(q, r, col, wv) && bad++ < 5)
+                        FAIL_CHECK("row " << r << " col " << col << ": w = " << wv << ", dequantized " << d
+                                          << ", bound " << error_bound(q, r, col, wv));
+                }
+            CHECK(bad == 0);
+            if (n > 2)
+                for (int col = 0; col < k; ++col) CHECK(dq[std::size_t(k) + col] == 0.f);  // zeros stay zeros
+            // deterministic: the same input gives the same bytes
+            const qt::QuantizedMatrix again = qt::quantize(w, n, l);
+            CHECK(again.packed == q.packed);
+        }
+    }
+}
+
+TEST_CASE("quant: the packing order, byte by byte", "[quant]") {
+    // int4, symmetric: w = -7 ... 0 with max |w| = 7 gives scale 1 and q = w + 8 = 1 ... 8, value c
+    // in nibble c % 8 of word c / 8, little-endian: the word 0x87654321.
+    const std::vector<float> w4 = {-7, -6, -5, -4, -3, -2, -1, 0, 7, 7, 7, 7, 7, 7, 7, 7};
+    const qt::QuantizedMatrix q4 = qt::quantize(w4, 1, {Format::int4, 16, 32});
+    REQUIRE(q4.packed.size() == 16);
+    const std::vector<std::uint8_t> want4 = {0x21, 0x43, 0x65, 0x87, 0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0, 0, 0, 0};
+    CHECK(q4.packed == want4);
+    CHECK(pd::to_float(q4.group_scales[0]) == 1.f);
+    // int4 with a zero point: w in [-2, 13] with step 1 gives scale 1, zero 2, q = w + 2 = c
+    std::vector<float> wz(16);
+    for (int c = 0; c < 16; ++c) wz[c] = float(c - 2);
+    const qt::QuantizedMatrix qz = qt::quantize(wz, 1, {Format::int4, 16, 32, true});
+    CHECK(qz.zeros == std::vector<std::uint8_t>{2});
+    CHECK(std::vector<std::uint8_t>(qz.packed.begin(), qz.packed.begin() + 8) ==
+          std::vector<std::uint8_t>{0x10, 0x32, 0x54, 0x76, 0x98, 0xba, 0xdc, 0xfe});
+    // int8: max |w| = 127 gives scale 1; value c in byte c (two's complement)
+    const std::vector<float> w8 = {1, -1, 127, -127, 0, 5};
+    const qt::QuantizedMatrix q8 = qt::quantize(w8, 1, {Format::int8, 6});
+    CHECK(q8.row_scales == std::vector<float>{1.f});
+    CHECK(std::vector<std::uint8_t>(q8.packed.begin(), q8.packed.begin() + 6) ==
+          std::vector<std::uint8_t>{0x01, 0xff, 0x7f, 0x81, 0x00, 0x05});
+    // fp8: max |w| = 448 gives scale 1; 1 = 0.0111.000, -2 = 1.1000.000, 448 = 0.1111.110
+    const std::vector<float> w8f = {1, -2, 448, 0x1p-9f};
+    const qt::QuantizedMatrix qf = qt::quantize(w8f, 1, {Format::fp8, 4});
+    CHECK(std::vector<std::uint8_t>(qf.packed.begin(), qf.packed.begin() + 4) ==
+          std::vector<std::uint8_t>{0x38, 0xc0, 0x7e, 0x01});
+}
+
+TEST_CASE("quant: every kernel matches the GEMV of its dequantized weights, ragged N, K and B", "[quant]") {
+    // N around the 32 rows of a block, K around the 1,024 columns staged at a time and not a
+    // multiple of 8 (X's rows then sit off 16-byte boundaries), B in every bucket of tokens.
+    struct Case {
+        int n, k, b;
+    };
+    const Case cases[] = {{1, 1, 1}, {17, 129, 3}, {33, 300, 16}, {33, 1100, 1}, {100, 64, 2},
+                          {5, 2049, 5}, {40, 256, 9}, {1, 33, 16}};
+    std::uint64_t c = 0;
+    for (const Case& cs : cases) {
+        for (const qt::Layout& l : layouts(cs.k)) {
+            const std::uint64_t seed = pd::derive_seed(kSeed + 1, c++);
+            const qt::Shape s{cs.b, cs.n, cs.k};
+            std::ostringstream what;
+            what << describe(l) << " seed=" << seed << " B=" << s.batch << " N=" << s.n;
+            INFO(what.str());
+            const std::vector<float> w = make_weights(s.n, s.k, pd::derive_seed(seed, 1));
+            std::vector<float> x(std::size_t(s.batch) * s.k);
+            pd::fill_uniform<float>(x, -1.f, 1.f, pd::derive_seed(seed, 2));
+            const std::vector<bf16> xb = pd::round_all<bf16>(x);
+            const qt::QuantizedMatrix q = qt::quantize(w, s.n, l);
+            const std::vector<float> dq = qt::dequantize(q);
+            std::vector<double> magnitudes;
+            const std::vector<double> ref =
+                pd::reference::linear(pd::rounded_to(pd::DType::bf16, x), dq, s.batch, s.n, s.k, &magnitudes);
+            const qt::DeviceQuantizedMatrix dw(q);
+            const std::vector<float> got = run(dw, xb, s);
+            const std::span<const float> y = std::span<const float>(got).first(std::size_t(s.batch) * s.n);
+            const pd::CompareResult r =
+                pd::compare_sums<float, double>(y, ref, magnitudes, std::size_t(s.k), pd::Tolerance::fp32());
+            const std::size_t dims[] = {std::size_t(s.batch), std::size_t(s.n)};
+            INFO(pd::describe(r, what.str(), dims));
+            CHECK(r.passed);
+            CHECK(guard_intact(got, y.size()));
+            CHECK(same_bits(got, run(dw, xb, s)));
+
+            // The quantization error: against the GEMV of the unquantized weights, within
+            // sum_k |x_k| x (the bound of weight k) for every output, plus fp32's rounding.
+            const std::vector<double> exact = pd::reference::linear(pd::rounded_to(pd::DType::bf16, x), w, s.batch,
+                                                                    s.n, s.k);
+            const std::vector<float> xr = pd::rounded_to(pd::DType::bf16, x);
+            int over = 0;
+            for (int b = 0; b < s.batch; ++b)
+                for (int row = 0; row < s.n; ++row) {
+                    double bound = 1e-4 * (1 + magnitudes[std::size_t(b) * s.n + row]);
+                    for (int col = 0; col < s.k; ++col)
+                        bound += std::fabs(xr[std::size_t(b) * s.k + col]) *
+                                 error_bound(q, row, col, w[std::size_t(row) * s.k + col]);
+                    const double err = std::fabs(double(y[std::size_t(b) * s.n + row]) - exact[std::size_t(b) * s.n + row]);
+                    if (err > bound && over++ < 3) FAIL_CHECK("b " << b << " row " << row << ": error " << err << " > bound " << bound);
+                }
+            CHECK(over == 0);
+        }
+    }
+}
+
+TEST_CASE("quant: bad formats, group sizes and shapes are refused, naming the field", "[quant]") {
+    const std::vector<float> w(64, 0.5f);
+    CHECK_THROWS_WITH(qt::quantize(w, 1, {Format::int4, 64, 100}), Contains("Layout.group = 100"));
+    CHECK_THROWS_WITH(qt::quantize(w, 1, {Format::int4, 64, 16}), Contains("Layout.group = 16"));
+    CHECK_THROWS_WITH(qt::quantize(w, 1, {Format::int8, 64, 128, true}), Contains("Layout.zero_point"));
+    CHECK_THROWS_WITH(qt::quantize(w, 2, {Format::int8, 64}), Contains("not N x K"));
+    CHECK_THROWS_WITH(qt::quantize(w, 1, {Format::bf16, 64}), Contains("bf16 is not a quantized format"));
+    CHECK_THROWS_WITH(qt::format_named("int3"), Contains("int3 is not one of bf16, int8, int4, fp8"));
+    std::vector<float> inf = w;
+    inf[3] = INFINITY;
+    CHECK_THROWS_WITH(qt::quantize(inf, 1, {Format::int8, 64}), Contains("not finite"));
+
+    const qt::DeviceQuantizedMatrix dw(qt::quantize(w, 1, {Format::int4, 64}));
+    pd::DeviceBuffer<bf16> x(64 * 17);
+    pd::DeviceBuffer<float> y(17);
+    CHECK_THROWS_WITH(qt::gemv(dw, x.data(), y.data(), {17, 1, 64}), Contains("B (batch) must be in 1 ... kMaxQuantBatch = 16"));
+    CHECK_THROWS_WITH(qt::gemv(dw, x.data(), y.data(), {1, 1, 65}), Contains("differs from the weights' K = 64"));
+    CHECK_THROWS_WITH(qt::gemv(dw, x.data(), y.data(), {1, 0, 64}), Contains("N (rows of W) must be >= 1"));
+    CHECK_THROWS_WITH(qt::gemv_per_row_scale(dw, x.data(), y.data(), {1, 1, 64}), Contains("not int8 or fp8"));
+    CHECK(pd::names_of(qt::versions()) == std::vector<std::string>{"int8", "int4", "fp8"});
+    for (const pd::Version& v : qt::versions()) CHECK(qt::to_string(qt::version_format(v.name)) == v.name);
+    CHECK_THROWS_WITH(qt::version_format("bf16"), Contains("chapter 03's GEMV"));
+}
