@@ -47,13 +47,11 @@ void gemv_int4(const DeviceQuantizedMatrix& w, const __nv_bfloat16* x, float* y,
     check_shape(s, w.layout);
     if (w.layout.format != Format::int4)
         throw std::invalid_argument(std::string("gemv_int4: weights in ") + to_string(w.layout.format) + ", not int4");
-    const Int4Weights view{w.packed.data(),
-                           w.group_scales.data(),
-                           w.layout.zero_point ? w.zeros.data() : nullptr,
-                           w.layout.vectors_per_row(),
-                           w.layout.groups_per_row(),
-                           w.layout.group / Int4Weights::kValues};
-    launch_gemv_quant(view, x, y, s, stream);
+    launch_gemv_quant(int4_view(w), x, y, s, stream);
+}
+
+void dequantize_int4(const DeviceQuantizedMatrix& q, __nv_bfloat16* out, cudaStream_t stream) {
+    launch_dequantize(int4_view(q), q, out, stream);
 }
 
 }  // namespace pd::kernels::quant

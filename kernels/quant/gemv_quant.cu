@@ -12,11 +12,9 @@ void gemv_per_row_scale(const DeviceQuantizedMatrix& w, const __nv_bfloat16* x, 
                         cudaStream_t stream) {
     check_shape(s, w.layout);
     if (w.layout.format == Format::int8) {
-        const PerRowScaleWeights<Format::int8> view{w.packed.data(), w.row_scales.data(), w.layout.vectors_per_row()};
-        launch_gemv_quant(view, x, y, s, stream);
+        launch_gemv_quant(per_row_scale_view<Format::int8>(w), x, y, s, stream);
     } else if (w.layout.format == Format::fp8) {
-        const PerRowScaleWeights<Format::fp8> view{w.packed.data(), w.row_scales.data(), w.layout.vectors_per_row()};
-        launch_gemv_quant(view, x, y, s, stream);
+        launch_gemv_quant(per_row_scale_view<Format::fp8>(w), x, y, s, stream);
     } else {
         throw std::invalid_argument(std::string("gemv_per_row_scale: weights in ") + to_string(w.layout.format) +
                                     ", not int8 or fp8");

@@ -76,7 +76,9 @@ struct PerRowScaleWeights {
             w[4 + i] = kFormat == Format::int8 ? int8_at(hi, i) : fp8_at(hi, i);
         }
     }
-    __device__ __forceinline__ float row_scale(int row) const { return scales[row]; }
+    __device__ __forceinline__ float row_scale(int row) const {
+        return scales[row];
+    }
 };
 
 /// The int4 weights of a matrix: 32 values per vector, a bf16 scale and a zero point per group.
@@ -89,12 +91,12 @@ struct Int4Weights {
         float scale;  ///< the group's scale
         float zero;   ///< the group's zero point (8 when the format has none)
     };
-    const std::uint8_t* __restrict__ packed;        ///< [N, vectors_per_row x 16]
-    const __nv_bfloat16* __restrict__ scales;       ///< [N, groups]
-    const std::uint8_t* __restrict__ zeros;         ///< [N, groups], or null: 8 for every group
-    int row_vectors;                                ///< 16-byte vectors per row
-    int groups;                                     ///< groups per row
-    int vectors_per_group;                          ///< G / 32
+    const std::uint8_t* __restrict__ packed;   ///< [N, vectors_per_row x 16]
+    const __nv_bfloat16* __restrict__ scales;  ///< [N, groups]
+    const std::uint8_t* __restrict__ zeros;    ///< [N, groups], or null: 8 for every group
+    int row_vectors;                           ///< 16-byte vectors per row
+    int groups;                                ///< groups per row
+    int vectors_per_group;                     ///< G / 32
 
     __device__ Vector load(int row, int vec) const;
     __device__ void dequant8(const Vector& v, int j, float (&w)[8]) const;
@@ -109,6 +111,22 @@ struct Int4Weights {
 template <int kUnits>
 __device__ __forceinline__ int staged_slot(int j, int vec) {
     return vec ^ (j * (8 / kUnits));
+}
+
+/// The view of @p q's int8 or fp8 weights. @param q the packed matrix (format kFormat)
+template <Format kFormat>
+inline PerRowScaleWeights<kFormat> per_row_scale_view(const DeviceQuantizedMatrix& q) {
+    return {q.packed.data(), q.row_scales.data(), q.layout.vectors_per_row()};
+}
+
+/// The view of @p q's int4 weights (zeros null when the layout has no zero points). @param q the packed matrix
+inline Int4Weights int4_view(const DeviceQuantizedMatrix& q) {
+    return {q.packed.data(),
+            q.group_scales.data(),
+            q.layout.zero_point ? q.zeros.data() : nullptr,
+            q.layout.vectors_per_row(),
+            q.layout.groups_per_row(),
+            q.layout.group / Int4Weights::kValues};
 }
 
 /// Stages columns c0 ... c0 + kQuantChunk - 1 of the kBatch tokens in shared memory, as
@@ -139,15 +157,14 @@ __device__ __forceinline__ void stage_tokens(uint4 (&xs)[kBatch][kValues / 8][kQ
 
 // [gemv_quant_kernel]
 /// Chapter 03's v5 (batched SIMT decode) reading packed weights. Warp w of block i computes
-/// rows (i kQuantWarps + w) kQuantRowsPerWarp ... + 3 for the kBatch tokens (kBatch >= batch: the tokens past it are zeros). Per chunk of kQuantChunk columns, the
-/// block stages X once; each lane takes the chunk's vectors lane, lane + 32, ..., loads its 4
-/// rows' packed vectors together, decodes 8 values of each row at a time and multiplies them
-/// with 8 columns of every token. The warp then adds its lanes' sums (warp_reduce_sums) and the
-/// row's scale multiplies each one.
+/// rows (i kQuantWarps + w) kQuantRowsPerWarp ... + 3 for the kBatch tokens (kBatch >= batch: the tokens past it are
+/// zeros). Per chunk of kQuantChunk columns, the block stages X once; each lane takes the chunk's vectors lane, lane +
+/// 32, ..., loads its 4 rows' packed vectors together, decodes 8 values of each row at a time and multiplies them with
+/// 8 columns of every token. The warp then adds its lanes' sums (warp_reduce_sums) and the row's scale multiplies each
+/// one.
 template <class Weights, int kBatch>
-__global__ void __launch_bounds__(kQuantThreads)
-    gemv_quant_kernel(const Weights w, const __nv_bfloat16* __restrict__ x, float* __restrict__ y, int n, int k,
-                      int batch) {
+__global__ void __launch_bounds__(kQuantThreads) gemv_quant_kernel(const Weights w, const __nv_bfloat16* __restrict__ x,
+                                                                   float* __restrict__ y, int n, int k, int batch) {
     constexpr int V = Weights::kValues, kUnits = V / 8, R = kQuantRowsPerWarp;
     __shared__ uint4 xs[kBatch][kUnits][kQuantChunk / V];
     const int lane = threadIdx.x % kWarpSize;
@@ -226,5 +243,43 @@ void launch_gemv_quant(const Weights& w, const __nv_bfloat16* x, float* y, const
     else
         launch_gemv_quant_batch<Weights, 16>(w, x, y, s, stream);
 }
+
+// [dequantize_kernel]
+/// Thread i writes vector i % row_vectors of row i / row_vectors: the format's own load() and
+/// dequant8() (the GEMV's), times the row's scale, rounded to bf16.
+template <class Weights>
+__global__ void dequantize_kernel(const Weights w, int n, int k, int row_vectors, __nv_bfloat16* __restrict__ out) {
+    constexpr int V = Weights::kValues;
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (long long)n * row_vectors) return;
+    const int row = int(i / row_vectors), vec = int(i % row_vectors);
+    const typename Weights::Vector v = w.load(row, vec);
+    const float s = w.row_scale(row);
+#pragma unroll
+    for (int j = 0; j < V / 8; ++j) {
+        float f[8];
+        w.dequant8(v, j, f);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+            const int c = vec * V + 8 * j + e;
+            if (c < k) out[std::size_t(row) * k + c] = __float2bfloat16_rn(f[e] * s);
+        }
+    }
+}
+// [dequantize_kernel]
+
+/// Launches dequantize_kernel over @p q with the view @p w: a thread per 16-byte vector.
+template <class Weights>
+void launch_dequantize(const Weights& w, const DeviceQuantizedMatrix& q, __nv_bfloat16* out, cudaStream_t stream) {
+    const long long threads = (long long)q.n * q.layout.vectors_per_row();
+    dequantize_kernel<<<unsigned(ceil_div(threads, 256ll)), 256, 0, stream>>>(w, q.n, q.layout.k,
+                                                                              q.layout.vectors_per_row(), out);
+    PD_CHECK_LAUNCH();
+}
+
+/// dequantize_device() for int4 weights: in lab 08's file, where int4's view is defined (nvcc
+/// compiles each file whole: a device function is called from the file that defines it).
+/// @param q int4 weights  @param out [N, K] bf16  @param stream the stream
+void dequantize_int4(const DeviceQuantizedMatrix& q, __nv_bfloat16* out, cudaStream_t stream);
 
 }  // namespace pd::kernels::quant

@@ -12,8 +12,8 @@
 /// | ------ | ----------------- | ---------------------------------- | --------------------------- |
 /// | bf16   | bf16 (chapter 03) | none                               | 2                           |
 /// | int8   | int8, -127 ... 127 | fp32 per row: max abs / 127       | 1 + 4 / K                   |
-/// | int4   | 4 bits, 8 per word | bf16 per group of G along K (and a 4-bit zero point, stored as a byte) | 0.5 + 2 / G (+ 1 / G) |
-/// | fp8    | e4m3 (1-4-3 bits, max 448) | fp32 per row: max abs / 448 | 1 + 4 / K                 |
+/// | int4   | 4 bits, 8 per word | bf16 per group of G along K (and a 4-bit zero point, stored as a byte) | 0.5 + 2 / G
+/// (+ 1 / G) | | fp8    | e4m3 (1-4-3 bits, max 448) | fp32 per row: max abs / 448 | 1 + 4 / K                 |
 ///
 /// Dequantization: int8 w = q s_row; int4 w = (q - z) s_group with z = 8 without a zero point
 /// (symmetric, q in 0 ... 15 stands for -8 ... 7); fp8 w = e4m3(q) s_row.
@@ -27,11 +27,13 @@
 #pragma once
 
 #include "pd/buffer.hpp"
+#include "pd/common.hpp"
 #include "pd/registry.hpp"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -68,9 +70,9 @@ constexpr float kFp8Max = 448.f;
 /// padded length.
 struct Layout {
     Format format = Format::int8;
-    int k = 1;                ///< K: values per row
+    int k = 1;                  ///< K: values per row
     int group = kDefaultGroup;  ///< G: int4's group (ignored by the others)
-    bool zero_point = false;  ///< int4: a zero point per group (asymmetric)
+    bool zero_point = false;    ///< int4: a zero point per group (asymmetric)
 
     /// Values per 16-byte vector: 32 for int4, 16 for int8 and fp8, 8 for bf16.
     int values_per_vector() const;
@@ -92,12 +94,12 @@ void check_layout(const Layout& l);
 /// A weight matrix as a quantized format stores it (host side; DeviceQuantizedMatrix holds the
 /// same arrays on the device).
 struct QuantizedMatrix {
-    Layout layout;                              ///< format, K, group, zero point
-    int n = 0;                                  ///< N: rows
-    std::vector<std::uint8_t> packed;           ///< [N, row_bytes()]: the values, 16-byte vectors
-    std::vector<float> row_scales;              ///< int8, fp8: [N]
-    std::vector<__nv_bfloat16> group_scales;    ///< int4: [N, groups_per_row()]
-    std::vector<std::uint8_t> zeros;            ///< int4 with a zero point: [N, groups_per_row()], 0 ... 15
+    Layout layout;                            ///< format, K, group, zero point
+    int n = 0;                                ///< N: rows
+    std::vector<std::uint8_t> packed;         ///< [N, row_bytes()]: the values, 16-byte vectors
+    std::vector<float> row_scales;            ///< int8, fp8: [N]
+    std::vector<__nv_bfloat16> group_scales;  ///< int4: [N, groups_per_row()]
+    std::vector<std::uint8_t> zeros;          ///< int4 with a zero point: [N, groups_per_row()], 0 ... 15
     /// Bytes as stored (packed values, scales, zero points).
     std::size_t bytes() const;
 };
@@ -116,25 +118,95 @@ QuantizedMatrix quantize(std::span<const float> w, int n, const Layout& layout);
 /// @param q a matrix from quantize()
 std::vector<float> dequantize(const QuantizedMatrix& q);
 
+// ---- one value, on the host and the device alike (the quantizers share them: bit-exact) ----
+
+// [fp8_e4m3]
 /// The e4m3 code of @p x (round to nearest, ties to even; saturating at +-448; NaN to 0x7f).
-std::uint8_t fp8_e4m3_encode(float x);
+/// e4m3: exponent bias 7, 3 mantissa bits; normal values 2^-6 ... 448, subnormals m x 2^-9. The
+/// step between neighbours is 2^(e - 3) for a value in [2^e, 2^(e + 1)), 2^-9 below 2^-6: the
+/// value is rounded to a whole number of steps (an exact division by a power of two), which may
+/// carry it into the next binade.
+PD_HOST_DEVICE inline std::uint8_t fp8_e4m3_encode(float x) {
+    if (!(x == x)) return 0x7f;
+    const std::uint8_t sign = copysignf(1.f, x) < 0.f ? 0x80 : 0x00;
+    const float a = fminf(fabsf(x), kFp8Max);  // saturate: e4m3 has no infinity
+    int e = 0;
+    frexpf(a, &e);  // a in [2^(e - 1), 2^e)
+    const float step = ldexpf(1.f, (e - 1 > -6 ? e - 1 : -6) - 3);
+    const float r = rintf(a / step) * step;  // ties to even (the default rounding mode)
+    if (r == 0.f) return sign;
+    int re = 0;
+    const float f = frexpf(r, &re);  // r = f x 2^re, f in [0.5, 1)
+    if (re - 1 + 7 <= 0) return std::uint8_t(sign | std::uint8_t(lrintf(r / ldexpf(1.f, -9))));  // subnormal
+    return std::uint8_t(sign | std::uint8_t((re - 1 + 7) << 3) | std::uint8_t(lrintf((f * 2.f - 1.f) * 8.f)));
+}
+// [fp8_e4m3]
+
 /// The value of e4m3 code @p code (exact; 0x7f and 0xff are NaN).
 float fp8_e4m3_decode(std::uint8_t code);
 
+/// The int8 code of @p w with scale @p s: round(w / s) (ties away from zero) in -127 ... 127, as
+/// its two's-complement byte; 0 when s is 0.
+PD_HOST_DEVICE inline std::uint8_t int8_code(float w, float s) {
+    const float q = s > 0.f ? roundf(w / s) : 0.f;
+    return std::uint8_t(std::int8_t(fminf(fmaxf(q, -127.f), 127.f)));
+}
+
+/// The smallest bf16 >= @p x (x >= 0 and finite): int4's scale, rounded up so that no value of
+/// the group lands past the 4-bit range.
+PD_HOST_DEVICE inline __nv_bfloat16 bf16_at_least(float x) {
+    __nv_bfloat16 b = __float2bfloat16_rn(x);
+    if (__bfloat162float(b) < x) {
+        __nv_bfloat16_raw raw = b;
+        ++raw.x;  // the next bf16 up (x >= 0: the bit patterns of positive values are ordered)
+        b = raw;
+    }
+    return b;
+}
+
+/// int4's scale and zero point of a group whose values span [@p lo, @p hi] (lo <= 0 <= hi) with
+/// largest magnitude @p amax: symmetric, q - 8 in -7 ... 7 covers -amax ... amax (zero 8);
+/// with a zero point, 0 ... 15 covers lo ... hi. An all-zero group gets the smallest scale.
+PD_HOST_DEVICE inline void int4_group_scale(float lo, float hi, float amax, bool zero_point, __nv_bfloat16& scale,
+                                            float& zero) {
+    const float wanted = zero_point ? (hi - lo) / 15.f : amax / 7.f;
+    scale = bf16_at_least(wanted > 0.f ? wanted : 1e-30f);
+    zero = zero_point ? fminf(fmaxf(roundf(-lo / __bfloat162float(scale)), 0.f), 15.f) : 8.f;
+}
+
+/// The int4 code (0 ... 15) of @p w in a group of scale @p s and zero point @p z.
+PD_HOST_DEVICE inline unsigned int4_code(float w, float s, float z) {
+    return unsigned(fminf(fmaxf(roundf(w / s) + z, 0.f), 15.f));
+}
+
 /// A QuantizedMatrix on the device (the same arrays, uploaded; move-only).
 struct DeviceQuantizedMatrix {
-    Layout layout;                               ///< format, K, group, zero point
-    int n = 0;                                   ///< N: rows
-    DeviceBuffer<std::uint8_t> packed;           ///< [N, row_bytes()], every row 16-byte aligned
-    DeviceBuffer<float> row_scales;              ///< int8, fp8: [N]
-    DeviceBuffer<__nv_bfloat16> group_scales;    ///< int4: [N, groups_per_row()]
-    DeviceBuffer<std::uint8_t> zeros;            ///< int4 with a zero point: [N, groups_per_row()]
-    std::size_t bytes = 0;                       ///< bytes as stored: what a GEMV must read
+    Layout layout;                             ///< format, K, group, zero point
+    int n = 0;                                 ///< N: rows
+    DeviceBuffer<std::uint8_t> packed;         ///< [N, row_bytes()], every row 16-byte aligned
+    DeviceBuffer<float> row_scales;            ///< int8, fp8: [N]
+    DeviceBuffer<__nv_bfloat16> group_scales;  ///< int4: [N, groups_per_row()]
+    DeviceBuffer<std::uint8_t> zeros;          ///< int4 with a zero point: [N, groups_per_row()]
+    std::size_t bytes = 0;                     ///< bytes as stored: what a GEMV must read
 
     DeviceQuantizedMatrix() = default;
     /// Uploads @p q. @param q the host matrix
     explicit DeviceQuantizedMatrix(const QuantizedMatrix& q);
 };
+
+/// Quantizes the bf16 matrix @p w [N, K] on the device into @p out (allocated here), with the
+/// same codes and scales as quantize() gives for the same values (each value of the layout
+/// computed by the same functions). What the model does with its weights at load.
+/// @param w [N, K] bf16 (device)  @param n N  @param layout the format and K
+/// @param stream the stream @return the packed matrix
+DeviceQuantizedMatrix quantize_device(const __nv_bfloat16* w, int n, const Layout& layout,
+                                      cudaStream_t stream = nullptr);
+/// Writes the dequantized values of @p q, rounded to bf16, into @p out [N, K] (device): what a
+/// prompt's GEMM reads (a pass of many tokens runs on the tensor cores, in bf16).
+/// @param q the packed matrix  @param out [N, K] bf16 (device)  @param stream the stream
+void dequantize_device(const DeviceQuantizedMatrix& q, __nv_bfloat16* out, cudaStream_t stream = nullptr);
+/// The host copy of @p q's arrays. @param q the packed matrix @return its QuantizedMatrix
+QuantizedMatrix download(const DeviceQuantizedMatrix& q);
 
 /// Sizes of one quantized decode GEMV: Y [B, N] = X [B, K] W [N, K]^T, X bf16, Y fp32.
 struct Shape {
@@ -165,7 +237,9 @@ inline const std::vector<Version>& versions() {
     using enum Units;
     static const std::vector<Version> list = {
         {"int8", {bf16}, simt, "16 int8 weights per 16-byte load, the row's scale applied once to the sum"},
-        {"int4", {bf16}, simt,
+        {"int4",
+         {bf16},
+         simt,
          "32 int4 weights per 16-byte load, unpacked by shift and mask, the group's scale per load (lab 08)"},
         {"fp8", {bf16}, simt, "16 e4m3 weights per 16-byte load, decoded by moving their bits into an fp32"},
     };

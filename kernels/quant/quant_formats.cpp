@@ -14,10 +14,14 @@ namespace pd::kernels::quant {
 
 const char* to_string(Format f) {
     switch (f) {
-    case Format::bf16: return "bf16";
-    case Format::int8: return "int8";
-    case Format::int4: return "int4";
-    case Format::fp8: return "fp8";
+        case Format::bf16:
+            return "bf16";
+        case Format::int8:
+            return "int8";
+        case Format::int4:
+            return "int4";
+        case Format::fp8:
+            return "fp8";
     }
     return "?";
 }
@@ -35,9 +39,12 @@ Format format_named(std::string_view name) {
 
 int Layout::values_per_vector() const {
     switch (format) {
-    case Format::int4: return 32;
-    case Format::bf16: return 8;
-    default: return 16;
+        case Format::int4:
+            return 32;
+        case Format::bf16:
+            return 8;
+        default:
+            return 16;
     }
 }
 
@@ -74,29 +81,7 @@ std::size_t QuantizedMatrix::bytes() const {
            zeros.size();
 }
 
-// [fp8_e4m3]
-std::uint8_t fp8_e4m3_encode(float x) {
-    if (std::isnan(x)) return 0x7f;
-    const std::uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
-    const float a = std::min(std::fabs(x), kFp8Max);  // saturate: e4m3 has no infinity
-    // e4m3: exponent bias 7, 3 mantissa bits; normal values 2^-6 ... 448, subnormals m x 2^-9.
-    // The step between neighbours is 2^(e - 3) for a value in [2^e, 2^(e + 1)), 2^-9 below 2^-6.
-    int e = 0;
-    std::frexp(a, &e);  // a = f x 2^e with f in [0.5, 1): a in [2^(e - 1), 2^e)
-    const int exponent = std::max(e - 1, -6);
-    const float step = std::ldexp(1.f, exponent - 3);
-    const float steps = std::nearbyint(a / step);  // ties to even (the default rounding mode); exact division
-    const float r = steps * step;                  // may carry into the next binade (exact: a power of two)
-    if (r == 0.f) return sign;
-    int re = 0;
-    const float f = std::frexp(r, &re);  // r = f x 2^re, f in [0.5, 1)
-    const int biased = re - 1 + 7;
-    if (biased <= 0)  // subnormal: m x 2^-9
-        return std::uint8_t(sign | std::uint8_t(std::lround(r / std::ldexp(1.f, -9))));
-    const int mantissa = int(std::lround((f * 2.f - 1.f) * 8.f));
-    return std::uint8_t(sign | std::uint8_t(biased << 3) | std::uint8_t(mantissa));
-}
-
+// [fp8_e4m3_decode]
 float fp8_e4m3_decode(std::uint8_t code) {
     const int biased = (code >> 3) & 0xf, mantissa = code & 0x7;
     if (biased == 0xf && mantissa == 0x7) return std::nanf("");
@@ -104,25 +89,14 @@ float fp8_e4m3_decode(std::uint8_t code) {
                                         : std::ldexp(1.f + float(mantissa) / 8.f, biased - 7);
     return (code & 0x80) ? -magnitude : magnitude;
 }
-// [fp8_e4m3]
+// [fp8_e4m3_decode]
 
 namespace {
 
-/// The smallest bf16 >= @p x (x >= 0 and finite): int4's scale, rounded up so that no value of
-/// the group lands past the 4-bit range.
-__nv_bfloat16 bf16_at_least(float x) {
-    __nv_bfloat16 b = from_float<__nv_bfloat16>(x);
-    if (to_float(b) < x) {
-        __nv_bfloat16_raw raw = b;
-        ++raw.x;  // the next bf16 up (x >= 0: the bit patterns of positive values are ordered)
-        b = raw;
-    }
-    return b;
-}
-
 /// Writes value @p v (0 ... 15) at position @p c of an int4 row: nibble c % 8 of word c / 8.
 void put_nibble(std::uint8_t* row, int c, unsigned v) {
-    std::uint8_t& byte = row[c / 2];  // little-endian: word c / 8 holds bytes 4 (c / 8) ... (nibble c % 8 in byte c / 2)
+    std::uint8_t& byte =
+        row[c / 2];  // little-endian: word c / 8 holds bytes 4 (c / 8) ... (nibble c % 8 in byte c / 2)
     byte = std::uint8_t((c % 2) ? (byte & 0x0f) | (v << 4) : (byte & 0xf0) | v);
 }
 
@@ -139,8 +113,8 @@ QuantizedMatrix quantize(std::span<const float> w, int n, const Layout& layout) 
     if (layout.format == Format::bf16) throw std::invalid_argument("quantize: bf16 is not a quantized format");
     const int K = layout.k;
     if (n < 1 || w.size() != std::size_t(n) * K)
-        throw std::invalid_argument("quantize: W has " + std::to_string(w.size()) + " values, not N x K = " +
-                                    std::to_string(n) + " x " + std::to_string(K));
+        throw std::invalid_argument("quantize: W has " + std::to_string(w.size()) +
+                                    " values, not N x K = " + std::to_string(n) + " x " + std::to_string(K));
     for (float v : w)
         if (!std::isfinite(v)) throw std::invalid_argument("quantize: W holds a value that is not finite");
     QuantizedMatrix q{.layout = layout, .n = n};
@@ -159,15 +133,12 @@ QuantizedMatrix quantize(std::span<const float> w, int n, const Layout& layout) 
                     hi = std::max(hi, wr[c]);
                     amax = std::max(amax, std::fabs(wr[c]));
                 }
-                // symmetric: q - 8 in -7 ... 7 covers -amax ... amax; with a zero point, 0 ... 15 covers lo ... hi
-                const float wanted = layout.zero_point ? (hi - lo) / 15.f : amax / 7.f;
-                const __nv_bfloat16 sb = bf16_at_least(wanted > 0.f ? wanted : 1e-30f);
-                const float s = to_float(sb);
-                const float z = layout.zero_point ? std::clamp(std::round(-lo / s), 0.f, 15.f) : 8.f;
+                __nv_bfloat16 sb;
+                float z = 0.f;
+                int4_group_scale(lo, hi, amax, layout.zero_point, sb, z);
                 q.group_scales.push_back(sb);
                 if (layout.zero_point) q.zeros.push_back(std::uint8_t(z));
-                for (int c = c0; c < c1; ++c)
-                    put_nibble(out, c, unsigned(std::clamp(std::round(wr[c] / s) + z, 0.f, 15.f)));
+                for (int c = c0; c < c1; ++c) put_nibble(out, c, int4_code(wr[c], to_float(sb), z));
             }
             continue;
         }
@@ -175,12 +146,8 @@ QuantizedMatrix quantize(std::span<const float> w, int n, const Layout& layout) 
         for (int c = 0; c < K; ++c) amax = std::max(amax, std::fabs(wr[c]));
         const float s = amax / (layout.format == Format::int8 ? 127.f : kFp8Max);
         q.row_scales.push_back(s);
-        for (int c = 0; c < K; ++c) {
-            const float scaled = s > 0.f ? wr[c] / s : 0.f;
-            out[c] = layout.format == Format::int8
-                         ? std::uint8_t(std::int8_t(std::clamp(std::round(scaled), -127.f, 127.f)))
-                         : fp8_e4m3_encode(scaled);
-        }
+        for (int c = 0; c < K; ++c)
+            out[c] = layout.format == Format::int8 ? int8_code(wr[c], s) : fp8_e4m3_encode(s > 0.f ? wr[c] / s : 0.f);
     }
     return q;
 }
@@ -231,8 +198,8 @@ void check_shape(const Shape& s, const Layout& l) {
         throw std::invalid_argument("B (batch) must be in 1 ... kMaxQuantBatch = " + std::to_string(kMaxQuantBatch) +
                                     ", got " + std::to_string(s.batch));
     if (l.k != s.k)
-        throw std::invalid_argument("K = " + std::to_string(s.k) + " differs from the weights' K = " +
-                                    std::to_string(l.k));
+        throw std::invalid_argument("K = " + std::to_string(s.k) +
+                                    " differs from the weights' K = " + std::to_string(l.k));
     if (double(s.n) * double(l.row_bytes()) > 2147483647.0)
         throw std::invalid_argument("N x row bytes exceeds 2^31 - 1 (the kernels index with 32 bits)");
 }

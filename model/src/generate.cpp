@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <ostream>
+#include <stdexcept>
 #include <string>
 
 namespace pd::model {
@@ -95,6 +96,50 @@ Generation generate_cached(Model& m, const std::vector<int>& prompt, int P, int 
     return g;
 }
 // [generate_cached]
+
+// [teacher_forced_agreement]
+Agreement teacher_forced_agreement(Model& original, Model& quantized, const std::vector<int>& prompt, int P, int G) {
+    const int B = original.options().batch, V = original.config().vocab;
+    if (quantized.options().batch != B || quantized.config().vocab != V)
+        throw std::invalid_argument("teacher_forced_agreement: the two models differ in batch or vocabulary");
+    Agreement a;
+    std::vector<int> next(static_cast<std::size_t>(B));
+    original.prefill(prompt, P);
+    quantized.prefill(prompt, P);
+    for (int i = 0; i < G; ++i) {
+        const std::vector<float> lp = original.logits().download(), lq = quantized.logits().download();
+        for (int b = 0; b < B; ++b) {
+            const float* p = lp.data() + std::size_t(b) * V;
+            const float* q = lq.data() + std::size_t(b) * V;
+            const int ap = int(std::max_element(p, p + V) - p), aq = int(std::max_element(q, q + V) - q);
+            // log-softmax of both in double, then KL(p || q) = sum p (log p - log q)
+            const auto log_norm = [V](const float* l, int arg) {
+                double sum = 0;
+                for (int v = 0; v < V; ++v) sum += std::exp(double(l[v]) - l[arg]);
+                return double(l[arg]) + std::log(sum);
+            };
+            const double zp = log_norm(p, ap), zq = log_norm(q, aq);
+            double kl = 0;
+            for (int v = 0; v < V; ++v) {
+                const double log_p = p[v] - zp;
+                kl += std::exp(log_p) * (log_p - (q[v] - zq));
+            }
+            a.top1 += ap == aq;
+            a.mean_kl += kl;
+            a.max_kl = std::max(a.max_kl, kl);
+            ++a.tokens;
+            next[std::size_t(b)] = ap;  // both models are fed the original's choice
+        }
+        if (i + 1 < G) {
+            original.decode(next);
+            quantized.decode(next);
+        }
+    }
+    a.top1 /= a.tokens;
+    a.mean_kl /= a.tokens;
+    return a;
+}
+// [teacher_forced_agreement]
 
 // [generate_recompute]
 /// Without a cache: every step runs the whole sequence so far (prompt + generated) through

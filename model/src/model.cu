@@ -90,7 +90,13 @@ void upload_matrix(DeviceMatrix& m, const std::vector<float>& host) {
 
 std::vector<float> download_matrix(const DeviceMatrix& m) {
     if (m.f32.size() > 0) return m.f32.download();
-    return to_float_all<bf16>(m.b16.download());
+    if (m.b16.size() > 0) return to_float_all<bf16>(m.b16.download());
+    std::vector<float> all;  // quantized: each layer's dequantized values (what the GEMV computes with)
+    for (const kernels::quant::DeviceQuantizedMatrix& q : m.packed) {
+        const std::vector<float> layer = kernels::quant::dequantize(kernels::quant::download(q));
+        all.insert(all.end(), layer.begin(), layer.end());
+    }
+    return all;
 }
 
 /// The weights of type W of matrix @p m, from element @p offset (one layer's slice).
@@ -140,6 +146,11 @@ void Model::check_options(const ModelConfig& config, const ModelOptions& o) {
     if (o.block_size < 0) reject("block_size", std::to_string(o.block_size), "must be >= 0");
     if (o.num_blocks < 0) reject("num_blocks", std::to_string(o.num_blocks), "must be >= 0");
     if (o.max_step_tokens < 0) reject("max_step_tokens", std::to_string(o.max_step_tokens), "must be >= 0");
+    if (o.quant != "none" && o.quant != "int8" && o.quant != "int4" && o.quant != "fp8")
+        reject("quant", o.quant, "must be none, int8, int4 or fp8");
+    if (o.quant != "none" && o.weights != DType::bf16)
+        reject("quant", o.quant, "needs ModelOptions.weights = bf16 (the matrices are quantized from bf16)");
+    if (o.quant == "int4") kernels::quant::check_layout({kernels::quant::Format::int4, config.d_model, o.quant_group});
     if (o.prefill_attention != "flash" && o.prefill_attention != "naive")
         reject("prefill_attention", o.prefill_attention, "must be flash or naive");
 }
@@ -222,6 +233,7 @@ Model::Model(const ModelConfig& config, const ModelOptions& options) : config_(c
         scores_ = DeviceBuffer<float>(S(config_.heads) * T * std::min(T, S(max_seq_)));
     }
     for (DeviceBuffer<float>* b : {&gate_, &up_, &act_}) *b = DeviceBuffer<float>(T * F);
+    if (o.quant != "none") dequant_ = DeviceBuffer<bf16>(std::max({q * D, kv * D, F * D}));
     if (w == DType::bf16) {
         h16_ = DeviceBuffer<bf16>(T * D);
         o16_ = DeviceBuffer<bf16>(T * q);
@@ -255,11 +267,60 @@ void Model::init_synthetic(std::uint64_t seed) {
     fill_uniform_device(attn_norm_, next(), 0.1f, 1.f);
     fill_uniform_device(ffn_norm_, next(), 0.1f, 1.f);
     fill_uniform_device(final_norm_, next(), 0.1f, 1.f);
+    if (options_.quant != "none") quantize_weights();
     PD_CHECK_CUDA(cudaDeviceSynchronize());
 }
 
+// [quantize_weights]
+/// Chapter 08: each layer's slice of every linear layer, and the LM head (the embedding when
+/// tied), quantized on the device from the bf16 values; the bf16 matrices are then freed (the
+/// embedding table stays: its rows are looked up).
+void Model::quantize_weights() {
+    namespace qt = kernels::quant;
+    const qt::Format f = qt::format_named(options_.quant);
+    const auto quantize = [&](DeviceMatrix& m, int layers, int N, int K, bool keep) {
+        m.packed.clear();
+        for (int l = 0; l < layers; ++l)
+            m.packed.push_back(
+                qt::quantize_device(m.b16.data() + std::size_t(l) * N * K, N, {f, K, options_.quant_group, false}));
+        if (!keep) m.b16 = DeviceBuffer<bf16>();
+    };
+    const ModelConfig& c = config_;
+    const int L = c.layers, D = c.d_model, F = c.ffn_dim, q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim;
+    quantize(wq_, L, q, D, false);
+    quantize(wk_, L, kv, D, false);
+    quantize(wv_, L, kv, D, false);
+    quantize(wo_, L, D, q, false);
+    quantize(w_gate_, L, F, D, false);
+    quantize(w_up_, L, F, D, false);
+    quantize(w_down_, L, D, F, false);
+    if (c.tied_embeddings) {  // the head's packed copy beside the embedding table
+        lm_head_.b16 = DeviceBuffer<bf16>();
+        lm_head_.packed.clear();
+        lm_head_.packed.push_back(qt::quantize_device(embed_.b16.data(), c.vocab, {f, D, options_.quant_group, false}));
+    } else {
+        quantize(lm_head_, 1, c.vocab, D, false);
+    }
+}
+// [quantize_weights]
+
 void Model::load(const ModelWeights& w) {
     w.check(config_, "weights for " + config_.name);
+    if (options_.quant != "none") {  // quantized before: the bf16 matrices again, to quantize these
+        const std::size_t L = std::size_t(config_.layers), D = std::size_t(config_.d_model),
+                          F = std::size_t(config_.ffn_dim), q = std::size_t(config_.heads) * config_.head_dim,
+                          kv = std::size_t(config_.kv_heads) * config_.head_dim;
+        for (auto [m, n] : {std::pair{&wq_, L * q * D},
+                            {&wk_, L * kv * D},
+                            {&wv_, L * kv * D},
+                            {&wo_, L * D * q},
+                            {&w_gate_, L * F * D},
+                            {&w_up_, L * F * D},
+                            {&w_down_, L * D * F}})
+            if (m->b16.size() == 0) m->b16 = DeviceBuffer<bf16>(n);
+        if (!config_.tied_embeddings && lm_head_.b16.size() == 0)
+            lm_head_.b16 = DeviceBuffer<bf16>(std::size_t(config_.vocab) * D);
+    }
     upload_matrix(embed_, w.embed);
     upload_matrix(wq_, w.wq);
     upload_matrix(wk_, w.wk);
@@ -272,6 +333,7 @@ void Model::load(const ModelWeights& w) {
     attn_norm_.upload(w.attn_norm);
     ffn_norm_.upload(w.ffn_norm);
     final_norm_.upload(w.final_norm);
+    if (options_.quant != "none") quantize_weights();
 }
 
 ModelWeights Model::download_weights() const {
@@ -284,7 +346,7 @@ ModelWeights Model::download_weights() const {
     w.w_gate = download_matrix(w_gate_);
     w.w_up = download_matrix(w_up_);
     w.w_down = download_matrix(w_down_);
-    w.lm_head = config_.tied_embeddings ? w.embed : download_matrix(lm_head_);
+    w.lm_head = config_.tied_embeddings && lm_head_.packed.empty() ? w.embed : download_matrix(lm_head_);
     w.attn_norm = attn_norm_.download();
     w.ffn_norm = ffn_norm_.download();
     w.final_norm = final_norm_.download();
@@ -298,8 +360,13 @@ std::vector<float> Model::download_cache(bool values, int positions) const {
 // ---- counts ---------------------------------------------------------------------------------
 
 double Model::weight_bytes() const {
+    const double norms = (2.0 * config_.layers + 1) * config_.d_model * 4;  // in fp32
     const double matrices = config_.parameter_count() - double(config_.layers) * 2 * config_.d_model - config_.d_model;
-    return matrices * size_of(options_.weights) + (2.0 * config_.layers + 1) * config_.d_model * 4;  // norms in fp32
+    if (options_.quant == "none") return matrices * size_of(options_.weights) + norms;
+    double packed = 0;  // quantized: the packed matrices, and the embedding table in bf16
+    for (const DeviceMatrix* m : {&wq_, &wk_, &wv_, &wo_, &w_gate_, &w_up_, &w_down_, &lm_head_})
+        for (const kernels::quant::DeviceQuantizedMatrix& q : m->packed) packed += double(q.bytes);
+    return packed + 2.0 * config_.vocab * config_.d_model + norms;
 }
 
 double Model::kv_bytes_per_token() const {
@@ -313,8 +380,13 @@ Cost Model::cost(std::span<const StepSequence> sequences) const {
     // chapter 01's attention computes every score of its square; the other kernels the causal ones
     const AttentionCount count =
         plan(sequences).attention == Plan::Attention::prefill ? AttentionCount::all_scores : AttentionCount::causal;
-    const StepCost c =
-        step_cost(step_cost_shape(config_, size_of(options_.weights), size_of(options_.kv), 4), items, count);
+    // the bytes per weight of the matrices a pass reads (quantized: as packed, scales included)
+    const double weight_bytes = options_.quant == "none"
+                                    ? double(size_of(options_.weights))
+                                    : kernels::quant::Layout{kernels::quant::format_named(options_.quant),
+                                                             config_.d_model, options_.quant_group}
+                                          .bytes_per_weight(config_.d_model);
+    const StepCost c = step_cost(step_cost_shape(config_, weight_bytes, size_of(options_.kv), 4), items, count);
     return {c.flops, c.bytes};
 }
 // [model_cost]
@@ -328,7 +400,10 @@ Cost Model::cost(int context, int tokens) const {
 double Model::device_bytes(const ModelConfig& c, const ModelOptions& o) {
     const double S = o.max_seq > 0 ? o.max_seq : c.max_seq, B = o.batch;
     const double T = o.max_step_tokens > 0 ? o.max_step_tokens : B * S;
-    const double w = c.parameter_count() * size_of(o.weights);
+    // quantized: the bf16 matrices, and their packed copies made from them (1 byte per weight at
+    // most), then the matrix a pass's GEMM dequantizes into
+    const double w = c.parameter_count() * (size_of(o.weights) + (o.quant != "none" ? 1.04 : 0.0)) +
+                     (o.quant != "none" ? 2.0 * c.ffn_dim * c.d_model : 0.0);
     const double positions = o.block_size > 0 && o.num_blocks > 0 ? double(o.num_blocks) * o.block_size : B * S;
     const double cache = c.kv_bytes_per_token(size_of(o.kv)) * positions;
     const double q = double(c.heads) * c.head_dim, kv = double(c.kv_heads) * c.head_dim;
@@ -483,12 +558,32 @@ void Model::forward(std::span<const int> tokens, std::span<const StepSequence> s
 template <typename W>
 void Model::project(const Plan& plan, const W* x, const DeviceMatrix& w, std::size_t offset, float* y, int N, int K) {
     const int T = plan.tokens;
+    if constexpr (std::is_same_v<W, bf16>)
+        if (!w.packed.empty()) return project_packed(plan, x, w.packed[offset / (std::size_t(N) * K)], y);
     if (plan.projections == Plan::Projections::gemv)
         kernels::gemv::gemv(T == 1 ? "v3" : "v5", ptr<W>(w, offset), x, y, kernels::gemv::Shape{T, N, K});
     else
         kernels::gemm::gemm(std::is_same_v<W, float> ? "v6" : "v7", x, ptr<W>(w, offset), y,
                             kernels::gemm::Shape{T, N, K});
 }
+
+// [project_packed]
+/// Y [T, N] = X [T, K] W^T with W quantized (chapter 08): a decode batch runs the quantized GEMV
+/// on the packed bytes, 16 tokens at a time; a larger pass dequantizes W to bf16 and runs
+/// chapter 02's GEMM on the tensor cores (its time is the math: fewer bytes gain it nothing).
+void Model::project_packed(const Plan& plan, const bf16* x, const kernels::quant::DeviceQuantizedMatrix& w, float* y) {
+    namespace qt = kernels::quant;
+    const int T = plan.tokens, N = w.n, K = w.layout.k;
+    if (plan.projections == Plan::Projections::gemv) {
+        for (int t0 = 0; t0 < T; t0 += qt::kMaxQuantBatch)
+            qt::gemv(w, x + std::size_t(t0) * K, y + std::size_t(t0) * N,
+                     qt::Shape{std::min(qt::kMaxQuantBatch, T - t0), N, K});
+    } else {
+        qt::dequantize_device(w, dequant_.data());
+        kernels::gemm::gemm("v7", x, dequant_.data(), y, kernels::gemm::Shape{T, N, K});
+    }
+}
+// [project_packed]
 
 // [forward_pass]
 template <typename W>
@@ -573,8 +668,12 @@ void Model::final_logits(const float* x_last, int rows) {
                             kernels::gemv::Shape{rows, c.vocab, D});
     } else {
         ly::rmsnorm(x_last, final_norm_.data(), h16_.data(), rows, D, float(c.norm_eps));
-        kernels::gemv::gemv(version, head.b16.data(), h16_.data(), logits_.data(),
-                            kernels::gemv::Shape{rows, c.vocab, D});
+        if (!lm_head_.packed.empty())  // quantized (tied or not): the GEMV on the packed head
+            project_packed(Plan{.projections = Plan::Projections::gemv, .tokens = rows}, h16_.data(),
+                           lm_head_.packed.front(), logits_.data());
+        else
+            kernels::gemv::gemv(version, head.b16.data(), h16_.data(), logits_.data(),
+                                kernels::gemv::Shape{rows, c.vocab, D});
     }
     rows_ = rows;
 }

@@ -17,6 +17,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -67,7 +68,8 @@ double error_bound(const qt::QuantizedMatrix& q, int r, int c, float w) {
     const double s = q.row_scales[r];
     if (l.format == Format::int8) return 0.5 * s * (1 + 1e-6) + 1e-7 * std::fabs(w);
     // fp8: 2^-4 relative in the normal range (|w| / s >= 2^-6), half the subnormal step below
-    return std::fabs(w) >= std::ldexp(s, -6) ? std::ldexp(std::fabs(w), -4) * (1 + 1e-6) : std::ldexp(s, -10) * (1 + 1e-6);
+    return std::fabs(w) >= std::ldexp(s, -6) ? std::ldexp(std::fabs(w), -4) * (1 + 1e-6)
+                                             : std::ldexp(s, -10) * (1 + 1e-6);
 }
 
 /// Runs qt::gemv() on a poisoned Y followed by kGuard poisoned floats.
@@ -96,14 +98,14 @@ TEST_CASE("quant: e4m3 decodes every code and encodes each value back to its cod
         CHECK(int(qt::fp8_e4m3_encode(v)) == c);
     }
     CHECK(finite == 254);
-    CHECK(qt::fp8_e4m3_decode(0x7e) == 448.f);       // S.1111.110: the largest
-    CHECK(qt::fp8_e4m3_decode(0x01) == 0x1p-9f);     // the smallest subnormal
-    CHECK(qt::fp8_e4m3_decode(0x08) == 0x1p-6f);     // the smallest normal
-    CHECK(qt::fp8_e4m3_encode(1000.f) == 0x7e);      // saturates
+    CHECK(qt::fp8_e4m3_decode(0x7e) == 448.f);    // S.1111.110: the largest
+    CHECK(qt::fp8_e4m3_decode(0x01) == 0x1p-9f);  // the smallest subnormal
+    CHECK(qt::fp8_e4m3_decode(0x08) == 0x1p-6f);  // the smallest normal
+    CHECK(qt::fp8_e4m3_encode(1000.f) == 0x7e);   // saturates
     CHECK(qt::fp8_e4m3_encode(-1000.f) == 0xfe);
-    CHECK(qt::fp8_e4m3_encode(1.0625f) == 0x38);     // halfway between 1 and 1.125: ties to even (1)
-    CHECK(qt::fp8_e4m3_encode(1.1875f) == 0x3a);     // halfway between 1.125 and 1.25: to 1.25
-    CHECK(qt::fp8_e4m3_encode(0x1p-10f) == 0x00);    // half the smallest subnormal: ties to even (0)
+    CHECK(qt::fp8_e4m3_encode(1.0625f) == 0x38);   // halfway between 1 and 1.125: ties to even (1)
+    CHECK(qt::fp8_e4m3_encode(1.1875f) == 0x3a);   // halfway between 1.125 and 1.25: to 1.25
+    CHECK(qt::fp8_e4m3_encode(0x1p-10f) == 0x00);  // half the smallest subnormal: ties to even (0)
     CHECK(qt::fp8_e4m3_encode(std::nanf("")) == 0x7f);
 }
 
@@ -173,8 +175,8 @@ TEST_CASE("quant: every kernel matches the GEMV of its dequantized weights, ragg
     struct Case {
         int n, k, b;
     };
-    const Case cases[] = {{1, 1, 1}, {17, 129, 3}, {33, 300, 16}, {33, 1100, 1}, {100, 64, 2},
-                          {5, 2049, 5}, {40, 256, 9}, {1, 33, 16}};
+    const Case cases[] = {{1, 1, 1},    {17, 129, 3}, {33, 300, 16}, {33, 1100, 1},
+                          {100, 64, 2}, {5, 2049, 5}, {40, 256, 9},  {1, 33, 16}};
     std::uint64_t c = 0;
     for (const Case& cs : cases) {
         for (const qt::Layout& l : layouts(cs.k)) {
@@ -205,8 +207,8 @@ TEST_CASE("quant: every kernel matches the GEMV of its dequantized weights, ragg
 
             // The quantization error: against the GEMV of the unquantized weights, within
             // sum_k |x_k| x (the bound of weight k) for every output, plus fp32's rounding.
-            const std::vector<double> exact = pd::reference::linear(pd::rounded_to(pd::DType::bf16, x), w, s.batch,
-                                                                    s.n, s.k);
+            const std::vector<double> exact =
+                pd::reference::linear(pd::rounded_to(pd::DType::bf16, x), w, s.batch, s.n, s.k);
             const std::vector<float> xr = pd::rounded_to(pd::DType::bf16, x);
             int over = 0;
             for (int b = 0; b < s.batch; ++b)
@@ -215,10 +217,54 @@ TEST_CASE("quant: every kernel matches the GEMV of its dequantized weights, ragg
                     for (int col = 0; col < s.k; ++col)
                         bound += std::fabs(xr[std::size_t(b) * s.k + col]) *
                                  error_bound(q, row, col, w[std::size_t(row) * s.k + col]);
-                    const double err = std::fabs(double(y[std::size_t(b) * s.n + row]) - exact[std::size_t(b) * s.n + row]);
-                    if (err > bound && over++ < 3) FAIL_CHECK("b " << b << " row " << row << ": error " << err << " > bound " << bound);
+                    const double err =
+                        std::fabs(double(y[std::size_t(b) * s.n + row]) - exact[std::size_t(b) * s.n + row]);
+                    if (err > bound && over++ < 3)
+                        FAIL_CHECK("b " << b << " row " << row << ": error " << err << " > bound " << bound);
                 }
             CHECK(over == 0);
+        }
+    }
+}
+
+TEST_CASE("quant: the device quantizer gives the host's bytes, and the device dequantizer its values in bf16",
+          "[quant]") {
+    // The model quantizes its bf16 weights on the device: the codes, scales and zero points must
+    // be the host quantizer's for the same values (bf16-rounded weights), byte for byte.
+    std::uint64_t c = 0;
+    for (int k : {1, 17, 129, 300}) {
+        for (const qt::Layout& l : layouts(k)) {
+            const int n = 6;
+            INFO(describe(l));
+            const std::vector<float> w =
+                pd::rounded_to(pd::DType::bf16, make_weights(n, k, pd::derive_seed(kSeed + 2, c++)));
+            const pd::DeviceBuffer<bf16> dw{std::span<const bf16>(pd::round_all<bf16>(w))};
+            const qt::DeviceQuantizedMatrix dq = qt::quantize_device(dw.data(), n, l);
+            const qt::QuantizedMatrix host = qt::quantize(w, n, l), got = qt::download(dq);
+            CHECK(got.packed == host.packed);
+            CHECK(got.row_scales == host.row_scales);
+            CHECK(got.zeros == host.zeros);
+            REQUIRE(got.group_scales.size() == host.group_scales.size());
+            for (std::size_t i = 0; i < got.group_scales.size(); ++i)
+                CHECK(pd::to_float(got.group_scales[i]) == pd::to_float(host.group_scales[i]));
+            CHECK(dq.bytes == host.bytes());
+            // the dequantizer: the host's dequantized values, rounded to bf16
+            pd::DeviceBuffer<bf16> out(std::size_t(n) * k + kGuard);
+            out.fill_bytes(pd::kPoisonByte);
+            qt::dequantize_device(dq, out.data());
+            PD_CHECK_CUDA(cudaDeviceSynchronize());
+            const std::vector<bf16> all = out.download();
+            const std::vector<float> want = qt::dequantize(host);
+            int bad = 0;
+            for (std::size_t i = 0; i < want.size(); ++i)
+                if (pd::to_float(all[i]) != pd::to_float(pd::from_float<bf16>(want[i])) && bad++ < 3)
+                    FAIL_CHECK("value " << i << ": " << pd::to_float(all[i]) << ", want " << want[i]);
+            CHECK(bad == 0);
+            for (std::size_t i = want.size(); i < all.size(); ++i) {  // the guard past [N, K]
+                std::uint16_t bits = 0;
+                std::memcpy(&bits, &all[i], 2);
+                CHECK(bits == 0x0101u * pd::kPoisonByte);
+            }
         }
     }
 }
@@ -238,7 +284,8 @@ TEST_CASE("quant: bad formats, group sizes and shapes are refused, naming the fi
     const qt::DeviceQuantizedMatrix dw(qt::quantize(w, 1, {Format::int4, 64}));
     pd::DeviceBuffer<bf16> x(64 * 17);
     pd::DeviceBuffer<float> y(17);
-    CHECK_THROWS_WITH(qt::gemv(dw, x.data(), y.data(), {17, 1, 64}), Contains("B (batch) must be in 1 ... kMaxQuantBatch = 16"));
+    CHECK_THROWS_WITH(qt::gemv(dw, x.data(), y.data(), {17, 1, 64}),
+                      Contains("B (batch) must be in 1 ... kMaxQuantBatch = 16"));
     CHECK_THROWS_WITH(qt::gemv(dw, x.data(), y.data(), {1, 1, 65}), Contains("differs from the weights' K = 64"));
     CHECK_THROWS_WITH(qt::gemv(dw, x.data(), y.data(), {1, 0, 64}), Contains("N (rows of W) must be >= 1"));
     CHECK_THROWS_WITH(qt::gemv_per_row_scale(dw, x.data(), y.data(), {1, 1, 64}), Contains("not int8 or fp8"));

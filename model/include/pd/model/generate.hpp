@@ -89,6 +89,25 @@ CompareResult check_reference(const ModelConfig& c, const ModelWeights& w, const
 nlohmann::json check_generations(const Model& m, const std::vector<int>& prompt, int P, const Generation* cached,
                                  const Generation* recomputed, DType rule, std::ostream& out, bool& passed);
 
+// [agreement]
+/// Chapter 08's measures of a quantized model against its bf16 original (llama.cpp's measures of
+/// a quantization), teacher-forced: both prefill the same prompts, then at every step both are
+/// fed the token the original chose, so that one disagreement does not change every later
+/// context. Each step's next-token distributions (softmax of the logits) are compared per
+/// sequence: whether their argmax agrees, and the KL divergence KL(p_original || p_quantized).
+struct Agreement {
+    int tokens = 0;      ///< next-token distributions compared: B x G
+    double top1 = 0;     ///< the share whose argmax agrees
+    double mean_kl = 0;  ///< the mean KL divergence, in nats
+    double max_kl = 0;   ///< the largest
+};
+/// Runs @p original and @p quantized (the same shape and batch B) on @p prompt [B, P] for
+/// @p G tokens, teacher-forced by the original's greedy choice, and compares them.
+/// @param original the reference model  @param quantized the model compared  @param prompt [B, P]
+/// @param P prompt tokens  @param G distributions per sequence (the prefill's and G - 1 steps')
+Agreement teacher_forced_agreement(Model& original, Model& quantized, const std::vector<int>& prompt, int P, int G);
+// [agreement]
+
 /// One decode step at context C both ways, on tokens [B, C] (sequence-major): with the cache (a
 /// prefill of each sequence's first C - 1 tokens, then one decode step of its last) and
 /// recomputed (a prefill of all C tokens).

@@ -29,6 +29,7 @@
 #include "pd/model/kv_cache.hpp"
 #include "pd/model_config.hpp"
 #include "pd/report.hpp"
+#include "quant/quant.hpp"
 
 #include <cuda_bf16.h>
 
@@ -55,7 +56,14 @@ struct ModelOptions {
     /// (chapter 01's v2 on the fresh K and V, with its score matrix of Hq T min(T, max_seq) floats:
     /// what the equivalence tests compare against).
     std::string prefill_attention = "flash";
-    int sm_count = 1;  ///< the device's SMs, for the split-KV versions
+    /// Weight-only quantization of the linear layers and the LM head (chapter 08): "none", or
+    /// "int8", "int4" (groups of quant_group along K) or "fp8", each matrix quantized on the
+    /// device from the bf16 weights (so weights must be bf16; the embedding table stays bf16).
+    /// Decode batches of up to 16 tokens run chapter 08's GEMV on the packed bytes, 16 tokens at a
+    /// time above that; larger passes dequantize each matrix to bf16 and run chapter 02's GEMM.
+    std::string quant = "none";
+    int quant_group = 128;  ///< int4: values per scale along K (32, 64, 128 or 256)
+    int sm_count = 1;       ///< the device's SMs, for the split-KV versions
     /// 0: a slot of max_seq positions per sequence. > 0 (chapter 06): a paged cache of
     /// num_blocks blocks of block_size positions, read through the block tables each pass brings.
     int block_size = 0;
@@ -104,10 +112,12 @@ std::string to_string(Plan::Projections p);
 /// "decode", "prefill", "varlen". @param a the attention
 std::string to_string(Plan::Attention a);
 
-/// A matrix of the model: fp32 or bf16 values on the device.
+/// A matrix of the model: fp32 or bf16 values on the device, or, quantized, one packed matrix
+/// per layer.
 struct DeviceMatrix {
     DeviceBuffer<float> f32;          ///< the values when the model's weights are fp32
-    DeviceBuffer<__nv_bfloat16> b16;  ///< the values when they are bf16
+    DeviceBuffer<__nv_bfloat16> b16;  ///< the values when they are bf16 (freed once quantized)
+    std::vector<kernels::quant::DeviceQuantizedMatrix> packed;  ///< quantized: [L] (the LM head: [1])
 };
 
 /// The model on the device: weights, KV cache, activations, and the forward pass.
@@ -218,6 +228,9 @@ private:
     void project(const Plan& plan, const W* x, const DeviceMatrix& w, std::size_t offset, float* y, int N, int K);
     void final_logits(const float* x_last, int rows);
     void upload_batch(std::span<const int> tokens, std::span<const StepSequence> sequences);
+    void quantize_weights();
+    void project_packed(const Plan& plan, const __nv_bfloat16* x, const kernels::quant::DeviceQuantizedMatrix& w,
+                        float* y);
     void upload_decode_batch();
 
     ModelConfig config_;
@@ -237,6 +250,7 @@ private:
     // activations, for max_step_tokens rows
     DeviceBuffer<float> x_, h_, q_, k_, v_, o_, y_, gate_, up_, act_, qh_, kh_, vh_, oh_, scores_, x_last_, logits_;
     DeviceBuffer<__nv_bfloat16> h16_, o16_, act16_;
+    DeviceBuffer<__nv_bfloat16> dequant_;  // quantized: one matrix dequantized for a pass's GEMM
 };
 
 }  // namespace pd::model
