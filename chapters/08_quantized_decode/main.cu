@@ -50,12 +50,10 @@ struct Options {
 /// Bytes a decode step of @p c reads from its weights in @p format: every linear layer's
 /// matrix (the LM head too), each at its own K, and one embedding row.
 double decode_weight_bytes(const pd::ModelConfig& c, Format format, int group) {
-    const auto matrix = [&](int n, int k) {
-        return double(n) * k * qt::Layout{format, k, group}.bytes_per_weight(n);
-    };
+    const auto matrix = [&](int n, int k) { return double(n) * k * qt::Layout{format, k, group}.bytes_per_weight(n); };
     const int D = c.d_model, q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim;
-    const double layer = matrix(q, D) + 2 * matrix(kv, D) + matrix(D, q) + 2 * matrix(c.ffn_dim, D) +
-                         matrix(D, c.ffn_dim);
+    const double layer =
+        matrix(q, D) + 2 * matrix(kv, D) + matrix(D, q) + 2 * matrix(c.ffn_dim, D) + matrix(D, c.ffn_dim);
     return c.layers * layer + matrix(c.vocab, D) + 2.0 * D;
 }
 // [ch08_bytes]
@@ -77,7 +75,8 @@ struct Problem {
 /// accumulation, bf16-rounded X), row for row of Y's first and last matrix.
 pd::Expected expected_for(const Problem& p, const std::vector<float> (&w)[2]) {
     const gv::Shape& s = p.s;
-    pd::Expected e{.row_length = std::size_t(s.n), .dims = {std::size_t(p.layers), std::size_t(s.batch), std::size_t(s.n)}};
+    pd::Expected e{.row_length = std::size_t(s.n),
+                   .dims = {std::size_t(p.layers), std::size_t(s.batch), std::size_t(s.n)}};
     const std::vector<float> x = pd::rounded_to(pd::DType::bf16, p.x);
     for (int l : p.layers > 1 ? std::vector<int>{0, p.layers - 1} : std::vector<int>{0}) {
         for (int b = 0; b < s.batch; ++b) e.rows.push_back(std::size_t(l) * s.batch + b);
@@ -110,7 +109,8 @@ std::vector<pd::Row> run_versions(pd::Bench& bench, Problem& p, const pd::Cublas
     std::vector<float> w16_values[2];  // the bf16 weights, whose GEMV the quantization error is measured against
     for (int i = 0; i < 2; ++i) w16_values[i] = pd::rounded_to(pd::DType::bf16, p.w[i]);
     const pd::Expected bf16_ref = expected_for(p, w16_values);
-    pd::Kernel k{.dtype = pd::DType::bf16, .tokens = double(s.batch), .point = {{"batch", s.batch}, {"layers", p.layers}}};
+    pd::Kernel k{
+        .dtype = pd::DType::bf16, .tokens = double(s.batch), .point = {{"batch", s.batch}, {"layers", p.layers}}};
     k.context = "B=" + std::to_string(s.batch) + " N=" + std::to_string(s.n) + " K=" + std::to_string(s.k);
     const auto step = [&p](std::function<void(int)> layer) {
         return pd::Launch([&p, layer] {
@@ -125,22 +125,22 @@ std::vector<pd::Row> run_versions(pd::Bench& bench, Problem& p, const pd::Cublas
         k.name = "cublas_bf16";
         k.units = s.batch == 1 ? pd::Units::simt : pd::Units::tensor_cores;
         k.cost = {p.layers * s.flops(), bf16_bytes};
-        rows.push_back(bench.measure(k, step([&](int l) {
-                                         float* y = p.y.data() + l * yn;
-                                         if (s.batch == 1)
-                                             pd::cublas_gemv(cublas->get(), p.w16.data() + (l % 2) * wn, p.x16.data(), y, s.n, s.k);
-                                         else
-                                             pd::cublas_linear(cublas->get(), p.x16.data(), p.w16.data() + (l % 2) * wn, y, s.batch, s.n, s.k);
-                                     }),
-                                     p.y, bf16_ref));
+        rows.push_back(bench.measure(
+            k, step([&](int l) {
+                float* y = p.y.data() + l * yn;
+                if (s.batch == 1)
+                    pd::cublas_gemv(cublas->get(), p.w16.data() + (l % 2) * wn, p.x16.data(), y, s.n, s.k);
+                else
+                    pd::cublas_linear(cublas->get(), p.x16.data(), p.w16.data() + (l % 2) * wn, y, s.batch, s.n, s.k);
+            }),
+            p.y, bf16_ref));
     }
     k.name = "bf16_v5";
     k.units = pd::Units::simt;
     k.cost = {p.layers * s.flops(), bf16_bytes};
-    baseline = bench.measure(k, step([&](int l) {
-                                 gv::gemv("v5", p.w16.data() + (l % 2) * wn, p.x16.data(), p.y.data() + l * yn, s);
-                             }),
-                             p.y, bf16_ref);
+    baseline = bench.measure(
+        k, step([&](int l) { gv::gemv("v5", p.w16.data() + (l % 2) * wn, p.x16.data(), p.y.data() + l * yn, s); }), p.y,
+        bf16_ref);
     baseline->point["quant_err"] = 0.0;
     rows.push_back(*baseline);
     k.baseline = &*baseline;
@@ -155,8 +155,8 @@ std::vector<pd::Row> run_versions(pd::Bench& bench, Problem& p, const pd::Cublas
         k.cost = {p.layers * s.flops(), p.layers * qs.min_bytes(double(stack.front().bytes))};
         k.dump = "y_" + v.name;
         k.dump_shape = {std::size_t(s.batch), std::size_t(s.n)};
-        pd::Row row = bench.measure(
-            k, step([&](int l) { qt::gemv(stack[l], p.x16.data(), p.y.data() + l * yn, qs); }), p.y, expected_for(p, dq));
+        pd::Row row = bench.measure(k, step([&](int l) { qt::gemv(stack[l], p.x16.data(), p.y.data() + l * yn, qs); }),
+                                    p.y, expected_for(p, dq));
         // The quantization error, on the first matrix: against the bf16 weights' GEMV.
         const std::vector<float> y = p.y.download();
         double err = 0, scale = 0;
@@ -202,7 +202,8 @@ int run(int argc, char** argv) {
     bench.option("--n", o.n, "Rows N of each weight matrix (outputs)", CLI::Range(1, 1 << 20));
     bench.option("--k", o.k, "Columns K of each weight matrix (inputs)", CLI::Range(1, 1 << 20));
     bench.option("--batch", o.batch, "Tokens B decoded together", CLI::Range(1, qt::kMaxQuantBatch));
-    bench.option("--layers", o.layers, "Weight matrices in the stack (a decode step reads them all)", CLI::Range(1, 1024));
+    bench.option("--layers", o.layers, "Weight matrices in the stack (a decode step reads them all)",
+                 CLI::Range(1, 1024));
     bench.option("--group", o.group, "int4: values per scale along K", CLI::IsMember({32, 64, 128, 256}));
     bench.app.add_flag("--zero-point", o.zero_point, "int4: a zero point per group (asymmetric)");
     bench.option("--model", o.model, "The model whose decode bytes the table counts", CLI::IsMember(pd::model_names()));
@@ -220,8 +221,8 @@ int run(int argc, char** argv) {
     bench.device();
     bench.require_fits(device_bytes, "the weight stacks, X and Y", "lower --layers, --n or --k");
     // Host memory: two fp32 draws, their bf16 copies and dequantized references, per format.
-    pd::require_within(pd::kHostMemoryBudget, 24.0 * double(shape.w_elements()), "the weight draws and their references",
-                       "lower --n or --k");
+    pd::require_within(pd::kHostMemoryBudget, 24.0 * double(shape.w_elements()),
+                       "the weight draws and their references", "lower --n or --k");
     const auto sim_work = [&](int B) {
         const qt::Shape s{B, o.n, o.k};
         return o.layers * (bench.versions_work([&](const pd::Version&, pd::DType) { return qt::sim_work(s); }) +
@@ -230,25 +231,27 @@ int run(int argc, char** argv) {
     };
     double work = 12 * pd::kSimElementWork * double(shape.w_elements()) + sim_work(o.batch);
     for (int B = 1; o.sweep && B <= qt::kMaxQuantBatch; B *= 2) work += sim_work(B);
-    bench.require_sim_work(work, "the formats on " + std::to_string(o.layers) + " matrices of N = " + std::to_string(o.n) +
-                                     ", K = " + std::to_string(o.k),
+    bench.require_sim_work(work,
+                           "the formats on " + std::to_string(o.layers) + " matrices of N = " + std::to_string(o.n) +
+                               ", K = " + std::to_string(o.k),
                            "lower --layers, --n or --k, or choose one --kernel");
     bench.measure_roofs();
 
     // [ch08_cost]
     const pd::ModelConfig config = *pd::find_model(o.model);
     const double kv_elements = 2.0 * config.layers * config.kv_heads * config.head_dim * o.context;
-    const double kv_bf16 = 2 * kv_elements, kv_8bit = kv_elements * (1 + 4.0 / config.head_dim);  // fp32 scale per (token, head)
+    const double kv_bf16 = 2 * kv_elements,
+                 kv_8bit = kv_elements * (1 + 4.0 / config.head_dim);  // fp32 scale per (token, head)
     const double bf16_weights = decode_weight_bytes(config, Format::bf16, o.group);
     out << "bytes one decode step of " << config.name << " reads per sequence, at a context of " << o.context
         << " tokens (int4 in groups of " << o.group << "; an 8-bit cache keeps an fp32 scale per token and head):\n";
     for (Format f : qt::all_formats()) {
         const double w = decode_weight_bytes(config, f, o.group);
-        out << "  " << qt::to_string(f) << std::string(5 - std::string(qt::to_string(f)).size(), ' ') << " weights " << pd::format_bytes(w) << " ("
-            << fmt("%.3f", w / config.parameter_count()) << " bytes/parameter, " << fmt("%.2f", bf16_weights / w)
-            << "x fewer than bf16); with a bf16 cache " << pd::format_bytes(w + kv_bf16) << ", with an 8-bit cache "
-            << pd::format_bytes(w + kv_8bit) << " (" << fmt("%.2f", (bf16_weights + kv_bf16) / (w + kv_8bit))
-            << "x fewer)\n";
+        out << "  " << qt::to_string(f) << std::string(5 - std::string(qt::to_string(f)).size(), ' ') << " weights "
+            << pd::format_bytes(w) << " (" << fmt("%.3f", w / config.parameter_count()) << " bytes/parameter, "
+            << fmt("%.2f", bf16_weights / w) << "x fewer than bf16); with a bf16 cache "
+            << pd::format_bytes(w + kv_bf16) << ", with an 8-bit cache " << pd::format_bytes(w + kv_8bit) << " ("
+            << fmt("%.2f", (bf16_weights + kv_bf16) / (w + kv_8bit)) << "x fewer)\n";
     }
     out << "problem: Y [B, N] = X [B, K] W [N, K]^T with B = " << shape.batch << ", N = " << o.n << ", K = " << o.k
         << ", over a stack of " << o.layers << " matrices (bf16 X, fp32 accumulation)\n";
@@ -267,22 +270,24 @@ int run(int argc, char** argv) {
                              pd::Column::point("quant err", "quant_err"), "max abs err", "status"})
         << "GB/s counts the packed weights (scales included), X and Y once per matrix; 'of copy' is GB/s over the copy "
            "bandwidth; 'vs bf16' is bf16_v5's step time over the row's"
-        << (bench.sim() ? " (CPU figures on the simulator: the profile's bytes are its lesson, --profile)" : "") << ".\n";
+        << (bench.sim() ? " (CPU figures on the simulator: the profile's bytes are its lesson, --profile)" : "")
+        << ".\n";
 
     // [ch08_sweep]
     // The speed-up against B: the packed bytes stay the same while the work per weight grows with B,
     // so the speed-up holds while the bytes dominate and falls as the batch nears the ridge.
     std::vector<pd::Row> sweep;
     if (o.sweep) {
-        out << "\nsweep over B = 1, 2, 4, 8, 16 (each point validated" << (bench.sim() ? "; CPU figures" : "") << "):\n";
+        out << "\nsweep over B = 1, 2, 4, 8, 16 (each point validated" << (bench.sim() ? "; CPU figures" : "")
+            << "):\n";
         for (int B = 1; B <= qt::kMaxQuantBatch; B *= 2) {
             set_tokens(p, B, bench.options.seed);
             for (pd::Row& r : run_versions(bench, p, cublas ? &*cublas : nullptr)) sweep.push_back(std::move(r));
         }
-        out << pd::render(sweep,
-                          {pd::Column::point("B", "batch"), "kernel", "FLOP/byte", "step ms", "tokens/s", "of copy",
-                           vs_bf16},
-                          bench.options.check_only)
+        out << pd::render(
+                   sweep,
+                   {pd::Column::point("B", "batch"), "kernel", "FLOP/byte", "step ms", "tokens/s", "of copy", vs_bf16},
+                   bench.options.check_only)
             << "'vs bf16' falls as B grows: each weight's bytes are read once, but its decoding and B FMAs run per "
                "step on the SIMT units, whose share of the time grows with B\n";
     }

@@ -52,7 +52,8 @@ void check_lab(const std::vector<float>& w, int batch, int n, int k, int group, 
         pd::reference::linear(pd::rounded_to(pd::DType::bf16, x), qt::dequantize(q), batch, n, k, &magnitudes);
     const pd::CompareResult r = pd::compare_sums<float, double>(y, ref, magnitudes, std::size_t(k));
     const std::size_t dims[] = {std::size_t(batch), std::size_t(n)};
-    INFO(pd::describe(r, "gemv_int4 against the GEMV of the dequantized weights (NaN: an element never written)", dims));
+    INFO(
+        pd::describe(r, "gemv_int4 against the GEMV of the dequantized weights (NaN: an element never written)", dims));
     CHECK(r.passed);
     const std::size_t past = pd::testing::guard_written(all, y.size());
     INFO(past << " of the " << kGuard << " floats after Y were written: nothing may be written past Y [B, N]");
@@ -81,7 +82,8 @@ TEST_CASE("lab08: every nibble of a word in its place, one row and one token", "
 TEST_CASE("lab08: groups of 32 and 128, with and without zero points, ragged K", "[lab08]") {
     for (int k : {1, 31, 33, 129, 200, 1100})
         for (int group : {32, 128})
-            for (bool zero_point : {false, true}) check_lab(random_weights(7, k, 810 + k), 1, 7, k, group, zero_point, 810 + k);
+            for (bool zero_point : {false, true})
+                check_lab(random_weights(7, k, 810 + k), 1, 7, k, group, zero_point, 810 + k);
 }
 
 TEST_CASE("lab08: several tokens, more rows than one block", "[lab08]") {
