@@ -6,6 +6,7 @@
 /// (decode_attention_online.cu).
 #include "attention/cache_rows.cuh"
 #include "attention/decode_attention.hpp"
+#include "attention/kv_quant.cuh"
 #include "attention/online_softmax.cuh"
 #include "attention/paged_attention.hpp"
 
@@ -108,12 +109,16 @@ constexpr int kKeysInFlight = 4;
 /// (v3, v4) or chapter 06's blocks (paged v2, whose chunks are whole blocks); a key with no row
 /// (no block in the table) is skipped. The context is kv_len[b], clamped to @p limit. With one
 /// split the block writes the output; with several it writes its partial state, unnormalized,
-/// to @p partials: acc [B, Hq, splits, d], then m and l [B, Hq, splits].
+/// to @p partials: acc [B, Hq, splits, d], then m and l [B, Hq, splits]. T is the cache's
+/// element: fp32, bf16, or an 8-bit code (chapter 08) whose row is multiplied by its scale from
+/// @p k_scales / @p v_scales as it is loaded (unused, null, for fp32 and bf16).
 template <typename T, int kG, typename Rows>
 __global__ void decode_attention_gqa_kernel(const float* __restrict__ q, const T* __restrict__ k,
-                                            const T* __restrict__ v, Rows rows, const int* __restrict__ kv_len,
-                                            float* __restrict__ out, float* __restrict__ partials, int heads,
-                                            int kv_heads, int d, int limit, int chunk, float scale) {
+                                            const T* __restrict__ v, const float* __restrict__ k_scales,
+                                            const float* __restrict__ v_scales, Rows rows,
+                                            const int* __restrict__ kv_len, float* __restrict__ out,
+                                            float* __restrict__ partials, int heads, int kv_heads, int d, int limit,
+                                            int chunk, float scale) {
     __shared__ WarpStates<kG> shared;
     const int kvh = blockIdx.x, b = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
     const int warp = threadIdx.x / kWarpSize;
@@ -141,8 +146,8 @@ __global__ void decode_attention_gqa_kernel(const float* __restrict__ q, const T
         for (int u = 0; u < kKeysInFlight; ++u) {
             at[u] = j0 + u < end ? head.row(j0 + u) : -1;
             if (at[u] < 0) continue;
-            load_lane_dims(k + at[u], d, kr[u]);  // K and V rows: read once for the whole group
-            load_lane_dims(v + at[u], d, vr[u]);
+            load_lane_dims(k, k_scales, at[u], d, kr[u]);  // K and V rows: read once for the whole group
+            load_lane_dims(v, v_scales, at[u], d, vr[u]);
         }
 #pragma unroll
         for (int u = 0; u < kKeysInFlight; ++u) {
@@ -224,31 +229,32 @@ struct GqaLaunch {
 
 /// The v3/v4 kernel for a group of up to kG query heads.
 template <typename T, int kG, typename Rows>
-void launch_gqa_for(const float* q, const T* k, const T* v, const Rows& rows, const int* kv_len, float* out,
-                    float* partials, const GqaLaunch& g, cudaStream_t stream) {
+void launch_gqa_for(const float* q, const T* k, const T* v, const float* k_scales, const float* v_scales,
+                    const Rows& rows, const int* kv_len, float* out, float* partials, const GqaLaunch& g,
+                    cudaStream_t stream) {
     const dim3 grid(unsigned(g.kv_heads), unsigned(g.batch), unsigned(g.splits));
-    decode_attention_gqa_kernel<T, kG, Rows>
-        <<<grid, kDecodeThreads, 0, stream>>>(q, k, v, rows, kv_len, out, partials, g.heads, g.kv_heads, g.head_dim,
-                                              g.limit, g.chunk, 1.0f / std::sqrt(float(g.head_dim)));
+    decode_attention_gqa_kernel<T, kG, Rows><<<grid, kDecodeThreads, 0, stream>>>(
+        q, k, v, k_scales, v_scales, rows, kv_len, out, partials, g.heads, g.kv_heads, g.head_dim, g.limit, g.chunk,
+        1.0f / std::sqrt(float(g.head_dim)));
     PD_CHECK_LAUNCH();
 }
 
 /// v3 and v4 (either cache): the kernel instantiated for the smallest of 1, 2, 4, 8, 16 query
 /// heads that holds the group; then, with several splits, the combine.
 template <typename T, typename Rows>
-void launch_gqa(const float* q, const T* k, const T* v, const Rows& rows, const int* kv_len, float* out,
-                float* partials, const GqaLaunch& g, cudaStream_t stream) {
+void launch_gqa(const float* q, const T* k, const T* v, const float* k_scales, const float* v_scales, const Rows& rows,
+                const int* kv_len, float* out, float* partials, const GqaLaunch& g, cudaStream_t stream) {
     const int group = g.heads / g.kv_heads;
     if (group <= 1)
-        launch_gqa_for<T, 1>(q, k, v, rows, kv_len, out, partials, g, stream);
+        launch_gqa_for<T, 1>(q, k, v, k_scales, v_scales, rows, kv_len, out, partials, g, stream);
     else if (group <= 2)
-        launch_gqa_for<T, 2>(q, k, v, rows, kv_len, out, partials, g, stream);
+        launch_gqa_for<T, 2>(q, k, v, k_scales, v_scales, rows, kv_len, out, partials, g, stream);
     else if (group <= 4)
-        launch_gqa_for<T, 4>(q, k, v, rows, kv_len, out, partials, g, stream);
+        launch_gqa_for<T, 4>(q, k, v, k_scales, v_scales, rows, kv_len, out, partials, g, stream);
     else if (group <= 8)
-        launch_gqa_for<T, 8>(q, k, v, rows, kv_len, out, partials, g, stream);
+        launch_gqa_for<T, 8>(q, k, v, k_scales, v_scales, rows, kv_len, out, partials, g, stream);
     else
-        launch_gqa_for<T, 16>(q, k, v, rows, kv_len, out, partials, g, stream);
+        launch_gqa_for<T, 16>(q, k, v, k_scales, v_scales, rows, kv_len, out, partials, g, stream);
     if (g.splits > 1) {
         decode_combine_kernel<<<dim3(unsigned(g.heads), unsigned(g.batch)), kDecodeThreads, 0, stream>>>(
             partials, out, g.heads, g.head_dim, g.splits);
@@ -259,9 +265,11 @@ void launch_gqa(const float* q, const T* k, const T* v, const Rows& rows, const 
 /// v3 (splits = 1) and v4 on chapter 04's contiguous cache: sequence b in slot b, splits of
 /// ceil(max_kv_len / splits) positions.
 template <typename T>
-void launch_contiguous(const float* q, const T* k, const T* v, const int* kv_len, float* out, float* partials,
-                       int splits, const DecodeShape& s, cudaStream_t stream) {
+void launch_contiguous(const float* q, const T* k, const T* v, const float* k_scales, const float* v_scales,
+                       const int* kv_len, float* out, float* partials, int splits, const DecodeShape& s,
+                       cudaStream_t stream) {
     check_decode_shape(s);
+    check_kv_scales<T>(k_scales, v_scales, "decode attention v3/v4");
     if (s.group() > kMaxGroup)
         throw std::invalid_argument("decode attention v3/v4: heads / kv_heads = " + std::to_string(s.group()) +
                                     " exceeds " + std::to_string(kMaxGroup));
@@ -270,16 +278,18 @@ void launch_contiguous(const float* q, const T* k, const T* v, const int* kv_len
                                     std::to_string(kMaxSplits));
     const SlotRows rows{
         .slot = nullptr, .slots = s.batch, .kv_heads = s.kv_heads, .max_seq = s.max_seq, .d = s.head_dim};
-    launch_gqa(q, k, v, rows, kv_len, out, partials,
+    launch_gqa(q, k, v, k_scales, v_scales, rows, kv_len, out, partials,
                {s.batch, s.heads, s.kv_heads, s.head_dim, s.max_seq, ceil_div(s.max_kv_len, splits), splits}, stream);
 }
 
 /// Paged v2: the same kernel through the block table, each split a run of whole blocks,
 /// ceil(blocks / splits) of them (chunks never share a block).
 template <typename T>
-void launch_paged(const float* q, const T* k, const T* v, const int* table, const int* kv_len, float* out,
-                  float* partials, int splits, const PagedShape& s, cudaStream_t stream) {
+void launch_paged(const float* q, const T* k, const T* v, const float* k_scales, const float* v_scales,
+                  const int* table, const int* kv_len, float* out, float* partials, int splits, const PagedShape& s,
+                  cudaStream_t stream) {
     check_paged_shape(s);
+    check_kv_scales<T>(k_scales, v_scales, "paged attention v2");
     if (s.group() > kMaxGroup)
         throw std::invalid_argument("paged attention v2: heads / kv_heads = " + std::to_string(s.group()) +
                                     " exceeds " + std::to_string(kMaxGroup));
@@ -290,7 +300,7 @@ void launch_paged(const float* q, const T* k, const T* v, const int* table, cons
         throw std::invalid_argument("paged attention v2: partials is null with splits = " + std::to_string(splits));
     const PagedRows rows = paged_rows(table, s);
     const int chunk = ceil_div(ceil_div(s.max_kv_len, s.block_size), splits) * s.block_size;
-    launch_gqa(q, k, v, rows, kv_len, out, partials,
+    launch_gqa(q, k, v, k_scales, v_scales, rows, kv_len, out, partials,
                {s.batch, s.heads, s.kv_heads, s.head_dim, s.max_kv_len, chunk, splits}, stream);
 }
 
@@ -330,30 +340,60 @@ void decode_attention_v1(const float* q, const __nv_bfloat16* k, const __nv_bflo
 }
 void decode_attention_v3(const float* q, const float* k, const float* v, const int* kv_len, float* out,
                          const DecodeShape& s, cudaStream_t stream) {
-    launch_contiguous(q, k, v, kv_len, out, nullptr, 1, s, stream);
+    launch_contiguous(q, k, v, nullptr, nullptr, kv_len, out, nullptr, 1, s, stream);
 }
 void decode_attention_v3(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len, float* out,
                          const DecodeShape& s, cudaStream_t stream) {
-    launch_contiguous(q, k, v, kv_len, out, nullptr, 1, s, stream);
+    launch_contiguous(q, k, v, nullptr, nullptr, kv_len, out, nullptr, 1, s, stream);
 }
 void decode_attention_v4(const float* q, const float* k, const float* v, const int* kv_len, float* out, float* partials,
                          int splits, const DecodeShape& s, cudaStream_t stream) {
-    launch_contiguous(q, k, v, kv_len, out, partials, splits, s, stream);
+    launch_contiguous(q, k, v, nullptr, nullptr, kv_len, out, partials, splits, s, stream);
 }
 void decode_attention_v4(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len, float* out,
                          float* partials, int splits, const DecodeShape& s, cudaStream_t stream) {
-    launch_contiguous(q, k, v, kv_len, out, partials, splits, s, stream);
+    launch_contiguous(q, k, v, nullptr, nullptr, kv_len, out, partials, splits, s, stream);
+}
+
+void decode_attention_v3(const float* q, const Fp8Kv* k, const Fp8Kv* v, const float* k_scales, const float* v_scales,
+                         const int* kv_len, float* out, const DecodeShape& s, cudaStream_t stream) {
+    launch_contiguous(q, k, v, k_scales, v_scales, kv_len, out, nullptr, 1, s, stream);
+}
+void decode_attention_v3(const float* q, const Int8Kv* k, const Int8Kv* v, const float* k_scales, const float* v_scales,
+                         const int* kv_len, float* out, const DecodeShape& s, cudaStream_t stream) {
+    launch_contiguous(q, k, v, k_scales, v_scales, kv_len, out, nullptr, 1, s, stream);
+}
+void decode_attention_v4(const float* q, const Fp8Kv* k, const Fp8Kv* v, const float* k_scales, const float* v_scales,
+                         const int* kv_len, float* out, float* partials, int splits, const DecodeShape& s,
+                         cudaStream_t stream) {
+    launch_contiguous(q, k, v, k_scales, v_scales, kv_len, out, partials, splits, s, stream);
+}
+void decode_attention_v4(const float* q, const Int8Kv* k, const Int8Kv* v, const float* k_scales, const float* v_scales,
+                         const int* kv_len, float* out, float* partials, int splits, const DecodeShape& s,
+                         cudaStream_t stream) {
+    launch_contiguous(q, k, v, k_scales, v_scales, kv_len, out, partials, splits, s, stream);
 }
 
 void paged_decode_attention_v2(const float* q, const float* k_cache, const float* v_cache, const int* block_table,
                                const int* kv_len, float* out, float* partials, int splits, const PagedShape& s,
                                cudaStream_t stream) {
-    launch_paged(q, k_cache, v_cache, block_table, kv_len, out, partials, splits, s, stream);
+    launch_paged(q, k_cache, v_cache, nullptr, nullptr, block_table, kv_len, out, partials, splits, s, stream);
 }
 void paged_decode_attention_v2(const float* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
                                const int* block_table, const int* kv_len, float* out, float* partials, int splits,
                                const PagedShape& s, cudaStream_t stream) {
-    launch_paged(q, k_cache, v_cache, block_table, kv_len, out, partials, splits, s, stream);
+    launch_paged(q, k_cache, v_cache, nullptr, nullptr, block_table, kv_len, out, partials, splits, s, stream);
+}
+
+void paged_decode_attention_v2(const float* q, const Fp8Kv* k_cache, const Fp8Kv* v_cache, const float* k_scales,
+                               const float* v_scales, const int* block_table, const int* kv_len, float* out,
+                               float* partials, int splits, const PagedShape& s, cudaStream_t stream) {
+    launch_paged(q, k_cache, v_cache, k_scales, v_scales, block_table, kv_len, out, partials, splits, s, stream);
+}
+void paged_decode_attention_v2(const float* q, const Int8Kv* k_cache, const Int8Kv* v_cache, const float* k_scales,
+                               const float* v_scales, const int* block_table, const int* kv_len, float* out,
+                               float* partials, int splits, const PagedShape& s, cudaStream_t stream) {
+    launch_paged(q, k_cache, v_cache, k_scales, v_scales, block_table, kv_len, out, partials, splits, s, stream);
 }
 
 namespace {
@@ -369,7 +409,31 @@ void dispatch(const std::string& version, const float* q, const T* k, const T* v
     throw std::invalid_argument("decode attention: version = " + version + " is not one of v1, v2, v3, v4");
 }
 
+/// Chapter 08's 8-bit cache: v3 and v4 read it (v1 and lab 04's v2 take fp32 and bf16 only).
+template <typename T>
+void dispatch_kv8(const std::string& version, const float* q, const T* k, const T* v, const float* k_scales,
+                  const float* v_scales, const int* kv_len, float* out, float* workspace, const DecodeShape& s,
+                  int sm_count, cudaStream_t stream) {
+    if (version == "v3") return decode_attention_v3(q, k, v, k_scales, v_scales, kv_len, out, s, stream);
+    if (version == "v4")
+        return decode_attention_v4(q, k, v, k_scales, v_scales, kv_len, out, workspace, decode_splits(s, sm_count), s,
+                                   stream);
+    throw std::invalid_argument("decode attention: version = " + version +
+                                " does not read an 8-bit cache (v3 and v4 do)");
+}
+
 }  // namespace
+
+void decode_attention(const std::string& version, const float* q, const Fp8Kv* k, const Fp8Kv* v, const float* k_scales,
+                      const float* v_scales, const int* kv_len, float* out, float* workspace, const DecodeShape& s,
+                      int sm_count, cudaStream_t stream) {
+    dispatch_kv8(version, q, k, v, k_scales, v_scales, kv_len, out, workspace, s, sm_count, stream);
+}
+void decode_attention(const std::string& version, const float* q, const Int8Kv* k, const Int8Kv* v,
+                      const float* k_scales, const float* v_scales, const int* kv_len, float* out, float* workspace,
+                      const DecodeShape& s, int sm_count, cudaStream_t stream) {
+    dispatch_kv8(version, q, k, v, k_scales, v_scales, kv_len, out, workspace, s, sm_count, stream);
+}
 
 void decode_attention(const std::string& version, const float* q, const float* k, const float* v, const int* kv_len,
                       float* out, float* workspace, const DecodeShape& s, int sm_count, cudaStream_t stream) {

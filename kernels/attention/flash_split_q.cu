@@ -14,6 +14,7 @@
 #include "attention/flash_attention.hpp"
 
 #include "attention/cache_rows.cuh"
+#include "attention/kv_quant.cuh"
 #include "attention/online_softmax.cuh"
 #include "attention/paged_attention.hpp"
 #include "attention/varlen_attention.hpp"
@@ -56,18 +57,22 @@ constexpr int kFlashQueriesPerWarp = kFlashSimtQueries / kDecodeWarps;
 /// merged at the end. kSkip (v3) stops the block at its last allowed key and each warp at its
 /// own; without it (v2) every tile is loaded and every score computed, the masked ones then set
 /// to -inf. Each query's O = acc / l and logsumexp m + log(l) go to row split * split_stride +
-/// its row (split_stride 0 without a split).
+/// its row (split_stride 0 without a split). TKV is the cache's element: fp32, bf16, or an
+/// 8-bit code (chapter 08) whose row is multiplied by its scale from @p k_scales / @p v_scales
+/// as the tile is loaded (unused, null, for fp32 and bf16).
 template <bool kSkip, typename TQ, typename TKV, typename Queries, typename Rows>
 __global__ void __launch_bounds__(kDecodeThreads)
     flash_split_q_kernel(const TQ* __restrict__ q, const TKV* __restrict__ k, const TKV* __restrict__ v,
-                         Queries queries, Rows rows, float* __restrict__ out, float* __restrict__ lse, int heads,
-                         int kv_heads, int d, bool causal, float scale, int splits, int split_keys,
-                         std::size_t split_stride) {
+                         const float* __restrict__ k_scales, const float* __restrict__ v_scales, Queries queries,
+                         Rows rows, float* __restrict__ out, float* __restrict__ lse, int heads, int kv_heads, int d,
+                         bool causal, float scale, int splits, int split_keys, std::size_t split_stride) {
     __shared__ float qs[kFlashSimtQueries][kMaxHeadDim];  // the block's queries, pre-scaled
     // K padded by one float: lane j reads row j at column c, bank (j + c) % 32, all different
     __shared__ float ks[kFlashSimtKeys][kMaxHeadDim + 1], vs[kFlashSimtKeys][kMaxHeadDim];
     __shared__ float ps[kDecodeWarps][kFlashQueriesPerWarp][kFlashSimtKeys];  // each warp's p of the tile
     __shared__ long long row_at[kFlashSimtKeys];                              // the tile's rows, -1 for none
+    constexpr int kScales = kIsKv8<TKV> ? kFlashSimtKeys : 1;  // an 8-bit cache's row scales (none for fp32, bf16)
+    __shared__ float k_scale_at[kScales], v_scale_at[kScales];
     const int h = blockIdx.y, b = blockIdx.z;
     const int split = blockIdx.x % splits, first = blockIdx.x / splits * kFlashSimtQueries;
     if (!rows.valid(b)) return;
@@ -106,15 +111,27 @@ __global__ void __launch_bounds__(kDecodeThreads)
 
     for (int j0 = begin; j0 < block_end; j0 += kFlashSimtKeys) {
         const int tile = min(kFlashSimtKeys, block_end - j0);
-        for (int r = threadIdx.x; r < kFlashSimtKeys; r += blockDim.x) row_at[r] = r < tile ? head.row(j0 + r) : -1;
+        for (int r = threadIdx.x; r < kFlashSimtKeys; r += blockDim.x) {
+            row_at[r] = r < tile ? head.row(j0 + r) : -1;
+            if constexpr (kIsKv8<TKV>) {  // an 8-bit cache: each row's scale, looked up once per tile
+                k_scale_at[r] = row_at[r] >= 0 ? kv_row_scale<TKV>(k_scales, row_at[r], d) : 0.f;
+                v_scale_at[r] = row_at[r] >= 0 ? kv_row_scale<TKV>(v_scales, row_at[r], d) : 0.f;
+            }
+        }
         __syncthreads();  // the rows' places are known (and the query tile written)
         // The whole block loads the tile, consecutive threads reading consecutive elements of a
-        // row (coalesced); a key with no row is zeros.
+        // row (coalesced); a key with no row is zeros. An 8-bit row is dequantized here, once
+        // for the block's 16 queries.
         for (int e = threadIdx.x; e < kFlashSimtKeys * d; e += blockDim.x) {
             const int r = e / d, c = e % d;
             const bool here = row_at[r] >= 0;
-            ks[r][c] = here ? to_f32(k[row_at[r] + c]) : 0.f;
-            vs[r][c] = here ? to_f32(v[row_at[r] + c]) : 0.f;
+            if constexpr (kIsKv8<TKV>) {
+                ks[r][c] = here ? kv_value(k, row_at[r] + c, k_scale_at[r]) : 0.f;
+                vs[r][c] = here ? kv_value(v, row_at[r] + c, v_scale_at[r]) : 0.f;
+            } else {
+                ks[r][c] = here ? to_f32(k[row_at[r] + c]) : 0.f;
+                vs[r][c] = here ? to_f32(v[row_at[r] + c]) : 0.f;
+            }
         }
         __syncthreads();                  // the tile is complete before any warp reads it
         if (j0 < warp_end && mine > 0) {  // the same for the whole warp
@@ -209,14 +226,16 @@ namespace {
 
 /// Launches v2 (kSkip false) or v3 on @p rows: grid (query tiles of the longest sequence x
 /// splits, H, sequences), 128 threads.
+/// @p k_scales and @p v_scales: an 8-bit cache's row scales (null for fp32 and bf16).
 template <bool kSkip, typename TQ, typename TKV, typename Queries, typename Rows>
 void launch_split_q(const TQ* q, const TKV* k, const TKV* v, const Queries& queries, const Rows& rows, float* out,
                     float* lse, int sequences, int heads, int kv_heads, int head_dim, int max_q_len, bool causal,
-                    int splits, int split_keys, std::size_t split_stride, cudaStream_t stream) {
+                    int splits, int split_keys, std::size_t split_stride, cudaStream_t stream,
+                    const float* k_scales = nullptr, const float* v_scales = nullptr) {
     const dim3 grid(unsigned(ceil_div(max_q_len, kFlashSimtQueries) * splits), unsigned(heads), unsigned(sequences));
-    flash_split_q_kernel<kSkip, TQ, TKV, Queries, Rows>
-        <<<grid, kDecodeThreads, 0, stream>>>(q, k, v, queries, rows, out, lse, heads, kv_heads, head_dim, causal,
-                                              1.0f / std::sqrt(float(head_dim)), splits, split_keys, split_stride);
+    flash_split_q_kernel<kSkip, TQ, TKV, Queries, Rows><<<grid, kDecodeThreads, 0, stream>>>(
+        q, k, v, k_scales, v_scales, queries, rows, out, lse, heads, kv_heads, head_dim, causal,
+        1.0f / std::sqrt(float(head_dim)), splits, split_keys, split_stride);
     PD_CHECK_LAUNCH();
 }
 
@@ -360,20 +379,24 @@ namespace {
 
 /// Chapter 05: over the slots of the contiguous cache.
 template <typename T>
-void launch_slots(const float* q, const T* k, const T* v, const int* q_start, const int* q_len, const int* kv_len,
-                  const int* slot, float* out, const VarlenShape& s, cudaStream_t stream) {
+void launch_slots(const float* q, const T* k, const T* v, const float* k_scales, const float* v_scales,
+                  const int* q_start, const int* q_len, const int* kv_len, const int* slot, float* out,
+                  const VarlenShape& s, cudaStream_t stream) {
     check_varlen_shape(s);
+    check_kv_scales<T>(k_scales, v_scales, "varlen attention");
     const SlotRows rows{.slot = slot, .slots = s.slots, .kv_heads = s.kv_heads, .max_seq = s.max_seq, .d = s.head_dim};
     const PackedQueries queries{q_start, q_len, kv_len, s.heads, s.max_seq};
     launch_split_q<true>(q, k, v, queries, rows, out, nullptr, s.sequences, s.heads, s.kv_heads, s.head_dim,
-                         s.max_q_len, true, 1, INT_MAX, 0, stream);
+                         s.max_q_len, true, 1, INT_MAX, 0, stream, k_scales, v_scales);
 }
 
 /// Chapter 06: through the block table of the paged cache.
 template <typename T>
-void launch_pages(const float* q, const T* k, const T* v, const int* q_start, const int* q_len, const int* kv_len,
-                  const int* table, float* out, const PagedShape& s, int tokens, int max_q_len, cudaStream_t stream) {
+void launch_pages(const float* q, const T* k, const T* v, const float* k_scales, const float* v_scales,
+                  const int* q_start, const int* q_len, const int* kv_len, const int* table, float* out,
+                  const PagedShape& s, int tokens, int max_q_len, cudaStream_t stream) {
     check_paged_shape(s);
+    check_kv_scales<T>(k_scales, v_scales, "paged varlen attention");
     const auto fail = [](const std::string& msg) { throw std::invalid_argument("paged varlen attention: " + msg); };
     const auto str = [](long long v) { return std::to_string(v); };
     if (tokens < s.batch)
@@ -386,30 +409,58 @@ void launch_pages(const float* q, const T* k, const T* v, const int* q_start, co
     const PagedRows rows = paged_rows(table, s);
     const PackedQueries queries{q_start, q_len, kv_len, s.heads, int(s.capacity())};
     launch_split_q<true>(q, k, v, queries, rows, out, nullptr, s.batch, s.heads, s.kv_heads, s.head_dim, max_q_len,
-                         true, 1, INT_MAX, 0, stream);
+                         true, 1, INT_MAX, 0, stream, k_scales, v_scales);
 }
 
 }  // namespace
 
 void varlen_attention(const float* q, const float* k_cache, const float* v_cache, const int* q_start, const int* q_len,
                       const int* kv_len, const int* slot, float* out, const VarlenShape& s, cudaStream_t stream) {
-    launch_slots(q, k_cache, v_cache, q_start, q_len, kv_len, slot, out, s, stream);
+    launch_slots(q, k_cache, v_cache, nullptr, nullptr, q_start, q_len, kv_len, slot, out, s, stream);
 }
 void varlen_attention(const float* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache, const int* q_start,
                       const int* q_len, const int* kv_len, const int* slot, float* out, const VarlenShape& s,
                       cudaStream_t stream) {
-    launch_slots(q, k_cache, v_cache, q_start, q_len, kv_len, slot, out, s, stream);
+    launch_slots(q, k_cache, v_cache, nullptr, nullptr, q_start, q_len, kv_len, slot, out, s, stream);
 }
 
 void paged_varlen_attention(const float* q, const float* k_cache, const float* v_cache, const int* q_start,
                             const int* q_len, const int* kv_len, const int* block_table, float* out,
                             const PagedShape& s, int tokens, int max_q_len, cudaStream_t stream) {
-    launch_pages(q, k_cache, v_cache, q_start, q_len, kv_len, block_table, out, s, tokens, max_q_len, stream);
+    launch_pages(q, k_cache, v_cache, nullptr, nullptr, q_start, q_len, kv_len, block_table, out, s, tokens, max_q_len,
+                 stream);
 }
 void paged_varlen_attention(const float* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
                             const int* q_start, const int* q_len, const int* kv_len, const int* block_table, float* out,
                             const PagedShape& s, int tokens, int max_q_len, cudaStream_t stream) {
-    launch_pages(q, k_cache, v_cache, q_start, q_len, kv_len, block_table, out, s, tokens, max_q_len, stream);
+    launch_pages(q, k_cache, v_cache, nullptr, nullptr, q_start, q_len, kv_len, block_table, out, s, tokens, max_q_len,
+                 stream);
+}
+
+void varlen_attention(const float* q, const Fp8Kv* k_cache, const Fp8Kv* v_cache, const float* k_scales,
+                      const float* v_scales, const int* q_start, const int* q_len, const int* kv_len, const int* slot,
+                      float* out, const VarlenShape& s, cudaStream_t stream) {
+    launch_slots(q, k_cache, v_cache, k_scales, v_scales, q_start, q_len, kv_len, slot, out, s, stream);
+}
+void varlen_attention(const float* q, const Int8Kv* k_cache, const Int8Kv* v_cache, const float* k_scales,
+                      const float* v_scales, const int* q_start, const int* q_len, const int* kv_len, const int* slot,
+                      float* out, const VarlenShape& s, cudaStream_t stream) {
+    launch_slots(q, k_cache, v_cache, k_scales, v_scales, q_start, q_len, kv_len, slot, out, s, stream);
+}
+
+void paged_varlen_attention(const float* q, const Fp8Kv* k_cache, const Fp8Kv* v_cache, const float* k_scales,
+                            const float* v_scales, const int* q_start, const int* q_len, const int* kv_len,
+                            const int* block_table, float* out, const PagedShape& s, int tokens, int max_q_len,
+                            cudaStream_t stream) {
+    launch_pages(q, k_cache, v_cache, k_scales, v_scales, q_start, q_len, kv_len, block_table, out, s, tokens,
+                 max_q_len, stream);
+}
+void paged_varlen_attention(const float* q, const Int8Kv* k_cache, const Int8Kv* v_cache, const float* k_scales,
+                            const float* v_scales, const int* q_start, const int* q_len, const int* kv_len,
+                            const int* block_table, float* out, const PagedShape& s, int tokens, int max_q_len,
+                            cudaStream_t stream) {
+    launch_pages(q, k_cache, v_cache, k_scales, v_scales, q_start, q_len, kv_len, block_table, out, s, tokens,
+                 max_q_len, stream);
 }
 
 }  // namespace pd::kernels::attention

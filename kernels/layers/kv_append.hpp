@@ -10,7 +10,9 @@
 ///   position of the contiguous cache;
 /// * paged_kv_append_rows (chapter 06): the same rows through a block table into a paged cache.
 ///
-/// The last two are one kernel body with the two row accessors of attention/cache_rows.cuh.
+/// The last two are one kernel body with the two row accessors of attention/cache_rows.cuh, and
+/// also write chapter 08's 8-bit cache (attention/kv_quant.hpp): fp8 e4m3 or int8 codes and one
+/// fp32 scale per (token, KV head) row, in an array shaped like the cache without d.
 /// Includable from plain C++.
 #pragma once
 
@@ -23,6 +25,8 @@
 namespace pd::kernels::layers {
 
 using attention::CacheShape;
+using attention::Fp8Kv;
+using attention::Int8Kv;
 using attention::PagedShape;
 
 /// KV append (lab 04): writes the n new tokens of each sequence into one layer's cache:
@@ -85,5 +89,55 @@ void paged_kv_append_rows(const float* k_new, const float* v_new, float* k_cache
 void paged_kv_append_rows(const float* k_new, const float* v_new, __nv_bfloat16* k_cache, __nv_bfloat16* v_cache,
                           const int* block_table, const int* row_seq, const int* positions, int T, const PagedShape& s,
                           cudaStream_t stream = nullptr);
+
+// [kv_append_kv8]
+/// kv_append_rows() into chapter 08's fp8 KV cache: each (row, KV head) of d values is quantized
+/// with scale = max |x| / 448 (0 for a row of zeros) to e4m3 codes of x / scale (round to
+/// nearest, ties to even; quant::fp8_e4m3_encode() bit for bit), and its scale is written to
+/// @p k_scales or @p v_scales at [slot][h][pos]. A row with no place in the cache writes nothing.
+/// @param k_new [T, Hkv, d] fp32 (after RoPE)  @param v_new [T, Hkv, d] fp32
+/// @param k_cache [slots, Hkv, S_max, d] fp8 codes  @param v_cache [slots, Hkv, S_max, d] fp8 codes
+/// @param k_scales [slots, Hkv, S_max] K's row scales  @param v_scales [slots, Hkv, S_max] V's row scales
+/// @param token_slot [T] (device)  @param positions [T] (device)
+/// @param T rows  @param s the cache's sizes (batch = slots)  @param stream the stream to launch on
+void kv_append_rows(const float* k_new, const float* v_new, Fp8Kv* k_cache, Fp8Kv* v_cache, float* k_scales,
+                    float* v_scales, const int* token_slot, const int* positions, int T, const CacheShape& s,
+                    cudaStream_t stream = nullptr);
+/// As above into an int8 KV cache: scale = max |x| / 127, codes round(x / scale) (ties away from
+/// zero) in -127 ... 127.
+/// @param k_new [T, Hkv, d] fp32 (after RoPE)  @param v_new [T, Hkv, d] fp32
+/// @param k_cache [slots, Hkv, S_max, d] int8 codes  @param v_cache [slots, Hkv, S_max, d] int8 codes
+/// @param k_scales [slots, Hkv, S_max] K's row scales  @param v_scales [slots, Hkv, S_max] V's row scales
+/// @param token_slot [T] (device)  @param positions [T] (device)
+/// @param T rows  @param s the cache's sizes (batch = slots)  @param stream the stream to launch on
+void kv_append_rows(const float* k_new, const float* v_new, Int8Kv* k_cache, Int8Kv* v_cache, float* k_scales,
+                    float* v_scales, const int* token_slot, const int* positions, int T, const CacheShape& s,
+                    cudaStream_t stream = nullptr);
+
+/// paged_kv_append_rows() into chapter 08's fp8 KV cache: codes and scales as kv_append_rows()
+/// writes them, the scale of the row at block p, head h, offset o at [p][h][o].
+/// @param k_new [T, Hkv, d] fp32 (after RoPE)  @param v_new [T, Hkv, d] fp32
+/// @param k_cache [num_blocks, Hkv, block_size, d] fp8 codes  @param v_cache [num_blocks, Hkv, block_size, d] fp8 codes
+/// @param k_scales [num_blocks, Hkv, block_size] K's row scales  @param v_scales [num_blocks, Hkv, block_size] V's
+/// @param block_table [B, max_blocks] (device)  @param row_seq [T] (device) the sequence (row of block_table) of each
+/// row
+/// @param positions [T] (device) the logical position of each row
+/// @param T rows, >= 1  @param s the sizes  @param stream the stream to launch on
+void paged_kv_append_rows(const float* k_new, const float* v_new, Fp8Kv* k_cache, Fp8Kv* v_cache, float* k_scales,
+                          float* v_scales, const int* block_table, const int* row_seq, const int* positions, int T,
+                          const PagedShape& s, cudaStream_t stream = nullptr);
+/// As above into an int8 KV cache.
+/// @param k_new [T, Hkv, d] fp32 (after RoPE)  @param v_new [T, Hkv, d] fp32
+/// @param k_cache [num_blocks, Hkv, block_size, d] int8 codes  @param v_cache [num_blocks, Hkv, block_size, d] int8
+/// codes
+/// @param k_scales [num_blocks, Hkv, block_size] K's row scales  @param v_scales [num_blocks, Hkv, block_size] V's
+/// @param block_table [B, max_blocks] (device)  @param row_seq [T] (device) the sequence (row of block_table) of each
+/// row
+/// @param positions [T] (device) the logical position of each row
+/// @param T rows, >= 1  @param s the sizes  @param stream the stream to launch on
+void paged_kv_append_rows(const float* k_new, const float* v_new, Int8Kv* k_cache, Int8Kv* v_cache, float* k_scales,
+                          float* v_scales, const int* block_table, const int* row_seq, const int* positions, int T,
+                          const PagedShape& s, cudaStream_t stream = nullptr);
+// [kv_append_kv8]
 
 }  // namespace pd::kernels::layers
