@@ -12,6 +12,9 @@
 // The steps every chapter shares are in pd/bench.hpp; this file holds the lesson.
 #include "pd/bench.hpp"
 #include "pd/cublas.hpp"
+#include "pd/llama2c.hpp"
+#include "pd/model/generate.hpp"
+#include "pd/model/model.hpp"
 #include "pd/model_config.hpp"
 #include "pd/rng.hpp"
 
@@ -30,6 +33,7 @@
 namespace {
 
 namespace gv = pd::kernels::gemv;
+namespace md = pd::model;
 namespace qt = pd::kernels::quant;
 using bf16 = __nv_bfloat16;
 using pd::fmt;
@@ -38,12 +42,16 @@ using qt::Format;
 struct Options {
 #if defined(PD_BACKEND_SIM)
     int n = 256, k = 2048, layers = 2;  // seconds on a CPU; K is two of the 1,024-column chunks
+    std::string model = "tiny";
+    int context = 24, gen = 8;
 #else
     int n = 14336, k = 4096, layers = 8;  // llama-3-8b's up projection; int4: 8 x 29 MB = 4 x an H200's L2
-#endif
-    int batch = 1, group = qt::kDefaultGroup, context = 4096;
-    bool zero_point = false, sweep = false;
     std::string model = "llama-3-8b";
+    int context = 4096, gen = 256;
+#endif
+    int batch = 1, group = qt::kDefaultGroup;
+    bool zero_point = false, sweep = false, bytes_only = false;
+    std::string checkpoint;
 };
 
 // [ch08_bytes]
@@ -57,6 +65,30 @@ double decode_weight_bytes(const pd::ModelConfig& c, Format format, int group) {
     return c.layers * layer + matrix(c.vocab, D) + 2.0 * D;
 }
 // [ch08_bytes]
+
+// [ch08_cost]
+/// The bytes a decode step of @p config reads per sequence at @p context, per weight format, with
+/// a bf16 and an 8-bit KV cache (what fewer bytes per weight and per cached element buy).
+void print_bytes(std::ostream& out, const pd::ModelConfig& config, int context, int group) {
+    const double kv_elements = 2.0 * config.layers * config.kv_heads * config.head_dim * context;
+    const double kv_bf16 = 2 * kv_elements,
+                 kv_8bit = kv_elements * (1 + 4.0 / config.head_dim);  // fp32 scale per (token, head)
+    const double bf16_weights = decode_weight_bytes(config, Format::bf16, group);
+    out << "bytes one decode step of " << config.name << " reads per sequence at a context of " << context
+        << " (int4 in groups of " << group << "; an 8-bit cache keeps an fp32 scale per token and KV head):\n"
+        << "  weights  bytes/param  weights     +bf16 KV    +8-bit KV   fewer than bf16 (weights, +8-bit KV)\n";
+    const auto pad = [](std::string text, std::size_t width) {
+        return text.append(width > text.size() ? width - text.size() : 0, ' ');
+    };
+    for (Format f : qt::all_formats()) {
+        const double w = decode_weight_bytes(config, f, group);
+        out << "  " << pad(qt::to_string(f), 7) << fmt("%12.3f", w / config.parameter_count()) << "  "
+            << pad(pd::format_bytes(w), 10) << "  " << pad(pd::format_bytes(w + kv_bf16), 10) << "  "
+            << pad(pd::format_bytes(w + kv_8bit), 10) << "  " << fmt("%.2fx, ", bf16_weights / w)
+            << fmt("%.2fx", (bf16_weights + kv_bf16) / (w + kv_8bit)) << "\n";
+    }
+}
+// [ch08_cost]
 
 /// One decode step over the stack: W [L, N, K] in each format (the even matrices from one draw,
 /// the odd ones from another: the first and the last differ, so a kernel reading the wrong
@@ -191,6 +223,71 @@ void set_weights(pd::Bench& bench, Problem& p, const Options& o) {
     }
 }
 
+// [ch08_model]
+/// The whole model, once per format: the accuracy against the bf16 model over a teacher-forced
+/// generation of G tokens after a prompt of C - G random tokens (top-1 agreement and mean KL
+/// divergence of the next-token distributions), then one decode step of B sequences at the
+/// context C that generation reached, timed against the copy-bandwidth floor of its bytes (the
+/// packed weights and the KV it reads). A quantized row fails when its logits are not finite or
+/// its agreement is below one half (a broken format, not a coarse one).
+std::vector<pd::Row> run_model(pd::Bench& bench, const Options& o, const pd::ModelConfig& config,
+                               const pd::ModelWeights* weights, nlohmann::json& accuracy) {
+    const int B = o.batch, C = o.context, P = C - o.gen;
+    pd::Rng rng(pd::derive_seed(bench.options.seed, 20));
+    std::vector<int> prompt(std::size_t(B) * P);
+    for (int& t : prompt) t = rng.integer(0, config.vocab - 1);
+    md::ModelOptions mo{.weights = pd::DType::bf16,
+                        .kv = pd::DType::bf16,
+                        .batch = B,
+                        .max_seq = C,
+                        .sm_count = std::max(bench.device().sm_count, 1)};
+    std::vector<pd::Row> rows;
+    std::optional<pd::Row> baseline;
+    std::optional<md::Generation> original;
+    for (Format f : qt::all_formats()) {
+        if (f != Format::bf16 && !bench.selects(qt::to_string(f))) continue;
+        mo.quant = f == Format::bf16 ? "none" : qt::to_string(f);
+        mo.quant_group = o.group;
+        md::Model m(config, mo);
+        weights ? m.load(*weights) : m.init_synthetic(bench.options.seed);
+        md::Agreement a{.tokens = B * o.gen, .top1 = 1.0};  // bf16: the original itself
+        if (original)
+            a = md::teacher_forced_agreement(*original, m, prompt, P);
+        else
+            original = md::generate_cached(m, prompt, P, o.gen);
+        // the decode step at context C: the cache holds C - 1 positions, the step writes and attends to C
+        const std::vector<int> last(original->tokens.end() - B, original->tokens.end());
+        const auto step = [&] {
+            m.rewind(C - 1);
+            m.decode(last);
+        };
+        step();
+        const std::vector<float> logits = m.logits().download();
+        const bool finite = std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); });
+        pd::Kernel k{.name = std::string("step_") + qt::to_string(f),
+                     .dtype = pd::DType::bf16,
+                     .cost = m.cost(C - 1, 1),
+                     .tokens = double(B),
+                     .baseline = baseline ? &*baseline : nullptr,
+                     .point = {{"weights", qt::to_string(f)},
+                               {"batch", B},
+                               {"context", C},
+                               {"weight_bytes", m.weight_bytes()},
+                               {"top1", a.top1},
+                               {"mean_kl", a.mean_kl}}};
+        const std::optional<double> ms = bench.timing() ? std::optional<double>(bench.time_ms(step)) : std::nullopt;
+        rows.push_back(bench.timed_row(k, ms, finite && a.top1 >= 0.5));
+        if (!baseline) baseline = rows.back();
+        accuracy.push_back({{"weights", qt::to_string(f)},
+                            {"tokens", a.tokens},
+                            {"top1", a.top1},
+                            {"mean_kl", a.mean_kl},
+                            {"max_kl", a.max_kl}});
+    }
+    return rows;
+}
+// [ch08_model]
+
 int run(int argc, char** argv) {
     Options o;
     pd::Bench bench{"08_quantized_decode", "quantized decode",
@@ -206,18 +303,47 @@ int run(int argc, char** argv) {
                  CLI::Range(1, 1024));
     bench.option("--group", o.group, "int4: values per scale along K", CLI::IsMember({32, 64, 128, 256}));
     bench.app.add_flag("--zero-point", o.zero_point, "int4: a zero point per group (asymmetric)");
-    bench.option("--model", o.model, "The model whose decode bytes the table counts", CLI::IsMember(pd::model_names()));
-    bench.option("--context", o.context, "Context of the KV cache in the bytes table", CLI::Range(1, 1 << 20));
+    bench.app.add_option("--model", o.model, "The model of the bytes table and the decode step")
+        ->check(CLI::IsMember(pd::model_names()))
+        ->capture_default_str();
+    bench.app
+        .add_option("--checkpoint", o.checkpoint, "A llama2.c checkpoint (e.g. stories15M.bin) instead of --model")
+        ->excludes("--model");
+    bench.option("--context", o.context, "Context of the decode step (positions attended)", CLI::Range(1, 1 << 20));
+    bench.option(
+        "--gen", o.gen,
+        "Tokens of the teacher-forced generation that measures the accuracy (its prompt: --context minus these)",
+        CLI::Range(1, 4096));
+    bench.app.add_flag("--bytes-only", o.bytes_only,
+                       "Print the bytes table of --model and stop (any model, on any machine: nothing runs)");
     bench.app.add_flag("--sweep-batch", o.sweep, "Also run B = 1, 2, 4, 8, 16: the speed-up over bf16 against B");
     if (auto code = bench.parse(argc, argv)) return *code;
     const gv::Shape shape{o.batch, o.n, o.k};
     if (shape.w_elements() > std::size_t(2147483647))
         throw std::invalid_argument("--n x --k = " + std::to_string(shape.w_elements()) + " elements exceeds 2^31 - 1");
 
+    std::optional<pd::llama2c::Checkpoint> ckpt;
+    if (!o.checkpoint.empty()) ckpt = pd::llama2c::read_checkpoint(o.checkpoint);
+    const pd::ModelConfig config = ckpt ? ckpt->config : *pd::find_model(o.model);
+    if (o.context > config.max_seq)
+        throw std::invalid_argument("--context " + std::to_string(o.context) + " is past the model's " +
+                                    std::to_string(config.max_seq) + " positions");
+    if (o.gen >= o.context)
+        throw std::invalid_argument("--gen " + std::to_string(o.gen) + " must be below --context " +
+                                    std::to_string(o.context) +
+                                    " (the generation ends at the context, after a prompt)");
+    std::ostream& out = bench.out();
+    if (o.bytes_only) {  // the table alone: nothing runs, no device needed
+        bench.title();
+        print_bytes(out, config, o.context, o.group);
+        return bench.finish(
+            bench.report({{"model", config.name}, {"context", o.context}, {"group", o.group}}, {}, nullptr));
+    }
+    print_bytes(out, config, o.context, o.group);
+
     // Device memory: two bf16 draws, each format's stack (at most 1.03 bytes per weight), X and Y.
     const double device_bytes = 4.0 * shape.w_elements() + 3.1 * o.layers * double(shape.w_elements()) +
                                 4.0 * o.layers * qt::kMaxQuantBatch * o.n + 2.0 * qt::kMaxQuantBatch * o.k;
-    std::ostream& out = bench.out();
     bench.device();
     bench.require_fits(device_bytes, "the weight stacks, X and Y", "lower --layers, --n or --k");
     // Host memory: two fp32 draws, their bf16 copies and dequantized references, per format.
@@ -235,27 +361,19 @@ int run(int argc, char** argv) {
                            "the formats on " + std::to_string(o.layers) + " matrices of N = " + std::to_string(o.n) +
                                ", K = " + std::to_string(o.k),
                            "lower --layers, --n or --k, or choose one --kernel");
+    md::ModelOptions biggest{
+        .weights = pd::DType::bf16, .kv = pd::DType::bf16, .batch = o.batch, .max_seq = o.context, .quant = "int8"};
+    bench.require_fits(md::Model::device_bytes(config, biggest), "the model (bf16, then each quantized copy)",
+                       "choose a smaller --model, or lower --context");
+    if (bench.sim())  // two models through the prompt, the context and the generation, per format
+        pd::require_within(pd::kSimWorkBudget,
+                           8.0 * 4 * config.parameter_count() * o.batch * (o.context + bench.runs()),
+                           "the decode step and the generation of " + config.name + " on the simulator",
+                           "lower --context or --gen, or choose a smaller --model");
     bench.measure_roofs();
 
-    // [ch08_cost]
-    const pd::ModelConfig config = *pd::find_model(o.model);
-    const double kv_elements = 2.0 * config.layers * config.kv_heads * config.head_dim * o.context;
-    const double kv_bf16 = 2 * kv_elements,
-                 kv_8bit = kv_elements * (1 + 4.0 / config.head_dim);  // fp32 scale per (token, head)
-    const double bf16_weights = decode_weight_bytes(config, Format::bf16, o.group);
-    out << "bytes one decode step of " << config.name << " reads per sequence, at a context of " << o.context
-        << " tokens (int4 in groups of " << o.group << "; an 8-bit cache keeps an fp32 scale per token and head):\n";
-    for (Format f : qt::all_formats()) {
-        const double w = decode_weight_bytes(config, f, o.group);
-        out << "  " << qt::to_string(f) << std::string(5 - std::string(qt::to_string(f)).size(), ' ') << " weights "
-            << pd::format_bytes(w) << " (" << fmt("%.3f", w / config.parameter_count()) << " bytes/parameter, "
-            << fmt("%.2f", bf16_weights / w) << "x fewer than bf16); with a bf16 cache "
-            << pd::format_bytes(w + kv_bf16) << ", with an 8-bit cache " << pd::format_bytes(w + kv_8bit) << " ("
-            << fmt("%.2f", (bf16_weights + kv_bf16) / (w + kv_8bit)) << "x fewer)\n";
-    }
     out << "problem: Y [B, N] = X [B, K] W [N, K]^T with B = " << shape.batch << ", N = " << o.n << ", K = " << o.k
         << ", over a stack of " << o.layers << " matrices (bf16 X, fp32 accumulation)\n";
-    // [ch08_cost]
     out << "reference: CPU, double accumulation, of each format's dequantized weights (the first and last matrix); "
            "'quant err' is the error against the GEMV of the bf16 weights, max |y - y_bf16| / max |y_bf16|\n\n";
 
@@ -272,6 +390,20 @@ int run(int argc, char** argv) {
            "bandwidth; 'vs bf16' is bf16_v5's step time over the row's"
         << (bench.sim() ? " (CPU figures on the simulator: the profile's bytes are its lesson, --profile)" : "")
         << ".\n";
+
+    // the whole decode step, and the accuracy of each format against bf16
+    nlohmann::json accuracy = nlohmann::json::array();
+    const std::vector<pd::Row> model_rows = run_model(bench, o, config, ckpt ? &ckpt->weights : nullptr, accuracy);
+    out << "\ndecode step of " << config.name << ", B = " << o.batch << " at a context of " << o.context
+        << " (bf16 cache), and accuracy against the bf16 model over " << o.gen
+        << " teacher-forced tokens per sequence:\n"
+        << pd::render(model_rows,
+                      {"kernel", pd::Column::point("weights", "weights"), "step ms", "GB/s", "of copy", vs_bf16,
+                       pd::Column::point("top-1", "top1"), pd::Column::point("mean KL", "mean_kl"), "status"})
+        << "'top-1': the share of next-token distributions whose argmax is the bf16 model's; 'mean KL': KL(bf16 || "
+           "quantized) in nats; 'of copy': the step's bytes (weights as packed, the KV it reads) over the copy "
+           "bandwidth"
+        << (bench.sim() ? " (none on the simulator)" : "") << ".\n";
 
     // [ch08_sweep]
     // The speed-up against B: the packed bytes stay the same while the work per weight grows with B,
@@ -299,11 +431,12 @@ int run(int argc, char** argv) {
                                           {"layers", o.layers},
                                           {"group", o.group},
                                           {"zero_point", o.zero_point},
-                                          {"model", o.model},
+                                          {"model", config.name},
                                           {"context", o.context},
                                           {"dtype", "bf16"}},
                                          rows);
     report["sweep"] = bench.json(sweep);
+    report["model"] = {{"name", config.name}, {"steps", bench.json(model_rows)}, {"accuracy", accuracy}};
     return bench.finish(report);
 }
 

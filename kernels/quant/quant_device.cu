@@ -63,7 +63,8 @@ __global__ void quantize_int4_kernel(const __nv_bfloat16* __restrict__ w, int n,
     }
     std::uint8_t* out = packed + std::size_t(row) * row_bytes;
     for (int c = c0 + 2 * lane; c < c1; c += 2 * kWarpSize) {  // value c in the low nibble of byte c / 2
-        const unsigned low = int4_code(to_f32(wr[c]), s, z), high = c + 1 < c1 ? int4_code(to_f32(wr[c + 1]), s, z) : 0u;
+        const unsigned low = int4_code(to_f32(wr[c]), s, z),
+                       high = c + 1 < c1 ? int4_code(to_f32(wr[c + 1]), s, z) : 0u;
         out[c / 2] = std::uint8_t(low | (high << 4));
     }
 }
@@ -104,10 +105,17 @@ DeviceQuantizedMatrix quantize_device(const __nv_bfloat16* w, int n, const Layou
 
 void dequantize_device(const DeviceQuantizedMatrix& q, __nv_bfloat16* out, cudaStream_t stream) {
     switch (q.layout.format) {
-        case Format::int8: launch_dequantize(per_row_scale_view<Format::int8>(q), q, out, stream); break;
-        case Format::fp8: launch_dequantize(per_row_scale_view<Format::fp8>(q), q, out, stream); break;
-        case Format::int4: dequantize_int4(q, out, stream); break;  // in lab 08's file, beside int4's view
-        default: throw std::invalid_argument("dequantize_device: bf16 weights are not packed");
+        case Format::int8:
+            launch_dequantize(per_row_scale_view<Format::int8>(q), q, out, stream);
+            break;
+        case Format::fp8:
+            launch_dequantize(per_row_scale_view<Format::fp8>(q), q, out, stream);
+            break;
+        case Format::int4:
+            dequantize_int4(q, out, stream);
+            break;  // in lab 08's file, beside int4's view
+        default:
+            throw std::invalid_argument("dequantize_device: bf16 weights are not packed");
     }
 }
 

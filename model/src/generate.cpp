@@ -98,18 +98,19 @@ Generation generate_cached(Model& m, const std::vector<int>& prompt, int P, int 
 // [generate_cached]
 
 // [teacher_forced_agreement]
-Agreement teacher_forced_agreement(Model& original, Model& quantized, const std::vector<int>& prompt, int P, int G) {
-    const int B = original.options().batch, V = original.config().vocab;
-    if (quantized.options().batch != B || quantized.config().vocab != V)
-        throw std::invalid_argument("teacher_forced_agreement: the two models differ in batch or vocabulary");
+Agreement teacher_forced_agreement(const Generation& original, Model& quantized, const std::vector<int>& prompt,
+                                   int P) {
+    const int B = quantized.options().batch, V = quantized.config().vocab;
+    const int G = B > 0 ? int(original.tokens.size()) / B : 0;
+    if (G < 1 || original.logits.size() != std::size_t(G) * B * V)
+        throw std::invalid_argument(
+            "teacher_forced_agreement: the original's generation is not [G, B] tokens of V logits");
     Agreement a;
-    std::vector<int> next(static_cast<std::size_t>(B));
-    original.prefill(prompt, P);
     quantized.prefill(prompt, P);
     for (int i = 0; i < G; ++i) {
-        const std::vector<float> lp = original.logits().download(), lq = quantized.logits().download();
+        const std::vector<float> lq = quantized.logits().download();
         for (int b = 0; b < B; ++b) {
-            const float* p = lp.data() + std::size_t(b) * V;
+            const float* p = original.logits.data() + (std::size_t(i) * B + b) * V;
             const float* q = lq.data() + std::size_t(b) * V;
             const int ap = int(std::max_element(p, p + V) - p), aq = int(std::max_element(q, q + V) - q);
             // log-softmax of both in double, then KL(p || q) = sum p (log p - log q)
@@ -124,16 +125,14 @@ Agreement teacher_forced_agreement(Model& original, Model& quantized, const std:
                 const double log_p = p[v] - zp;
                 kl += std::exp(log_p) * (log_p - (q[v] - zq));
             }
+            kl = std::max(kl, 0.0);  // >= 0 in exact arithmetic; rounding may leave -1e-17
             a.top1 += ap == aq;
             a.mean_kl += kl;
             a.max_kl = std::max(a.max_kl, kl);
             ++a.tokens;
-            next[std::size_t(b)] = ap;  // both models are fed the original's choice
         }
-        if (i + 1 < G) {
-            original.decode(next);
-            quantized.decode(next);
-        }
+        if (i + 1 < G)  // fed the original's choices
+            quantized.decode(std::span(original.tokens).subspan(std::size_t(i) * B, std::size_t(B)));
     }
     a.top1 /= a.tokens;
     a.mean_kl /= a.tokens;

@@ -568,13 +568,14 @@ void Model::project(const Plan& plan, const W* x, const DeviceMatrix& w, std::si
 }
 
 // [project_packed]
-/// Y [T, N] = X [T, K] W^T with W quantized (chapter 08): a decode batch runs the quantized GEMV
-/// on the packed bytes, 16 tokens at a time; a larger pass dequantizes W to bf16 and runs
-/// chapter 02's GEMM on the tensor cores (its time is the math: fewer bytes gain it nothing).
+/// Y [T, N] = X [T, K] W^T with W quantized (chapter 08): a decode batch, or any pass of up to 16
+/// tokens, runs the quantized GEMV on the packed bytes, 16 tokens at a time; a larger pass
+/// dequantizes W to bf16 and runs chapter 02's GEMM on the tensor cores (its time is the math:
+/// fewer bytes gain it nothing).
 void Model::project_packed(const Plan& plan, const bf16* x, const kernels::quant::DeviceQuantizedMatrix& w, float* y) {
     namespace qt = kernels::quant;
     const int T = plan.tokens, N = w.n, K = w.layout.k;
-    if (plan.projections == Plan::Projections::gemv) {
+    if (plan.projections == Plan::Projections::gemv || T <= qt::kMaxQuantBatch) {
         for (int t0 = 0; t0 < T; t0 += qt::kMaxQuantBatch)
             qt::gemv(w, x + std::size_t(t0) * K, y + std::size_t(t0) * N,
                      qt::Shape{std::min(qt::kMaxQuantBatch, T - t0), N, K});

@@ -91,21 +91,22 @@ nlohmann::json check_generations(const Model& m, const std::vector<int>& prompt,
 
 // [agreement]
 /// Chapter 08's measures of a quantized model against its bf16 original (llama.cpp's measures of
-/// a quantization), teacher-forced: both prefill the same prompts, then at every step both are
-/// fed the token the original chose, so that one disagreement does not change every later
-/// context. Each step's next-token distributions (softmax of the logits) are compared per
-/// sequence: whether their argmax agrees, and the KL divergence KL(p_original || p_quantized).
+/// a quantization), teacher-forced: the quantized model is fed the tokens the original chose
+/// (its greedy generation), so that one disagreement does not change every later context. Each
+/// step's next-token distributions (softmax of the logits) are compared per sequence: whether
+/// their argmax agrees, and the KL divergence KL(p_original || p_quantized).
 struct Agreement {
     int tokens = 0;      ///< next-token distributions compared: B x G
     double top1 = 0;     ///< the share whose argmax agrees
     double mean_kl = 0;  ///< the mean KL divergence, in nats
     double max_kl = 0;   ///< the largest
 };
-/// Runs @p original and @p quantized (the same shape and batch B) on @p prompt [B, P] for
-/// @p G tokens, teacher-forced by the original's greedy choice, and compares them.
-/// @param original the reference model  @param quantized the model compared  @param prompt [B, P]
-/// @param P prompt tokens  @param G distributions per sequence (the prefill's and G - 1 steps')
-Agreement teacher_forced_agreement(Model& original, Model& quantized, const std::vector<int>& prompt, int P, int G);
+/// Runs @p quantized on @p prompt [B, P] and then on the tokens of @p original (generate_cached()
+/// of the bf16 model on the same prompt), comparing its logits with the original's at each of
+/// the G steps. The cache of @p quantized then holds P + G - 1 positions.
+/// @param original the bf16 model's generation  @param quantized the model compared (batch B)
+/// @param prompt [B, P]  @param P prompt tokens
+Agreement teacher_forced_agreement(const Generation& original, Model& quantized, const std::vector<int>& prompt, int P);
 // [agreement]
 
 /// One decode step at context C both ways, on tokens [B, C] (sequence-major): with the cache (a
