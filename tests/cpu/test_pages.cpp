@@ -13,6 +13,7 @@
 #include "../../kernels/attention/paged_attention.hpp"
 #include "../../kernels/gemm/gemm.hpp"
 #include "../../kernels/gemv/gemv.hpp"
+#include "../../kernels/quant/quant.hpp"
 #include "../../kernels/roofline/roofline.hpp"
 
 #include "pd/registry.hpp"
@@ -258,4 +259,8 @@ TEST_CASE("pages: chapter 06's table lists model::paged_versions() and its backe
 
 TEST_CASE("pages: chapter 07's table lists attention::flash_versions() and its backends", "[pages]") {
     check_page("07_flash_attention", "attention::flash_versions()", pd::kernels::attention::flash_versions());
+}
+
+TEST_CASE("pages: chapter 08's table lists quant::versions() and its backends", "[pages]") {
+    check_page("08_quantized_decode", "quant::versions()", pd::kernels::quant::versions());
 }

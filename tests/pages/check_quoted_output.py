@@ -32,7 +32,7 @@ import sys
 # Columns whose values are measured in the run (times, rates, ratios of times).
 MEASURED = {
     "time ms", "step ms", "GB/s", "TFLOP/s", "tokens/s", "of roofline", "of copy", "floor ms",
-    "vs baseline", "vs cuBLAS", "x B=1", "x previous S", "scores", "softmax", "P V",
+    "vs baseline", "vs cuBLAS", "vs bf16", "x B=1", "x previous S", "scores", "softmax", "P V",
     "scores %", "softmax %", "P V %", "speedup",
 }
 # Chapter 05's columns, measured when the model executor times the steps.

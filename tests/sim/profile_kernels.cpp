@@ -1,4 +1,4 @@
-// The profiler on the kernels of chapters 01 to 07 (docs/simulator.md, "The profiler"): each
+// The profiler on the kernels of chapters 01 to 08 (docs/simulator.md, "The profiler"): each
 // kernel's counters against the count worked out from its code, at shapes whose rows, tiles and
 // vectors are whole (so every count is exact), with the inputs in cudaMalloc buffers (aligned to
 // 256 bytes). Built against the kernels compiled for the profiler (pd_kernels_prof); the values
@@ -15,6 +15,7 @@
 #include "gemm/gemm.hpp"
 #include "gemv/gemv.hpp"
 #include "pd/buffer.hpp"
+#include "quant/quant.hpp"
 #include "pd/sim/profile.hpp"
 
 #include <catch2/catch.hpp>
@@ -27,6 +28,7 @@
 namespace at = pd::kernels::attention;
 namespace gm = pd::kernels::gemm;
 namespace gv = pd::kernels::gemv;
+namespace qt = pd::kernels::quant;
 using pd::DeviceBuffer;
 using pd::sim::KernelProfile;
 using u64 = std::uint64_t;
@@ -310,4 +312,51 @@ TEST_CASE("chapter 07: flash attention skips the tiles above the diagonal; ldmat
     CHECK(v4.shared_load.wavefronts > 4 * v4.shared_load.ideal);
     CHECK(v5.shared_load.wavefronts == v5.shared_load.ideal);
     CHECK(v6.shared_load.wavefronts == v6.shared_load.ideal);
+}
+
+// Chapter 08 at N = 64, K = 2048 (two 1,024-column chunks), B = 1 and 8: 2 blocks of 8 warps, each
+// warp 4 rows. Per chunk each lane takes vectors lane, lane + 32, ... of its 4 rows, one 16-byte
+// load each, so a request reads 32 consecutive vectors of one row (512 bytes, 16 sectors) and the
+// packed weights are read once: N x row_bytes bytes. int8 and fp8: 64 vectors per chunk (2 per
+// lane); int4: 32 (1 per lane), each with a load of its group's bf16 scale (the warp's 32 vectors
+// span 8 groups of 128: 16 bytes, 1 sector). Each block stages X once per chunk: 16-byte loads,
+// 32 units of 8 bf16 per request, B x 4 requests per block and chunk. At the end lanes 0 ... 4 B - 1
+// of each warp store its 4 rows x B tokens (and, int8 and fp8, load the 4 rows' fp32 scales: 1
+// sector). Staged X is read and written without bank conflicts (the XOR swizzle).
+TEST_CASE("chapter 08: the quantized GEMV reads the packed bytes once, 16 bytes a lane", "[profile][quant]") {
+    const u64 N = 64, K = 2048, chunks = K / 1024, blocks = N / 32, warps = N / 4;
+    const auto run = [&](qt::Format f, int batch) {
+        const qt::Layout layout{f, int(K)};
+        const qt::DeviceQuantizedMatrix w(qt::quantize(std::vector<float>(N * K, 0.f), int(N), layout));
+        DeviceBuffer<__nv_bfloat16> x(std::size_t(batch) * K);
+        DeviceBuffer<float> y(std::size_t(batch) * N);
+        x.fill_bytes(0);
+        return one([&] { qt::gemv(w, x.data(), y.data(), qt::Shape{batch, int(N), int(K)}); });
+    };
+    for (const qt::Format f : {qt::Format::int8, qt::Format::int4, qt::Format::fp8}) {
+        const qt::Layout layout{f, int(K)};
+        const bool int4 = f == qt::Format::int4;
+        const u64 row_bytes = layout.row_bytes(), w_requests = warps * 4 * (row_bytes / 512);  // 4 rows x (512-byte runs per row)
+        INFO(qt::to_string(f) << ": row of " << row_bytes << " bytes");
+        for (const int B : {1, 8}) {
+            INFO("B = " << B);
+            const KernelProfile p = run(f, B);
+            const u64 x_requests = blocks * chunks * B * 4;        // 512 bytes of one token each
+            const u64 scale_requests = int4 ? w_requests : warps;  // int4: per vector; else per warp
+            CHECK(p.global_load.requests == w_requests + x_requests + scale_requests);
+            CHECK(p.global_load.sectors == sectors(N * row_bytes) + 16 * x_requests + scale_requests);
+            CHECK(p.global_load.bytes ==
+                  N * row_bytes + 2 * K * B * blocks + (int4 ? 2 * 32 * w_requests : 4 * 4 * B * warps));
+            CHECK(p.global_store.requests == warps);
+            CHECK(p.global_store.bytes == 4 * N * B);
+            CHECK(p.unique_sectors ==
+                  sectors(N * row_bytes) + sectors(int4 ? 2 * N * layout.groups_per_row() : 4 * N) +
+                      sectors(2 * K * B) + sectors(4 * N * B));
+            CHECK(p.shared_load.wavefronts == p.shared_load.ideal);
+            CHECK(p.shared_store.wavefronts == p.shared_store.ideal);
+        }
+    }
+    // the packed weights' sectors against bf16's N K x 2 bytes: a half (int8, fp8), 0.52 (int4 g128)
+    CHECK(qt::Layout{qt::Format::int8, int(K)}.row_bytes() * 2 == 2 * K);
+    CHECK(qt::Layout{qt::Format::int4, int(K)}.row_bytes() * 4 == 2 * K);
 }
