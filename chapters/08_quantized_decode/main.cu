@@ -51,7 +51,7 @@ struct Options {
 #endif
     int batch = 1, group = qt::kDefaultGroup;
     bool zero_point = false, sweep = false, bytes_only = false;
-    std::string checkpoint;
+    std::string checkpoint, kv_dtype = "bf16";
 };
 
 // [ch08_bytes]
@@ -237,7 +237,7 @@ std::vector<pd::Row> run_model(pd::Bench& bench, const Options& o, const pd::Mod
     std::vector<int> prompt(std::size_t(B) * P);
     for (int& t : prompt) t = rng.integer(0, config.vocab - 1);
     md::ModelOptions mo{.weights = pd::DType::bf16,
-                        .kv = pd::DType::bf16,
+                        .kv = pd::dtype_named(o.kv_dtype),
                         .batch = B,
                         .max_seq = C,
                         .sm_count = std::max(bench.device().sm_count, 1)};
@@ -309,6 +309,8 @@ int run(int argc, char** argv) {
     bench.app
         .add_option("--checkpoint", o.checkpoint, "A llama2.c checkpoint (e.g. stories15M.bin) instead of --model")
         ->excludes("--model");
+    bench.option("--kv-dtype", o.kv_dtype, "The model's KV cache: bf16, or 8 bits with a scale per token and KV head",
+                 CLI::IsMember({"bf16", "fp8", "int8"}));
     bench.option("--context", o.context, "Context of the decode step (positions attended)", CLI::Range(1, 1 << 20));
     bench.option(
         "--gen", o.gen,
@@ -339,12 +341,12 @@ int run(int argc, char** argv) {
         return bench.finish(
             bench.report({{"model", config.name}, {"context", o.context}, {"group", o.group}}, {}, nullptr));
     }
-    print_bytes(out, config, o.context, o.group);
 
     // Device memory: two bf16 draws, each format's stack (at most 1.03 bytes per weight), X and Y.
     const double device_bytes = 4.0 * shape.w_elements() + 3.1 * o.layers * double(shape.w_elements()) +
                                 4.0 * o.layers * qt::kMaxQuantBatch * o.n + 2.0 * qt::kMaxQuantBatch * o.k;
     bench.device();
+    print_bytes(out, config, o.context, o.group);
     bench.require_fits(device_bytes, "the weight stacks, X and Y", "lower --layers, --n or --k");
     // Host memory: two fp32 draws, their bf16 copies and dequantized references, per format.
     pd::require_within(pd::kHostMemoryBudget, 24.0 * double(shape.w_elements()),
@@ -394,8 +396,8 @@ int run(int argc, char** argv) {
     // the whole decode step, and the accuracy of each format against bf16
     nlohmann::json accuracy = nlohmann::json::array();
     const std::vector<pd::Row> model_rows = run_model(bench, o, config, ckpt ? &ckpt->weights : nullptr, accuracy);
-    out << "\ndecode step of " << config.name << ", B = " << o.batch << " at a context of " << o.context
-        << " (bf16 cache), and accuracy against the bf16 model over " << o.gen
+    out << "\ndecode step of " << config.name << ", B = " << o.batch << " at a context of " << o.context << " ("
+        << o.kv_dtype << " cache), and accuracy against the bf16 model (its cache " << o.kv_dtype << ") over " << o.gen
         << " teacher-forced tokens per sequence:\n"
         << pd::render(model_rows,
                       {"kernel", pd::Column::point("weights", "weights"), "step ms", "GB/s", "of copy", vs_bf16,
@@ -433,6 +435,7 @@ int run(int argc, char** argv) {
                                           {"zero_point", o.zero_point},
                                           {"model", config.name},
                                           {"context", o.context},
+                                          {"kv_dtype", o.kv_dtype},
                                           {"dtype", "bf16"}},
                                          rows);
     report["sweep"] = bench.json(sweep);

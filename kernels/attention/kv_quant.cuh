@@ -1,7 +1,7 @@
 /// @file kv_quant.cuh
 /// @brief Device side of the 8-bit KV cache (kv_quant.hpp): a code's value, the quantization of
-/// one element with its row's scale (chapter 08's per-value functions of quant.hpp), and the loads of the kernels that read the cache, which take
-/// any cache element (fp32, bf16, Fp8Kv, Int8Kv) and multiply an 8-bit row by its scale in
+/// one element with its row's scale (chapter 08's per-value functions of quant.hpp), and the loads of the kernels that
+/// read the cache, which take any cache element (fp32, bf16, Fp8Kv, Int8Kv) and multiply an 8-bit row by its scale in
 /// registers as they load it. fp8 is decoded and encoded by moving bits (chapter 08's fp8_at()),
 /// never with the cuda_fp8 intrinsics: sm_75 has no fp8 instructions.
 #pragma once

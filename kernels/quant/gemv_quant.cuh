@@ -55,15 +55,17 @@ __device__ __forceinline__ float fp8_at(unsigned u, int i) {
 /// The int8 or fp8 weights of a matrix: 16 values per vector, a scale per row.
 template <Format kFormat>
 struct PerRowScaleWeights {
-    static constexpr int kValues = 16;
+    static constexpr int kValues = 16;  ///< weights per 16-byte vector
     /// The vector's bytes.
     struct Vector {
-        uint4 bits;
+        uint4 bits;  ///< 16 codes, value c in byte c
     };
     const std::uint8_t* __restrict__ packed;  ///< [N, vectors_per_row x 16]
     const float* __restrict__ scales;         ///< [N]
     int row_vectors;                          ///< 16-byte vectors per row
 
+    /// Vector @p vec of row @p row: one 128-bit load. @param row the row  @param vec the vector
+    /// @return its bytes
     __device__ __forceinline__ Vector load(int row, int vec) const {
         return {load16(packed + (std::size_t(row) * row_vectors + vec) * 16)};
     }
@@ -76,6 +78,7 @@ struct PerRowScaleWeights {
             w[4 + i] = kFormat == Format::int8 ? int8_at(hi, i) : fp8_at(hi, i);
         }
     }
+    /// The scale of row @p row, applied to its finished sums. @param row the row @return the scale
     __device__ __forceinline__ float row_scale(int row) const {
         return scales[row];
     }
@@ -84,10 +87,10 @@ struct PerRowScaleWeights {
 /// The int4 weights of a matrix: 32 values per vector, a bf16 scale and a zero point per group.
 /// Its load() and dequant8() are lab 08 (the lab tree's gemv_int4.cu).
 struct Int4Weights {
-    static constexpr int kValues = 32;
+    static constexpr int kValues = 32;  ///< weights per 16-byte vector
     /// The vector's bytes and its group's scale and zero point.
     struct Vector {
-        uint4 bits;
+        uint4 bits;   ///< 32 codes, value c in nibble c % 8 of word c / 8
         float scale;  ///< the group's scale
         float zero;   ///< the group's zero point (8 when the format has none)
     };
@@ -100,6 +103,7 @@ struct Int4Weights {
 
     __device__ Vector load(int row, int vec) const;
     __device__ void dequant8(const Vector& v, int j, float (&w)[8]) const;
+    /// 1: int4's scales are applied per vector, in dequant8(). @return 1
     __device__ __forceinline__ float row_scale(int) const { return 1.f; }
 };
 

@@ -69,10 +69,10 @@ constexpr float kFp8Max = 448.f;
 /// How @p format stores a matrix of @p k columns: values per 16-byte vector and the row's
 /// padded length.
 struct Layout {
-    Format format = Format::int8;
-    int k = 1;                  ///< K: values per row
-    int group = kDefaultGroup;  ///< G: int4's group (ignored by the others)
-    bool zero_point = false;    ///< int4: a zero point per group (asymmetric)
+    Format format = Format::int8;  ///< how the values are stored
+    int k = 1;                     ///< K: values per row
+    int group = kDefaultGroup;     ///< G: int4's group (ignored by the others)
+    bool zero_point = false;       ///< int4: a zero point per group (asymmetric)
 
     /// Values per 16-byte vector: 32 for int4, 16 for int8 and fp8, 8 for bf16.
     int values_per_vector() const;

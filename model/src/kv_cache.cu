@@ -6,9 +6,12 @@
 #include "pd/model/kv_cache.hpp"
 
 #include "attention/decode_attention.hpp"
+#include "attention/kv_quant.hpp"
 #include "attention/paged_attention.hpp"
 #include "attention/varlen_attention.hpp"
 #include "layers/kv_append.hpp"
+
+#include "quant/quant.hpp"
 
 #include "pd/buffer.hpp"
 #include "pd/common.hpp"
@@ -33,16 +36,47 @@ bool is_version(const std::vector<Version>& list, const std::string& name) {
     return std::any_of(list.begin(), list.end(), [&](const Version& v) { return v.name == name; });
 }
 
-/// A cache of L layers, K and V each [L][layer_elements] of type T.
+/// A cache of L layers, K and V each [L][layer_elements] of type T; an 8-bit cache (chapter 08)
+/// also holds an fp32 scale per row of d elements, K's and V's each [L][layer_elements / d].
 template <typename T>
 struct Storage {
     DeviceBuffer<T> k, v;
-    std::size_t layer_elements = 0;
-    Storage(int layers, std::size_t per_layer)
-        : k(std::size_t(layers) * per_layer), v(std::size_t(layers) * per_layer), layer_elements(per_layer) {}
+    DeviceBuffer<float> k_scales, v_scales;
+    std::size_t layer_elements = 0, layer_rows = 0;
+    Storage(int layers, std::size_t per_layer, int d)
+        : k(std::size_t(layers) * per_layer),
+          v(std::size_t(layers) * per_layer),
+          layer_elements(per_layer),
+          layer_rows(per_layer / std::size_t(d)) {
+        if constexpr (at::kIsKv8<T>) {
+            k_scales = DeviceBuffer<float>(std::size_t(layers) * layer_rows);
+            v_scales = DeviceBuffer<float>(std::size_t(layers) * layer_rows);
+        }
+    }
     T* k_of(int layer) { return k.data() + std::size_t(layer) * layer_elements; }
     T* v_of(int layer) { return v.data() + std::size_t(layer) * layer_elements; }
+    /// The layer's scales (null for fp32 and bf16, which have none).
+    float* k_scales_of(int layer) {
+        return k_scales.size() ? k_scales.data() + std::size_t(layer) * layer_rows : nullptr;
+    }
+    float* v_scales_of(int layer) {
+        return v_scales.size() ? v_scales.data() + std::size_t(layer) * layer_rows : nullptr;
+    }
+    double bytes() const { return 2.0 * double(k.size()) * sizeof(T) + 2.0 * double(k_scales.size()) * sizeof(float); }
 };
+
+/// The element type of a cache of type @p d, as the kernels take it.
+template <typename T>
+constexpr DType dtype_of() {
+    if constexpr (std::is_same_v<T, float>)
+        return DType::fp32;
+    else if constexpr (std::is_same_v<T, at::Fp8Kv>)
+        return DType::fp8;
+    else if constexpr (std::is_same_v<T, at::Int8Kv>)
+        return DType::int8;
+    else
+        return DType::bf16;
+}
 
 // [slot_cache]
 /// Chapter 04's layout: slot b of a layer is [Hkv, S_max, d], the whole layer [slots, Hkv, S_max, d].
@@ -50,7 +84,7 @@ template <typename T>
 class SlotCache final : public KvCache {
 public:
     explicit SlotCache(const KvCacheShape& s)
-        : s_(s), layer_{s.slots, s.kv_heads, s.max_seq, s.head_dim}, store_(s.layers, layer_.elements()) {
+        : s_(s), layer_{s.slots, s.kv_heads, s.max_seq, s.head_dim}, store_(s.layers, layer_.elements(), s.head_dim) {
         // the workspace of the decode version, for the largest batch it may take (v4's splits
         // grow as the batch shrinks, so every batch size is tried)
         std::size_t floats = 1;
@@ -61,7 +95,10 @@ public:
     }
 
     void append(int layer, const float* k, const float* v, const BatchView& b) override {
-        if (b.rows_in_order && b.uniform > 0)  // B sequences of n tokens in slots 0 ... B - 1: lab 04's append
+        if constexpr (at::kIsKv8<T>)  // codes and a scale per row (chapter 08)
+            ly::kv_append_rows(k, v, store_.k_of(layer), store_.v_of(layer), store_.k_scales_of(layer),
+                               store_.v_scales_of(layer), b.row_seq, b.positions, b.tokens, layer_);
+        else if (b.rows_in_order && b.uniform > 0)  // B sequences of n tokens in slots 0 ... B - 1: lab 04's append
             ly::kv_append(k, v, store_.k_of(layer), store_.v_of(layer), b.context, b.uniform,
                           {b.sequences, s_.kv_heads, s_.max_seq, s_.head_dim});
         else  // each row to its slot and position
@@ -69,8 +106,13 @@ public:
     }
     bool serves_decode(const BatchView& b) const override { return b.rows_in_order; }
     void decode_attention(int layer, const float* q, float* out, const BatchView& b) override {
-        at::decode_attention(s_.attention, q, store_.k_of(layer), store_.v_of(layer), b.kv_len, out, workspace_.data(),
-                             decode_shape(b.sequences, b.max_kv_len), s_.sm_count);
+        if constexpr (at::kIsKv8<T>)
+            at::decode_attention(s_.attention, q, store_.k_of(layer), store_.v_of(layer), store_.k_scales_of(layer),
+                                 store_.v_scales_of(layer), b.kv_len, out, workspace_.data(),
+                                 decode_shape(b.sequences, b.max_kv_len), s_.sm_count);
+        else
+            at::decode_attention(s_.attention, q, store_.k_of(layer), store_.v_of(layer), b.kv_len, out,
+                                 workspace_.data(), decode_shape(b.sequences, b.max_kv_len), s_.sm_count);
     }
     void varlen_attention(int layer, const float* q, float* out, const BatchView& b) override {
         const at::VarlenShape shape{.sequences = b.sequences,
@@ -81,11 +123,15 @@ public:
                                     .slots = s_.slots,
                                     .max_seq = s_.max_seq,
                                     .max_q_len = b.max_q_len};
-        at::varlen_attention(q, store_.k_of(layer), store_.v_of(layer), b.q_start, b.q_len, b.kv_len, b.slot, out,
-                             shape);
+        if constexpr (at::kIsKv8<T>)
+            at::varlen_attention(q, store_.k_of(layer), store_.v_of(layer), store_.k_scales_of(layer),
+                                 store_.v_scales_of(layer), b.q_start, b.q_len, b.kv_len, b.slot, out, shape);
+        else
+            at::varlen_attention(q, store_.k_of(layer), store_.v_of(layer), b.q_start, b.q_len, b.kv_len, b.slot, out,
+                                 shape);
     }
-    DType dtype() const override { return std::is_same_v<T, float> ? DType::fp32 : DType::bf16; }
-    double bytes() const override { return 2.0 * double(store_.k.size()) * sizeof(T); }
+    DType dtype() const override { return dtype_of<T>(); }
+    double bytes() const override { return store_.bytes(); }
     std::string describe() const override {
         return std::to_string(s_.slots) + " slots of " + std::to_string(s_.max_seq) + " positions";
     }
@@ -93,7 +139,22 @@ public:
         if (positions < 0 || positions > s_.max_seq)
             throw std::invalid_argument("download_cache: positions = " + std::to_string(positions) +
                                         " must be in 0 .. " + std::to_string(s_.max_seq));
-        const std::vector<float> all = to_float_all<T>((values ? store_.v : store_.k).download());
+        std::vector<float> all;
+        if constexpr (at::kIsKv8<T>) {  // each code times its row's scale
+            const std::vector<T> codes = (values ? store_.v : store_.k).download();
+            const std::vector<float> scales = (values ? store_.v_scales : store_.k_scales).download();
+            all.resize(codes.size());
+            for (std::size_t i = 0; i < codes.size(); ++i) {
+                float code = 0.f;
+                if constexpr (std::is_same_v<T, at::Fp8Kv>)
+                    code = kernels::quant::fp8_e4m3_decode(codes[i].bits);
+                else
+                    code = float(codes[i].value);
+                all[i] = code * scales[i / std::size_t(s_.head_dim)];
+            }
+        } else {
+            all = to_float_all<T>((values ? store_.v : store_.k).download());
+        }
         // keep the first `positions` rows of each [S_max, d] block (one per layer, slot and KV head)
         const std::size_t d = std::size_t(s_.head_dim), block = std::size_t(s_.max_seq) * d,
                           keep = std::size_t(positions) * d;
@@ -124,7 +185,8 @@ public:
     explicit PagedKvCache(const KvCacheShape& s)
         : s_(s),
           max_blocks_(ceil_div(s.max_seq, s.block_size)),
-          store_(s.layers, std::size_t(s.num_blocks) * s.kv_heads * std::size_t(s.block_size) * s.head_dim) {
+          store_(s.layers, std::size_t(s.num_blocks) * s.kv_heads * std::size_t(s.block_size) * s.head_dim,
+                 s.head_dim) {
         std::size_t floats = 1;
         for (int b = 1; b <= s.slots; ++b)
             floats = std::max(floats, at::paged_workspace_floats(s_.paged_attention, pages(b, s.max_seq), s.sm_count));
@@ -132,20 +194,35 @@ public:
     }
 
     void append(int layer, const float* k, const float* v, const BatchView& b) override {
-        ly::paged_kv_append_rows(k, v, store_.k_of(layer), store_.v_of(layer), b.block_table, b.row_seq, b.positions,
-                                 b.tokens, pages(b.sequences, b.max_kv_len));
+        if constexpr (at::kIsKv8<T>)
+            ly::paged_kv_append_rows(k, v, store_.k_of(layer), store_.v_of(layer), store_.k_scales_of(layer),
+                                     store_.v_scales_of(layer), b.block_table, b.row_seq, b.positions, b.tokens,
+                                     pages(b.sequences, b.max_kv_len));
+        else
+            ly::paged_kv_append_rows(k, v, store_.k_of(layer), store_.v_of(layer), b.block_table, b.row_seq,
+                                     b.positions, b.tokens, pages(b.sequences, b.max_kv_len));
     }
     bool serves_decode(const BatchView&) const override { return true; }
     void decode_attention(int layer, const float* q, float* out, const BatchView& b) override {
-        at::paged_decode_attention(s_.paged_attention, q, store_.k_of(layer), store_.v_of(layer), b.block_table,
-                                   b.kv_len, out, workspace_.data(), pages(b.sequences, b.max_kv_len), s_.sm_count);
+        if constexpr (at::kIsKv8<T>)
+            at::paged_decode_attention(s_.paged_attention, q, store_.k_of(layer), store_.v_of(layer),
+                                       store_.k_scales_of(layer), store_.v_scales_of(layer), b.block_table, b.kv_len,
+                                       out, workspace_.data(), pages(b.sequences, b.max_kv_len), s_.sm_count);
+        else
+            at::paged_decode_attention(s_.paged_attention, q, store_.k_of(layer), store_.v_of(layer), b.block_table,
+                                       b.kv_len, out, workspace_.data(), pages(b.sequences, b.max_kv_len), s_.sm_count);
     }
     void varlen_attention(int layer, const float* q, float* out, const BatchView& b) override {
-        at::paged_varlen_attention(q, store_.k_of(layer), store_.v_of(layer), b.q_start, b.q_len, b.kv_len,
-                                   b.block_table, out, pages(b.sequences, b.max_kv_len), b.tokens, b.max_q_len);
+        if constexpr (at::kIsKv8<T>)
+            at::paged_varlen_attention(q, store_.k_of(layer), store_.v_of(layer), store_.k_scales_of(layer),
+                                       store_.v_scales_of(layer), b.q_start, b.q_len, b.kv_len, b.block_table, out,
+                                       pages(b.sequences, b.max_kv_len), b.tokens, b.max_q_len);
+        else
+            at::paged_varlen_attention(q, store_.k_of(layer), store_.v_of(layer), b.q_start, b.q_len, b.kv_len,
+                                       b.block_table, out, pages(b.sequences, b.max_kv_len), b.tokens, b.max_q_len);
     }
-    DType dtype() const override { return std::is_same_v<T, float> ? DType::fp32 : DType::bf16; }
-    double bytes() const override { return 2.0 * double(store_.k.size()) * sizeof(T); }
+    DType dtype() const override { return dtype_of<T>(); }
+    double bytes() const override { return store_.bytes(); }
     std::string describe() const override {
         return std::to_string(s_.num_blocks) + " blocks of " + std::to_string(s_.block_size) + " positions";
     }
@@ -203,9 +280,24 @@ std::unique_ptr<KvCache> make_kv_cache(const KvCacheShape& s, DType dtype) {
                                .max_kv_len = s.max_seq});
     else
         at::check_decode_shape({s.slots, s.heads, s.kv_heads, s.head_dim, s.max_seq, s.max_seq});
-    if (dtype == DType::fp32) return make_typed<float>(s);
-    if (dtype == DType::bf16) return make_typed<__nv_bfloat16>(s);
-    throw std::invalid_argument(std::string("KvCacheShape: the cache holds fp32 or bf16, not ") + to_string(dtype));
+    const bool eight_bit = dtype == DType::fp8 || dtype == DType::int8;
+    if (eight_bit && s.block_size == 0 && s.attention != "v3" && s.attention != "v4")
+        reject("attention", s.attention,
+               std::string("does not read an 8-bit cache (") + to_string(dtype) + "): v3 or v4");
+    if (eight_bit && s.block_size > 0 && s.paged_attention != "v2")
+        reject("paged_attention", s.paged_attention,
+               std::string("does not read an 8-bit cache (") + to_string(dtype) + "): v2");
+    switch (dtype) {
+        case DType::fp32:
+            return make_typed<float>(s);
+        case DType::bf16:
+            return make_typed<__nv_bfloat16>(s);
+        case DType::fp8:
+            return make_typed<at::Fp8Kv>(s);
+        case DType::int8:
+            return make_typed<at::Int8Kv>(s);
+    }
+    throw std::invalid_argument("KvCacheShape: unknown cache type");
 }
 
 }  // namespace pd::model

@@ -146,6 +146,12 @@ void Model::check_options(const ModelConfig& config, const ModelOptions& o) {
     if (o.block_size < 0) reject("block_size", std::to_string(o.block_size), "must be >= 0");
     if (o.num_blocks < 0) reject("num_blocks", std::to_string(o.num_blocks), "must be >= 0");
     if (o.max_step_tokens < 0) reject("max_step_tokens", std::to_string(o.max_step_tokens), "must be >= 0");
+    if (o.weights != DType::fp32 && o.weights != DType::bf16)
+        reject("weights", to_string(o.weights), "must be fp32 or bf16 (8-bit weights: ModelOptions.quant)");
+    if ((o.kv == DType::fp8 || o.kv == DType::int8) && o.prefill_attention == "naive")
+        reject("prefill_attention", o.prefill_attention,
+               "reads the fresh K and V, not an 8-bit cache (ModelOptions.kv = " + std::string(to_string(o.kv)) +
+                   "): flash");
     if (o.quant != "none" && o.quant != "int8" && o.quant != "int4" && o.quant != "fp8")
         reject("quant", o.quant, "must be none, int8, int4 or fp8");
     if (o.quant != "none" && o.weights != DType::bf16)
@@ -370,7 +376,7 @@ double Model::weight_bytes() const {
 }
 
 double Model::kv_bytes_per_token() const {
-    return config_.kv_bytes_per_token(size_of(options_.kv));
+    return config_.kv_bytes_per_token(kv_element_bytes(options_.kv, config_.head_dim));
 }
 
 // [model_cost]
@@ -386,7 +392,8 @@ Cost Model::cost(std::span<const StepSequence> sequences) const {
                                     : kernels::quant::Layout{kernels::quant::format_named(options_.quant),
                                                              config_.d_model, options_.quant_group}
                                           .bytes_per_weight(config_.d_model);
-    const StepCost c = step_cost(step_cost_shape(config_, weight_bytes, size_of(options_.kv), 4), items, count);
+    const StepCost c = step_cost(
+        step_cost_shape(config_, weight_bytes, kv_element_bytes(options_.kv, config_.head_dim), 4), items, count);
     return {c.flops, c.bytes};
 }
 // [model_cost]
@@ -405,7 +412,7 @@ double Model::device_bytes(const ModelConfig& c, const ModelOptions& o) {
     const double w = c.parameter_count() * (size_of(o.weights) + (o.quant != "none" ? 1.04 : 0.0)) +
                      (o.quant != "none" ? 2.0 * c.ffn_dim * c.d_model : 0.0);
     const double positions = o.block_size > 0 && o.num_blocks > 0 ? double(o.num_blocks) * o.block_size : B * S;
-    const double cache = c.kv_bytes_per_token(size_of(o.kv)) * positions;
+    const double cache = c.kv_bytes_per_token(kv_element_bytes(o.kv, c.head_dim)) * positions;
     const double q = double(c.heads) * c.head_dim, kv = double(c.kv_heads) * c.head_dim;
     // activations (fp32): x h y; q o; k v; gate up act; with chapter 01's attention also qh oh,
     // kh vh and its scores

@@ -15,8 +15,8 @@
 #include "gemm/gemm.hpp"
 #include "gemv/gemv.hpp"
 #include "pd/buffer.hpp"
-#include "quant/quant.hpp"
 #include "pd/sim/profile.hpp"
+#include "quant/quant.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -336,7 +336,8 @@ TEST_CASE("chapter 08: the quantized GEMV reads the packed bytes once, 16 bytes 
     for (const qt::Format f : {qt::Format::int8, qt::Format::int4, qt::Format::fp8}) {
         const qt::Layout layout{f, int(K)};
         const bool int4 = f == qt::Format::int4;
-        const u64 row_bytes = layout.row_bytes(), w_requests = warps * 4 * (row_bytes / 512);  // 4 rows x (512-byte runs per row)
+        const u64 row_bytes = layout.row_bytes(),
+                  w_requests = warps * 4 * (row_bytes / 512);  // 4 rows x (512-byte runs per row)
         INFO(qt::to_string(f) << ": row of " << row_bytes << " bytes");
         for (const int B : {1, 8}) {
             INFO("B = " << B);
@@ -349,9 +350,8 @@ TEST_CASE("chapter 08: the quantized GEMV reads the packed bytes once, 16 bytes 
                   N * row_bytes + 2 * K * B * blocks + (int4 ? 2 * 32 * w_requests : 4 * 4 * B * warps));
             CHECK(p.global_store.requests == warps);
             CHECK(p.global_store.bytes == 4 * N * B);
-            CHECK(p.unique_sectors ==
-                  sectors(N * row_bytes) + sectors(int4 ? 2 * N * layout.groups_per_row() : 4 * N) +
-                      sectors(2 * K * B) + sectors(4 * N * B));
+            CHECK(p.unique_sectors == sectors(N * row_bytes) + sectors(int4 ? 2 * N * layout.groups_per_row() : 4 * N) +
+                                          sectors(2 * K * B) + sectors(4 * N * B));
             CHECK(p.shared_load.wavefronts == p.shared_load.ideal);
             CHECK(p.shared_store.wavefronts == p.shared_store.ideal);
         }

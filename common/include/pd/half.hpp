@@ -47,28 +47,50 @@ inline __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
     return __float2bfloat16_rn(x);
 }
 
-/// The element type of a kernel's inputs, as `--dtype` names it.
+/// The element type of a kernel's inputs, as `--dtype` names it (and the KV cache's, as
+/// `--kv-dtype` names it: chapter 08 adds the 8-bit caches).
 enum class DType {
     fp32,  ///< float
-    bf16   ///< __nv_bfloat16 (fp32 accumulation in every kernel of the project)
+    bf16,  ///< __nv_bfloat16 (fp32 accumulation in every kernel of the project)
+    fp8,   ///< the KV cache only: e4m3 codes and an fp32 scale per token and KV head (chapter 08)
+    int8   ///< the KV cache only: int8 codes and an fp32 scale per token and KV head (chapter 08)
 };
 
-/// "fp32" or "bf16": the name in tables, JSON and `--dtype`.
+/// "fp32", "bf16", "fp8" or "int8": the name in tables, JSON and `--dtype`.
 inline const char* to_string(DType d) {
-    return d == DType::fp32 ? "fp32" : "bf16";
+    switch (d) {
+        case DType::fp32:
+            return "fp32";
+        case DType::bf16:
+            return "bf16";
+        case DType::fp8:
+            return "fp8";
+        case DType::int8:
+            return "int8";
+    }
+    return "?";
 }
 
-/// The type named @p name ("fp32" or "bf16", as to_string() writes it; an option's check has
-/// already refused any other). @param name the name  @throws std::invalid_argument for another
+/// The type named @p name ("fp32", "bf16", "fp8" or "int8", as to_string() writes it; an
+/// option's check has already refused any other). @param name the name
+/// @throws std::invalid_argument for another
 inline DType dtype_named(std::string_view name) {
-    if (name == "fp32") return DType::fp32;
-    if (name == "bf16") return DType::bf16;
-    throw std::invalid_argument("dtype " + std::string(name) + " is not one of fp32, bf16");
+    for (DType d : {DType::fp32, DType::bf16, DType::fp8, DType::int8})
+        if (name == to_string(d)) return d;
+    throw std::invalid_argument("dtype " + std::string(name) + " is not one of fp32, bf16, fp8, int8");
 }
 
-/// Bytes of one element of type @p d: 4 or 2.
+/// Bytes of one element of type @p d: 4, 2, or 1 (the 8-bit caches' codes; their scales, 4 bytes
+/// per row of d elements, come on top).
 inline int size_of(DType d) {
-    return d == DType::fp32 ? 4 : 2;
+    return d == DType::fp32 ? 4 : d == DType::bf16 ? 2 : 1;
+}
+
+/// Bytes per element of a KV cache of type @p d whose rows (one token, one KV head) hold
+/// @p head_dim elements: size_of(d), and for the 8-bit caches their row's fp32 scale shared by
+/// its elements. @param d the cache's type  @param head_dim d
+inline double kv_element_bytes(DType d, int head_dim) {
+    return size_of(d) + (d == DType::fp8 || d == DType::int8 ? 4.0 / head_dim : 0.0);
 }
 
 /// Short dtype name for tables and JSON: "fp32", "fp16", "bf16".
