@@ -10,6 +10,7 @@
 #include "pd/cublas.hpp"
 #include "pd/rng.hpp"
 
+#include "quant/quant.hpp"
 #include "roofline/roofline.hpp"
 #include "roofline_reference.hpp"
 
@@ -26,7 +27,8 @@ namespace k = pd::kernels::roofline;
 using pd::fmt;
 
 struct Options {
-    rl::CalculatorOptions calc;  // what is served, on which GPU
+    rl::CalculatorOptions calc;   // what is served, on which GPU
+    std::string dtype, kv_dtype;  // --dtype, --kv-dtype: b and the KV bytes by format (chapter 08)
     bool calculator_only = false;
     // Measured ceilings: benchmark sizes on a GPU, seconds-long runs on the simulator.
 #if defined(PD_BACKEND_SIM)
@@ -46,6 +48,60 @@ std::optional<double> best(const std::vector<pd::Row>& rows, const std::string& 
     }
     return v;
 }
+
+// [ch00_formats]
+/// Bytes per weight of format @p dtype as chapter 08 stores an N x K matrix of the model: the
+/// values, and the scales (int8 and fp8: one fp32 per row; int4: a bf16 per group of 128 along K).
+double bytes_per_weight(const std::string& dtype, int k) {
+    if (dtype == "fp32" || dtype == "bf16") return double(pd::size_of(pd::dtype_named(dtype)));
+    const pd::kernels::quant::Layout layout{pd::kernels::quant::format_named(dtype), k};
+    return layout.bytes_per_weight(k);
+}
+
+/// `--dtype` and `--kv-dtype` set the calculator's b and KV bytes: the formats' bytes, scales
+/// included, at the --model's sizes (K = d_model, the head dim; without a model K = 4096).
+void apply_formats(Options& o) {
+    const std::optional<pd::ModelConfig> m = pd::find_model(o.calc.model);
+    if (!o.dtype.empty()) o.calc.bytes_per_param = bytes_per_weight(o.dtype, m ? m->d_model : 4096);
+    if (!o.kv_dtype.empty()) {
+        if (!m) throw std::invalid_argument("--kv-dtype needs a --model: the cache's size comes from its shape");
+        o.calc.kv_bytes = pd::kv_element_bytes(pd::dtype_named(o.kv_dtype), m->head_dim);
+    }
+}
+
+/// What fits, by format: the sequences of the analysis's context whose caches fit beside the
+/// weights, for each weight format (rows) and cache format (columns). Empty without a model or
+/// a known memory. @param o the options  @param machine the GPUs  @param context S_k
+std::string capacity_by_format(const Options& o, const rl::Machine& machine, long long context) {
+    const std::optional<pd::ModelConfig> m = pd::find_model(o.calc.model);
+    if (!m || machine.memory_bytes <= 0) return "";
+    const auto pad = [](std::string text, std::size_t width, bool right) {
+        const std::string fill(width > text.size() ? width - text.size() : 0, ' ');
+        return right ? fill + text : text + fill;
+    };
+    const std::vector<std::string> weights = {"bf16", "int8", "fp8", "int4"}, caches = {"bf16", "fp8", "int8"};
+    std::string text =
+        "capacity by format (sequences of " + std::to_string(context) +
+        " tokens that fit beside the weights; bytes per weight and per KV element, scales included):\n  " +
+        pad("weights \\ cache", 18, false);
+    for (const std::string& c : caches)
+        text += pad(c + " " + fmt("%.3g", pd::kv_element_bytes(pd::dtype_named(c), m->head_dim)), 12, true);
+    text += "\n";
+    for (const std::string& w : weights) {
+        const double b = bytes_per_weight(w, m->d_model);
+        text += "  " + pad(w + " " + fmt("%.3f", b), 18, false);
+        for (const std::string& c : caches) {
+            rl::CalculatorOptions calc = o.calc;
+            calc.bytes_per_param = b;
+            calc.kv_bytes = pd::kv_element_bytes(pd::dtype_named(c), m->head_dim);
+            const rl::Analysis a = rl::analyze(rl::workload(calc), machine);
+            text += pad(std::to_string(a.max_sequences.value_or(0)), 12, true);
+        }
+        text += "\n";
+    }
+    return text;
+}
+// [ch00_formats]
 
 // [ch00_ceilings]
 /// Measures the ceilings of this device, each validated before it is timed: the copy
@@ -164,12 +220,23 @@ int run(int argc, char** argv) {
                     "roofline.",
                     k::versions()};
     rl::add_calculator_options(bench.app, o.calc);
+    bench
+        .option("--dtype", o.dtype,
+                "Weights' format, instead of --bytes-per-param: its bytes with its scales (chapter 08)",
+                CLI::IsMember({"fp32", "bf16", "int8", "int4", "fp8"}))
+        ->excludes("--bytes-per-param");
+    bench
+        .option("--kv-dtype", o.kv_dtype,
+                "KV cache's format, instead of --kv-bytes: its bytes with its scales (fp8, int8: chapter 08)",
+                CLI::IsMember({"fp32", "bf16", "fp8", "int8"}))
+        ->excludes("--kv-bytes");
     bench.app.add_flag("--calculator-only", o.calculator_only, "Skip the device report and the measured ceilings");
     bench.option("--copy-mib", o.copy_mib, "Size of the copied buffer in MiB (bytes moved: twice that)",
                  CLI::Range(1, 65536));
     bench.option("--fma-iters", o.fma_iters, "FMA steps per chain in the FP32 kernel", CLI::Range(1, 1000000));
     bench.option("--gemm-n", o.gemm_n, "Size n of the n x n x n cuBLAS BF16 product", CLI::Range(16, 32768));
     if (auto code = bench.parse(argc, argv)) return *code;
+    apply_formats(o);
     rl::check_calculator_options(o.calc);  // before the ceilings: --context needs a --model
     if (o.calc.gpu == "measured" && o.calculator_only)
         throw std::invalid_argument("--gpu measured needs this run's ceilings; drop --calculator-only");
@@ -263,7 +330,8 @@ int run(int argc, char** argv) {
     }
     const rl::Machine machine = rl::machine_from(spec, o.calc.gpus);
     const rl::Analysis analysis = rl::analyze(w, machine);
-    out << "== Prefill and decode on the roofline ==\n" << rl::describe(w, machine, source, analysis);
+    out << "== Prefill and decode on the roofline ==\n"
+        << rl::describe(w, machine, source, analysis) << capacity_by_format(o, machine, analysis.context);
     // [ch00_calculator]
 
     nlohmann::json report = bench.report({{"copy_bytes", double(o.copy_mib) * double(pd::kMiB)},

@@ -60,8 +60,9 @@ nlohmann::json generate(pd::Bench& bench, const Options& o, md::Model& model, co
     if (o.mode != "cache") recomputed = md::generate_recompute(model, prompt, P, G);
 
     // ---- checks: the two generations agree; the model matches the reference model ----
-    // (a bf16 cache rounds K and V, which the reference model does not: judged as bf16)
-    const DType rule = d == DType::bf16 || o.kv_dtype == "bf16" ? DType::bf16 : DType::fp32;
+    // (a bf16 cache rounds K and V, which the reference model does not: judged as bf16; an 8-bit
+    // cache's rounding the reference model repeats, and bf16 activations judge it as bf16 too)
+    const DType rule = d == DType::bf16 || o.kv_dtype != "fp32" ? DType::bf16 : DType::fp32;
     std::ostream& out = bench.out();
     nlohmann::json gen = md::check_generations(model, prompt, P, cached ? &*cached : nullptr,
                                                recomputed ? &*recomputed : nullptr, rule, out, passed);
@@ -106,7 +107,7 @@ nlohmann::json generate(pd::Bench& bench, const Options& o, md::Model& model, co
 /// same logits both ways) before it is timed.
 void sweep_context(pd::Bench& bench, const Options& o, md::Model& model, std::vector<pd::Row>& sweep, bool& passed) {
     const DType d = model.options().weights;
-    const double tolerance = d == DType::bf16 || o.kv_dtype == "bf16" ? 5e-2 : 1e-3;
+    const double tolerance = d == DType::bf16 || o.kv_dtype != "fp32" ? 5e-2 : 1e-3;
     for (int C = 8; C <= std::min(o.sweep_max, model.max_seq()); C *= 2) {
         std::vector<int> seq(std::size_t(o.p.batch) * C);
         pd::Rng rng(pd::derive_seed(bench.options.seed, 100 + std::uint64_t(C)));
@@ -172,8 +173,9 @@ void add_options(pd::Bench& bench, Options& o) {
     bench.option("--gen", o.p.gen, "Tokens G to generate per sequence", CLI::Range(1, 1 << 20));
     bench.option("--mode", o.mode, "recompute, cache, or both (and check that they agree)",
                  CLI::IsMember({"recompute", "cache", "both"}));
-    bench.add_dtype_option();
-    bench.option("--kv-dtype", o.kv_dtype, "Type of the KV cache", CLI::IsMember({"fp32", "bf16"}));
+    bench.add_dtype_option(true);
+    bench.option("--kv-dtype", o.kv_dtype, "Type of the KV cache (fp8 and int8: codes and a scale per row, chapter 08)",
+                 CLI::IsMember({"fp32", "bf16", "fp8", "int8"}));
     bench.option("--attention", o.attention, "Decode attention version the model uses",
                  CLI::IsMember({"v1", "v2", "v3", "v4"}));
     o.attn.add_to(bench);
@@ -221,6 +223,7 @@ int run(int argc, char** argv) {
                         .max_seq = std::max(P + G, o.sweep ? std::min(o.sweep_max, config.max_seq) : 0),
                         .attention = o.attention,
                         .sm_count = std::max(dev.sm_count, 1)};
+    mo.quant = bench.weight_quant();  // --dtype int8, int4 or fp8: quantized from bf16 (chapter 08)
     bench.require_fits(md::Model::device_bytes(config, mo), "the model, its cache and the activations",
                        "choose a smaller --preset, or lower --batch, --prompt-len, --gen or --sweep-max");
     if (bench.sim())  // every token through the model, 2 FLOPs per parameter, per dtype
@@ -232,13 +235,15 @@ int run(int argc, char** argv) {
     bench.measure_roofs();
 
     // [ch04_cost]
-    const double kv_token = config.kv_bytes_per_token(pd::size_of(kv));
+    const double kv_token = config.kv_bytes_per_token(pd::kv_element_bytes(kv, config.head_dim));
     out << "model: " << pd::describe(config) << "\n"
         << "run: B = " << B << (B == 1 ? " sequence" : " sequences") << ", prompt P = " << P << ", generate G = " << G
         << " (greedy), decode attention " << o.attention << ", mode " << o.mode << "\n"
         << "KV cache (" << o.kv_dtype << "): 2 x " << config.layers << " layers x " << config.kv_heads << " KV heads x "
-        << config.head_dim << " x " << pd::size_of(kv) << " bytes = " << pd::format_bytes(kv_token) << " per token; "
-        << B << " x " << total << " tokens = " << pd::format_bytes(kv_token * B * total) << " at the end of the run\n";
+        << config.head_dim << " x " << pd::size_of(kv) << " bytes"
+        << (pd::size_of(kv) == 1 ? " + a 4-byte scale per row of " + std::to_string(config.head_dim) : "") << " = "
+        << pd::format_bytes(kv_token) << " per token; " << B << " x " << total
+        << " tokens = " << pd::format_bytes(kv_token * B * total) << " at the end of the run\n";
     // [ch04_cost]
 
     std::vector<pd::Row> steps, sweep;
@@ -251,7 +256,8 @@ int run(int argc, char** argv) {
             model.load(ckpt->weights);
         else
             model.init_synthetic(bench.options.seed);
-        out << "\n" << to_string(d) << " weights (" << pd::format_bytes(model.weight_bytes()) << "):\n";
+        const std::string weights = mo.quant != "none" ? mo.quant : to_string(d);
+        out << "\n" << weights << " weights (" << pd::format_bytes(model.weight_bytes()) << "):\n";
         generations.push_back(generate(bench, o, model, prompt, P, tok ? &*tok : nullptr, steps, all_agree));
         if (o.sweep) sweep_context(bench, o, model, sweep, all_agree);
     }
@@ -292,7 +298,9 @@ int run(int argc, char** argv) {
                                           {"attention", o.attention},
                                           {"attn_batch", o.attn.batch},
                                           {"attn_context", o.attn.context},
-                                          {"dtype", dtypes.size() == 2 ? "all" : to_string(dtypes[0])}},
+                                          {"dtype", mo.quant != "none"   ? mo.quant
+                                                    : dtypes.size() == 2 ? "all"
+                                                                         : to_string(dtypes[0])}},
                                          rows);
     report["kv_cache"] = {{"bytes_per_token", kv_token}, {"bytes_run", kv_token * B * total}};
     report["generation"] = generations;
@@ -311,6 +319,8 @@ int main(int argc, char** argv) {
     return pd::guarded_main(run, argc, argv,
                             {{"ModelOptions.batch", "--batch"},
                              {"ModelOptions.attention", "--attention"},
+                             {"ModelOptions.kv", "--kv-dtype"},
+                             {"ModelOptions.quant", "--dtype"},
                              {"ModelOptions.max_seq", "--prompt-len + --gen"},
                              {"PromptSpec.length", "--prompt-len"},
                              {"PromptSpec.text", "--prompt"},

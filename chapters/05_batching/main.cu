@@ -115,7 +115,7 @@ void add_options(pd::Bench& bench, Options& o) {
         bench.app, o.s,
         {{"static", ""}, {"continuous", ""}, {"chunked", ""}, {"all", "side by side on the same workload"}},
         {{"poisson", "seeded arrivals at --rate"}, {"long-prompt", "16 streams, then one 50,000-token prompt"}});
-    bench.add_dtype_option();
+    bench.add_dtype_option(true);
     bench.option("--kv-capacity", o.kv_capacity, "Cache positions (0: the GPUs' memory beside the weights)",
                  CLI::Range(0LL, 1LL << 40));
     bench.option("--slo-ttft-ms", o.slo_ttft_ms, "TTFT bound of the goodput (0: none)", CLI::Range(0.0, 1e9));
@@ -147,7 +147,7 @@ Cache cache_for(const Options& o, const pd::ModelConfig& model, const sv::CostMo
                                         std::to_string(o.s.max_seqs) + " slots x " + std::to_string(model.max_seq) +
                                         " positions");
         if (kv == 0) kv = slots;
-        kv_per_token = model.kv_bytes_per_token(pd::size_of(pd::dtype_named(o.s.kv_dtype)));
+        kv_per_token = model.kv_bytes_per_token(pd::kv_element_bytes(pd::dtype_named(o.s.kv_dtype), model.head_dim));
         executor =
             md::prepare_engine_models(bench, model, {scheduler_config(o, first, kv)}, requests,
                                       pd::dtype_named(o.s.kv_dtype), "choose a smaller --preset, or lower --max-seqs");
@@ -182,6 +182,7 @@ int run(int argc, char** argv) {
                     {}};
     add_options(bench, o);
     if (auto code = bench.parse(argc, argv)) return *code;
+    md::check_executor_types(o.s, bench);  // quantized weights, an 8-bit cache: the model's
     if (o.find_capacity && (o.slo_tpot_ms <= 0 || o.s.w.scenario != "poisson" || !o.s.w.trace.empty()))
         throw std::invalid_argument("--find-capacity needs --slo-tpot-ms > 0 and the poisson scenario (no --trace)");
     const bool on_model = o.s.on_model();

@@ -59,8 +59,9 @@ void model_defaults(Options& o, const CLI::App& app) {
         app, o.s, {.requests = 16, .rate = 40, .prompt_len = 40, .output_len = 16, .max_seqs = 48, .token_budget = 96});
     if (!sv::given(app, "--kv-memory")) {
         const pd::ModelConfig m = *pd::find_model(o.s.preset);
-        o.kv_memory_gib =
-            4.0 * m.max_seq * m.kv_bytes_per_token(pd::size_of(pd::dtype_named(o.s.kv_dtype))) / (1ull << 30);
+        o.kv_memory_gib = 4.0 * m.max_seq *
+                          m.kv_bytes_per_token(pd::kv_element_bytes(pd::dtype_named(o.s.kv_dtype), m.head_dim)) /
+                          (1ull << 30);
     }
     if (std::string_view(pd::backend_name()) == "sim") {  // on a GPU, the scenario's real 1,000 + 100 tokens
         o.s.w.system_tokens = 96;
@@ -159,7 +160,7 @@ void add_options(pd::Bench& bench, Options& o) {
                              {"shared-prefix",
                               "every prompt starts with the same 1,000-token system prompt, then 100 "
                               "tokens of its own (model executor on the simulator: 96 and 16)"}});
-    bench.add_dtype_option();
+    bench.add_dtype_option(true);
     bench.option("--kv", o.kv, "slots, paged, or both (side by side)", CLI::IsMember({"slots", "paged", "both"}));
     bench.option("--block-size", o.block_size,
                  "Positions per block of the paged cache (and of the attention benchmark)", CLI::Range(1, 1 << 16));
@@ -248,6 +249,7 @@ int run(int argc, char** argv) {
                     at::paged_versions()};
     add_options(bench, o);
     if (auto code = bench.parse(argc, argv)) return *code;
+    md::check_executor_types(o.s, bench);  // quantized weights, an 8-bit cache: the model's
     if (o.prefix_cache && o.kv == "slots")
         return pd::bad_input(bench.app,
                              "--prefix-cache needs the paged cache (--kv paged or both): slots share no blocks");
@@ -259,8 +261,8 @@ int run(int argc, char** argv) {
     std::ostream& out = bench.out();
     const pd::ModelConfig model = *pd::find_model(o.s.preset);
     const sv::CostModelConfig cost = sv::cost_model_config(model, *pd::roofline::find_gpu(o.s.gpu), o.s.tp);
-    const double kv_per_token =
-        model.kv_bytes_per_token(on_model ? pd::size_of(pd::dtype_named(o.s.kv_dtype)) : cost.kv_bytes_per_element);
+    const double kv_per_token = model.kv_bytes_per_token(
+        on_model ? pd::kv_element_bytes(pd::dtype_named(o.s.kv_dtype), model.head_dim) : cost.kv_bytes_per_element);
     if (!on_model) sv::check_kv_memory(o.s, model, cost, o.kv_memory_gib * (1ull << 30));
     const long long positions = static_cast<long long>(o.kv_memory_gib * (1ull << 30) / kv_per_token);
     o.s.w.max_len = model.max_seq / 2;  // a prompt and its output fit in a slot of max_seq

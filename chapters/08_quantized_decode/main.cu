@@ -182,13 +182,21 @@ std::vector<pd::Row> run_versions(pd::Bench& bench, Problem& p, const pd::Cublas
         const std::vector<qt::DeviceQuantizedMatrix>& stack = p.packed.at(f);
         const qt::Shape qs{s.batch, s.n, s.k};
         const std::vector<float> dq[2] = {qt::dequantize(p.host.at(f)[0]), qt::dequantize(p.host.at(f)[1])};
+        // the tensor-core path rounds int4's dequantized weights to bf16 (int8 and fp8 codes are exact)
+        const bool tc = v.units == pd::Units::tensor_cores;
+        const std::vector<float> dq_tc[2] = {pd::rounded_to(pd::DType::bf16, dq[0]),
+                                             pd::rounded_to(pd::DType::bf16, dq[1])};
         k.name = v.name;
-        k.point["weights"] = v.name;
+        k.units = v.units;
+        k.point["weights"] = qt::to_string(f);
         k.cost = {p.layers * s.flops(), p.layers * qs.min_bytes(double(stack.front().bytes))};
         k.dump = "y_" + v.name;
         k.dump_shape = {std::size_t(s.batch), std::size_t(s.n)};
-        pd::Row row = bench.measure(k, step([&](int l) { qt::gemv(stack[l], p.x16.data(), p.y.data() + l * yn, qs); }),
-                                    p.y, expected_for(p, dq));
+        const auto run = [&](int l) {
+            tc ? qt::gemv_mma(stack[l], p.x16.data(), p.y.data() + l * yn, qs)
+               : qt::gemv(stack[l], p.x16.data(), p.y.data() + l * yn, qs);
+        };
+        pd::Row row = bench.measure(k, step(run), p.y, expected_for(p, tc && f == Format::int4 ? dq_tc : dq));
         // The quantization error, on the first matrix: against the bf16 weights' GEMV.
         const std::vector<float> y = p.y.download();
         double err = 0, scale = 0;
@@ -217,6 +225,7 @@ void set_weights(pd::Bench& bench, Problem& p, const Options& o) {
     for (const pd::Version& v : qt::versions()) {
         if (!bench.selects(v)) continue;
         const Format f = qt::version_format(v.name);
+        if (p.host.count(f)) continue;  // the format's SIMT and tensor-core versions share the weights
         const qt::Layout layout{f, s.k, o.group, f == Format::int4 && o.zero_point};
         p.host[f] = {qt::quantize(p.w[0], s.n, layout), qt::quantize(p.w[1], s.n, layout)};
         for (int l = 0; l < p.layers; ++l) p.packed[f].emplace_back(p.host[f][l % 2]);
@@ -353,8 +362,9 @@ int run(int argc, char** argv) {
                        "the weight draws and their references", "lower --n or --k");
     const auto sim_work = [&](int B) {
         const qt::Shape s{B, o.n, o.k};
-        return o.layers * (bench.versions_work([&](const pd::Version&, pd::DType) { return qt::sim_work(s); }) +
-                           bench.runs() * gv::sim_work("v5", {B, o.n, o.k})) +
+        return o.layers * (bench.versions_work([&](const pd::Version& v, pd::DType) {
+                   return qt::sim_work(s, v.units == pd::Units::tensor_cores);
+               }) + bench.runs() * gv::sim_work("v5", {B, o.n, o.k})) +
                8 * s.flops();
     };
     double work = 12 * pd::kSimElementWork * double(shape.w_elements()) + sim_work(o.batch);
@@ -423,7 +433,8 @@ int run(int argc, char** argv) {
                    {pd::Column::point("B", "batch"), "kernel", "FLOP/byte", "step ms", "tokens/s", "of copy", vs_bf16},
                    bench.options.check_only)
             << "'vs bf16' falls as B grows: each weight's bytes are read once, but its decoding and B FMAs run per "
-               "step on the SIMT units, whose share of the time grows with B\n";
+               "step on the SIMT units, whose share of the time grows with B; the _tc versions move the B products "
+               "to the tensor cores and keep only the decoding per weight\n";
     }
     // [ch08_sweep]
 

@@ -46,11 +46,18 @@ Bench::Bench(std::string chapter, std::string title, const std::string& descript
     add_common_options(app, options, names_of(versions_));
 }
 
-void Bench::add_dtype_option() {
+void Bench::add_dtype_option(bool quantized_weights) {
     has_dtype_option_ = true;
-    app.add_option("--dtype", dtype_, "Input type: fp32, bf16 or all")
-        ->check(CLI::IsMember({"fp32", "bf16", "all"}))
-        ->capture_default_str();
+    if (quantized_weights)
+        app.add_option("--dtype", dtype_,
+                       "Input type: fp32, bf16 or all; or the model's weights quantized (chapter 08): int8, int4 or "
+                       "fp8, with bf16 activations and kernels")
+            ->check(CLI::IsMember({"fp32", "bf16", "all", "int8", "int4", "fp8"}))
+            ->capture_default_str();
+    else
+        app.add_option("--dtype", dtype_, "Input type: fp32, bf16 or all")
+            ->check(CLI::IsMember({"fp32", "bf16", "all"}))
+            ->capture_default_str();
 }
 
 std::optional<int> Bench::parse(int argc, char** argv) {
@@ -66,9 +73,10 @@ std::optional<int> Bench::parse(int argc, char** argv) {
         if (!v.runs_here())
             return bad_input(
                 app, "--kernel " + v.name + " runs on CUDA only (" + v.change + "): run ch" + chapter_ + " on a GPU");
-        if (has_dtype_option_ && dtype_ != "all" && !v.takes(dtype_ == "fp32" ? DType::fp32 : DType::bf16))
+        const std::string input = is_quantized(dtype_) ? "bf16" : dtype_;  // quantized weights: bf16 kernels
+        if (has_dtype_option_ && input != "all" && !v.takes(input == "fp32" ? DType::fp32 : DType::bf16))
             return bad_input(app,
-                             "--kernel " + v.name + " does not take " + dtype_ + " inputs, but --dtype is " + dtype_);
+                             "--kernel " + v.name + " does not take " + input + " inputs, but --dtype is " + dtype_);
     }
     return std::nullopt;
 }
@@ -77,7 +85,8 @@ std::vector<DType> Bench::dtypes() const {
     std::vector<DType> out;
     for (DType d : {DType::fp32, DType::bf16}) {
         if (!has_dtype_option_ && d != DType::fp32) continue;
-        if (dtype_ != "all" && dtype_ != to_string(d)) continue;
+        const std::string name = is_quantized(dtype_) ? "bf16" : dtype_;  // quantized weights: bf16 kernels
+        if (name != "all" && name != to_string(d)) continue;
         bool wanted = options.kernel == "all";
         for (const Version& v : versions_) wanted = wanted || (v.name == options.kernel && v.takes(d));
         if (wanted) out.push_back(d);

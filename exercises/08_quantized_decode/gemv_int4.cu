@@ -50,6 +50,11 @@ void gemv_int4(const DeviceQuantizedMatrix& w, const __nv_bfloat16* x, float* y,
     launch_gemv_quant(int4_view(w), x, y, s, stream);
 }
 
+void gemv_int4_mma(const DeviceQuantizedMatrix& w, const __nv_bfloat16* x, float* y, const Shape& s,
+                   cudaStream_t stream) {
+    launch_gemv_quant_mma(int4_view(w), x, y, s, stream);
+}
+
 void dequantize_int4(const DeviceQuantizedMatrix& q, __nv_bfloat16* out, cudaStream_t stream) {
     launch_dequantize(int4_view(q), q, out, stream);
 }

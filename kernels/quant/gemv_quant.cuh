@@ -19,6 +19,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <mma.h>
 
 #include <cstdint>
 
@@ -133,6 +134,20 @@ inline Int4Weights int4_view(const DeviceQuantizedMatrix& q) {
             q.layout.group / Int4Weights::kValues};
 }
 
+/// Columns c ... c + 7 of token @p b of X [batch, K] (bf16) as 16 bytes: one 128-bit load
+/// where the 8 columns are inside K and 16-byte aligned, element by element otherwise; zeros
+/// past K and past the batch.
+__device__ __forceinline__ uint4 load_x8(const __nv_bfloat16* __restrict__ x, int k, int batch, int b, int c) {
+    if (b >= batch || c >= k) return make_uint4(0u, 0u, 0u, 0u);
+    const __nv_bfloat16* src = x + std::size_t(b) * k + c;
+    if (c + 8 <= k && is_aligned16(src)) return load16(src);
+    unsigned u[4] = {0u, 0u, 0u, 0u};  // the row's tail, or a row that is not 16-byte aligned (K % 8 != 0)
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+        if (c + e < k) u[e / 2] |= unsigned(__bfloat16_as_ushort(src[e])) << (16 * (e % 2));
+    return make_uint4(u[0], u[1], u[2], u[3]);
+}
+
 /// Stages columns c0 ... c0 + kQuantChunk - 1 of the kBatch tokens in shared memory, as
 /// 16-byte units of 8 bf16 (unit j of a vector of kValues columns at xs[b][j][staged_slot()]).
 /// Zeros past K and past the batch. Every thread calls it.
@@ -141,21 +156,9 @@ __device__ __forceinline__ void stage_tokens(uint4 (&xs)[kBatch][kValues / 8][kQ
                                              const __nv_bfloat16* __restrict__ x, int k, int batch, int c0) {
     constexpr int kUnits = kValues / 8;
     for (int i = threadIdx.x; i < kBatch * kQuantChunk / 8; i += kQuantThreads) {
-        const int b = i / (kQuantChunk / 8), unit = i % (kQuantChunk / 8), c = c0 + 8 * unit;
-        uint4 v = make_uint4(0u, 0u, 0u, 0u);
-        if (b < batch && c < k) {
-            const __nv_bfloat16* src = x + std::size_t(b) * k + c;
-            if (c + 8 <= k && is_aligned16(src)) {
-                v = load16(src);
-            } else {  // the row's tail, or a row of X that is not 16-byte aligned (K % 8 != 0)
-                unsigned u[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-                for (int e = 0; e < 8; ++e)
-                    if (c + e < k) u[e / 2] |= unsigned(__bfloat16_as_ushort(src[e])) << (16 * (e % 2));
-                v = make_uint4(u[0], u[1], u[2], u[3]);
-            }
-        }
-        xs[b][unit % kUnits][staged_slot<kUnits>(unit % kUnits, unit / kUnits)] = v;
+        const int b = i / (kQuantChunk / 8), unit = i % (kQuantChunk / 8);
+        xs[b][unit % kUnits][staged_slot<kUnits>(unit % kUnits, unit / kUnits)] =
+            load_x8(x, k, batch, b, c0 + 8 * unit);
     }
 }
 
@@ -280,6 +283,135 @@ void launch_dequantize(const Weights& w, const DeviceQuantizedMatrix& q, __nv_bf
                                                                               q.layout.vectors_per_row(), out);
     PD_CHECK_LAUNCH();
 }
+
+// ---- the tensor-core path (B up to 16, on bf16 tensor cores) ----
+
+/// Warps per block of the tensor-core path: each computes one 16-row strip of W for all K.
+constexpr int kQuantMmaWarps = 4;
+/// Threads per block of the tensor-core path.
+constexpr int kQuantMmaThreads = kQuantMmaWarps * kWarpSize;
+/// Rows per block of the tensor-core path.
+constexpr int kQuantMmaRows = kQuantMmaWarps * 16;
+/// Columns of X staged at a time by the tensor-core path: 16 tokens x 512 bf16 = 16 KiB.
+constexpr int kQuantMmaChunk = 512;
+/// Packed vectors each lane loads before it decodes them (their loads in flight together).
+constexpr int kQuantMmaLoads = 4;
+
+/// The bf16 bits of @p a and @p b, rounded to nearest even, in one 32-bit word (a in the low half).
+__device__ __forceinline__ unsigned pack_bf16x2(float a, float b) {
+    return unsigned(__bfloat16_as_ushort(__float2bfloat16_rn(a))) |
+           (unsigned(__bfloat16_as_ushort(__float2bfloat16_rn(b))) << 16);
+}
+
+// [gemv_quant_mma_kernel]
+/// The tensor-core path of the quantized GEMV: chapter 03's v6 (WMMA 16 x 16 x 16, bf16 in,
+/// fp32 accumulation) reading packed weights, for up to 16 tokens (one 16-token tile of X^T;
+/// the tokens past the batch are zeros). Warp w of block i computes the 16 rows
+/// (i kQuantMmaWarps + w) 16 ... + 15. Lanes r and r + 16 take row r of the strip, lane r the
+/// row's even vectors and lane r + 16 its odd ones: each lane loads kQuantMmaLoads packed
+/// 16-byte vectors together, then, per vector, decodes its kValues weights in registers
+/// (dequant8()), rounds them to bf16 and stores them as row r of kValues / 16 tiles of the
+/// warp's shared tile buffer; the warp multiplies each 16 x 16 tile with the 16-token tile of
+/// X^T staged once per chunk for the block. int8 and fp8 codes are exact in bf16 (the row's
+/// scale multiplies the finished sums); int4's (q - zero) x scale is rounded to bf16, as the
+/// model's dequantized GEMM rounds it.
+template <class Weights>
+__global__ void __launch_bounds__(kQuantMmaThreads)
+    gemv_quant_mma_kernel(const Weights w, const __nv_bfloat16* __restrict__ x, float* __restrict__ y, int n, int k,
+                          int batch) {
+#if defined(PD_BACKEND_SIM) || __CUDA_ARCH__ >= 800
+    namespace wmma = nvcuda::wmma;
+    using bf16 = __nv_bfloat16;
+    constexpr int V = Weights::kValues, kTilesPerVector = V / 16;
+    constexpr int kXLd = kQuantMmaChunk + 8;  // +16 bytes per token: the 16 tokens start in different banks
+    constexpr int kWLd = 16 + 8;              // the same for the rows of a W tile
+    constexpr int kOutLd = 16 + 8;            // Y^T's rows at the end, 96 bytes apart: 4 rows fill 128 bytes
+    // X^T's chunk, col-major for matrix_b: column c of token t at xs[t * kXLd + c]. Both buffers are
+    // written as 16-byte vectors and read by load_matrix_sync as bf16.
+    __shared__ __align__(128) uint4 xs_vectors[16 * kXLd / 8];
+    // each warp's tiles of one pair of vectors: [warp][tile][16 rows][kWLd]
+    __shared__ __align__(128) uint4 tiles[kQuantMmaWarps][2 * kTilesPerVector][16 * kWLd / 8];
+    const bf16* xs = reinterpret_cast<const bf16*>(xs_vectors);
+
+    const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+    // lanes 0-15 take the even vectors of rows 0-15, lanes 16-31 the odd ones: the 8 lanes of a
+    // shared-memory store phase write 8 different rows of one tile, in 8 different bank groups
+    const int r = lane % 16, half = lane / 16, row = (blockIdx.x * kQuantMmaWarps + warp) * 16 + r;
+    const int row_vectors = ceil_div(k, V);
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
+    wmma::fill_fragment(acc, 0.f);
+    for (int c0 = 0; c0 < k; c0 += kQuantMmaChunk) {
+        __syncthreads();  // every warp has finished with the previous chunk
+        for (int i = threadIdx.x; i < 16 * kQuantMmaChunk / 8; i += kQuantMmaThreads) {
+            const int t = i / (kQuantMmaChunk / 8), c = 8 * (i % (kQuantMmaChunk / 8));
+            xs_vectors[(t * kXLd + c) / 8] = load_x8(x, k, batch, t, c0 + c);
+        }
+        __syncthreads();
+        const int v0 = c0 / V, chunk_vectors = kQuantMmaChunk / V;  // the chunk's vectors of a row
+        for (int p = 0; p < chunk_vectors; p += 2 * kQuantMmaLoads) {
+            typename Weights::Vector packed[kQuantMmaLoads];
+#pragma unroll
+            for (int j = 0; j < kQuantMmaLoads; ++j) {  // the loads first: in flight together
+                const int vec = v0 + p + 2 * j + half;
+                packed[j] = row < n && vec < row_vectors ? w.load(row, vec) : typename Weights::Vector{};
+            }
+#pragma unroll
+            for (int j = 0; j < kQuantMmaLoads; ++j) {
+                if (c0 + (p + 2 * j) * V >= k)
+                    break;  // past K: the rest of the chunk is zeros (the same in every lane)
+#pragma unroll
+                for (int u = 0; u < V / 8; ++u) {  // row r of tile (half, u / 2): 8 values at column 8 (u % 2)
+                    float f[8];
+                    w.dequant8(packed[j], u, f);
+                    const uint4 bits = make_uint4(pack_bf16x2(f[0], f[1]), pack_bf16x2(f[2], f[3]),
+                                                  pack_bf16x2(f[4], f[5]), pack_bf16x2(f[6], f[7]));
+                    tiles[warp][half * kTilesPerVector + u / 2][(r * kWLd + 8 * (u % 2)) / 8] = bits;
+                }
+                __syncwarp();  // the tiles are complete before the warp reads them
+#pragma unroll
+                for (int t = 0; t < 2 * kTilesPerVector; ++t) {
+                    wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
+                    wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> b;
+                    wmma::load_matrix_sync(a, reinterpret_cast<const bf16*>(tiles[warp][t]), kWLd);
+                    // tile t holds columns (p + 2 j + t / kTilesPerVector) V + 16 (t % kTilesPerVector) of the chunk
+                    wmma::load_matrix_sync(b, xs + ((p + 2 * j + t / kTilesPerVector) * V + 16 * (t % kTilesPerVector)),
+                                           kXLd);
+                    wmma::mma_sync(acc, a, b, acc);
+                }
+                __syncwarp();  // every lane has read the tiles before the next vector overwrites them
+            }
+        }
+    }
+    // Y^T [16 rows, 16 tokens] through the warp's tile buffer (fp32, rows kOutLd apart), then the
+    // row's scale (int8, fp8) and the valid rows and tokens to y [B, N].
+    float* out = reinterpret_cast<float*>(tiles[warp]);
+    static_assert(sizeof(tiles[0]) >= 16 * kOutLd * sizeof(float), "a warp's tile buffer holds its 16 x 16 sums");
+    __syncwarp();
+    wmma::store_matrix_sync(out, acc, kOutLd, wmma::mem_row_major);
+    __syncwarp();
+    for (int i = lane; i < 16 * 16; i += kWarpSize) {
+        const int rr = i / 16, t = i % 16, out_row = (blockIdx.x * kQuantMmaWarps + warp) * 16 + rr;
+        if (out_row < n && t < batch) y[std::size_t(t) * n + out_row] = out[rr * kOutLd + t] * w.row_scale(out_row);
+    }
+#else
+    __trap();  // not launched: the launcher checks the compute capability
+#endif
+}
+// [gemv_quant_mma_kernel]
+
+/// Launches gemv_quant_mma_kernel<Weights>: grid ceil(N / 64) blocks of 128 threads.
+template <class Weights>
+void launch_gemv_quant_mma(const Weights& w, const __nv_bfloat16* x, float* y, const Shape& s, cudaStream_t stream) {
+    gemv_quant_mma_kernel<Weights>
+        <<<unsigned(ceil_div(s.n, kQuantMmaRows)), kQuantMmaThreads, 0, stream>>>(w, x, y, s.n, s.k, s.batch);
+    PD_CHECK_LAUNCH();
+}
+
+/// The tensor-core GEMV of int4 weights (gemv_mma()): in lab 08's file, where int4's view is
+/// defined. @param w int4 weights  @param x [B, K] bf16  @param y [B, N] fp32  @param s the sizes
+/// @param stream the stream
+void gemv_int4_mma(const DeviceQuantizedMatrix& w, const __nv_bfloat16* x, float* y, const Shape& s,
+                   cudaStream_t stream);
 
 /// dequantize_device() for int4 weights: in lab 08's file, where int4's view is defined (nvcc
 /// compiles each file whole: a device function is called from the file that defines it).

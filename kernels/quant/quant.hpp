@@ -228,10 +228,11 @@ struct Shape {
 void check_shape(const Shape& s, const Layout& l);
 
 // [quant_versions]
-/// The quantized GEMV kernels of chapter 08, one per format (bf16 activations, fp32
-/// accumulation). Each is chapter 03's v5 (4 rows per warp, 16-byte loads, the batch's tokens
+/// The quantized GEMV kernels of chapter 08, per format (bf16 activations, fp32 accumulation).
+/// int8, int4 and fp8 are chapter 03's v5 (4 rows per warp, 16-byte loads, the batch's tokens
 /// staged once per block in shared memory, one accumulator per row and token) reading packed
-/// weights and decoding them in registers.
+/// weights and decoding them in registers; the _tc versions are chapter 03's v6 (WMMA on the
+/// tensor cores) fed the same way, for the larger batches (gemv_mma()).
 inline const std::vector<Version>& versions() {
     using enum DType;
     using enum Units;
@@ -242,18 +243,22 @@ inline const std::vector<Version>& versions() {
          simt,
          "32 int4 weights per 16-byte load, unpacked by shift and mask, the group's scale per load (lab 08)"},
         {"fp8", {bf16}, simt, "16 e4m3 weights per 16-byte load, decoded by moving their bits into an fp32"},
+        {"int8_tc", {bf16}, tensor_cores, "int8 decoded in registers into bf16 tiles for WMMA (chapter 03's v6)"},
+        {"int4_tc", {bf16}, tensor_cores, "int4 decoded in registers (lab 08's unpack) into bf16 tiles for WMMA"},
+        {"fp8_tc", {bf16}, tensor_cores, "fp8 decoded in registers into bf16 tiles for WMMA"},
     };
     return list;
 }
 // [quant_versions]
 
-/// The format of version @p version ("int8", "int4", "fp8").
+/// The format of version @p version ("int8", "int4", "fp8", or one of them with "_tc").
 Format version_format(const std::string& version);
 
 /// The simulator work of one launch (pd::sim_launch_work()): a warp per 4 rows, 2 B N K FLOPs
-/// plus one per weight to dequantize, and 31 shuffles per warp per 32 sums.
-/// @param s the sizes
-double sim_work(const Shape& s);
+/// plus one per weight to dequantize, and 31 shuffles per warp per 32 sums; with
+/// @p tensor_cores (the _tc versions), a warp per 16 rows, 2 x 16 N K FLOPs of WMMA and four
+/// per weight to decode and stage it. @param s the sizes  @param tensor_cores a _tc version
+double sim_work(const Shape& s, bool tensor_cores = false);
 
 /// The int8 and fp8 kernel (the layout of @p w says which): Y [B, N] = X W^T.
 /// @param w the quantized weights  @param x [B, K] bf16  @param y [B, N] fp32  @param s the sizes
@@ -264,6 +269,14 @@ void gemv_per_row_scale(const DeviceQuantizedMatrix& w, const __nv_bfloat16* x, 
 /// @param y [B, N] fp32  @param s the sizes  @param stream the stream
 void gemv_int4(const DeviceQuantizedMatrix& w, const __nv_bfloat16* x, float* y, const Shape& s,
                cudaStream_t stream = nullptr);
+/// The tensor-core path (the _tc versions), for the larger batches: the kernel of @p w's format
+/// (int8, int4 or fp8) on bf16 tensor cores, WMMA 16 x 16 x 16 over up to 16 tokens. int8 and fp8
+/// codes are exact in bf16; int4's dequantized weights are rounded to bf16, as the model's
+/// dequantized GEMM rounds them. @param w the quantized weights  @param x [B, K] bf16
+/// @param y [B, N] fp32  @param s the sizes  @param stream the stream
+/// @throws std::invalid_argument for bf16 weights, a bad shape, or a GPU without bf16 tensor cores
+void gemv_mma(const DeviceQuantizedMatrix& w, const __nv_bfloat16* x, float* y, const Shape& s,
+              cudaStream_t stream = nullptr);
 /// Runs the kernel of @p w's format. @param w the quantized weights (int8, int4 or fp8)
 /// @param x [B, K] bf16  @param y [B, N] fp32  @param s the sizes  @param stream the stream
 /// @throws std::invalid_argument for bf16 weights or a bad shape

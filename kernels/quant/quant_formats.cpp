@@ -186,7 +186,8 @@ DeviceQuantizedMatrix::DeviceQuantizedMatrix(const QuantizedMatrix& q)
       bytes(q.bytes()) {}
 
 Format version_format(const std::string& version) {
-    const Format f = format_named(version);
+    const bool tc = version.size() > 3 && version.ends_with("_tc");
+    const Format f = format_named(tc ? version.substr(0, version.size() - 3) : version);
     if (f == Format::bf16) throw std::invalid_argument("quant: version bf16 is chapter 03's GEMV, not a kernel here");
     return f;
 }
@@ -204,7 +205,12 @@ void check_shape(const Shape& s, const Layout& l) {
         throw std::invalid_argument("N x row bytes exceeds 2^31 - 1 (the kernels index with 32 bits)");
 }
 
-double sim_work(const Shape& s) {
+double sim_work(const Shape& s, bool tensor_cores) {
+    if (tensor_cores) {  // a warp per 16 rows, 128 threads per block; each weight decoded, staged and fed to WMMA
+        const double strips = std::ceil(s.n / 16.0), padded_k = std::ceil(s.k / 32.0) * 32.0;
+        return sim_launch_work(128 * std::ceil(s.n / 64.0), 4 * 16 * strips * padded_k,
+                               2.0 * 16 * 16 * strips * padded_k);
+    }
     int bucket = 1;
     while (bucket < s.batch) bucket *= 2;
     const double warps = std::ceil(s.n / 4.0), padded_k = std::ceil(s.k / 32.0) * 32.0;

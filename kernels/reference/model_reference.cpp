@@ -6,13 +6,15 @@
 #include "reference_common.hpp"
 
 #include <cstddef>
+#include <utility>
 
 namespace pd::reference {
 
 using namespace detail;
 using std::size_t;
 
-ModelReference::ModelReference(const ModelConfig& c, const ModelWeights& w) : c_(c), w_(w) {
+ModelReference::ModelReference(const ModelConfig& c, const ModelWeights& w, RowRounding round_kv)
+    : c_(c), w_(w), round_kv_(std::move(round_kv)) {
     c.check("ModelReference");
     w.check(c, "ModelReference");
     const size_t per_layer = size_t(c.max_seq) * c.kv_heads * c.head_dim;
@@ -68,6 +70,10 @@ std::vector<std::vector<double>> ModelReference::forward(std::span<const int> to
             std::vector<double> k = matvec(wk, kv_dim, D, h), v = matvec(wv, kv_dim, D, h);
             rope_token(q[size_t(t)].data(), pos, Hq, d, c.rope_theta);
             rope_token(k.data(), pos, Hkv, d, c.rope_theta);
+            for (int hk = 0; round_kv_ && hk < Hkv; ++hk) {  // what the cache holds of each head's row
+                round_kv_(std::span(k).subspan(size_t(hk) * d, size_t(d)));
+                round_kv_(std::span(v).subspan(size_t(hk) * d, size_t(d)));
+            }
             std::copy(k.begin(), k.end(), kc.begin() + std::ptrdiff_t(size_t(pos) * kv_dim));
             std::copy(v.begin(), v.end(), vc.begin() + std::ptrdiff_t(size_t(pos) * kv_dim));
         }

@@ -7,6 +7,7 @@
 
 #include "pd/model_config.hpp"
 
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -22,9 +23,14 @@ namespace pd::reference {
 /// logits = lm_head rmsnorm(x). Every sum and product is in double.
 class ModelReference {
 public:
+    /// What a cache does to each K and V row of one token and KV head (head_dim values) it
+    /// stores: an 8-bit cache rounds the row through its codes and its scale (chapter 08).
+    using RowRounding = std::function<void(std::span<double> row)>;
     /// Keeps references to @p c and @p w (the caller keeps them alive) and an empty cache.
     /// Throws std::invalid_argument when @p c is out of range or @p w does not match it.
-    ModelReference(const ModelConfig& c, const ModelWeights& w);
+    /// @param c the model's shape  @param w its weights
+    /// @param round_kv applied to every K and V row before it is cached (empty: stored as computed)
+    ModelReference(const ModelConfig& c, const ModelWeights& w, RowRounding round_kv = {});
     /// Feeds `tokens` at positions length() ... length()+n-1 (appending K and V to its cache; throws
     /// std::invalid_argument past c.max_seq) and returns the logits of every fed token, [n][V]. Also throws, before
     /// changing anything, on a token id outside 0 .. V-1.
@@ -35,6 +41,7 @@ public:
 private:
     const ModelConfig& c_;
     const ModelWeights& w_;
+    RowRounding round_kv_;
     int length_ = 0;
     /// Per layer, the cached K and V in double: [S_max, Hkv, d].
     std::vector<std::vector<double>> k_cache_, v_cache_;

@@ -58,10 +58,14 @@ std::string describe_cache(const ModelConfig& config, const ModelOptions& o) {
                             : std::to_string(o.batch) + " slots of " + std::to_string(max_seq) + " positions";
 }
 
-/// "model: tiny, fp32 weights, fp32 cache, <caches>, <device> (wall-clock step times)".
+/// "model: tiny, fp32 weights, fp32 cache, <caches>, <device> (wall-clock step times)"; quantized
+/// weights: "int4 g128 weights".
 std::string describe_model(const ModelConfig& config, const ModelOptions& o, const std::string& caches) {
-    return "model: " + config.name + ", " + to_string(o.weights) + " weights, " + to_string(o.kv) + " cache, " +
-           caches + ", " + query_device(0).name + " (wall-clock step times)";
+    const std::string weights = o.quant == "none"   ? to_string(o.weights)
+                                : o.quant == "int4" ? "int4 g" + std::to_string(o.quant_group)
+                                                    : o.quant;
+    return "model: " + config.name + ", " + weights + " weights, " + to_string(o.kv) + " cache, " + caches + ", " +
+           query_device(0).name + " (wall-clock step times)";
 }
 
 }  // namespace
@@ -103,9 +107,9 @@ double ModelExecutor::run(const serving::Step& step) {
 // [model_executor_run]
 
 ModelOptions engine_model_options(const ModelConfig& config, const serving::SchedulerConfig& scheduler,
-                                  const std::vector<serving::Request>& requests, DType weights, DType kv,
-                                  int sm_count) {
-    ModelOptions o{.weights = weights, .kv = kv, .batch = scheduler.max_seqs, .sm_count = sm_count};
+                                  const std::vector<serving::Request>& requests, DType weights, DType kv, int sm_count,
+                                  const std::string& quant) {
+    ModelOptions o{.weights = weights, .kv = kv, .batch = scheduler.max_seqs, .quant = quant, .sm_count = sm_count};
     if (scheduler.block_size > 0) {
         o.block_size = scheduler.block_size;
         o.num_blocks = int(scheduler.kv_capacity / scheduler.block_size);
@@ -118,10 +122,10 @@ ModelOptions engine_model_options(const ModelConfig& config, const serving::Sche
 // [serve_on_model]
 serving::Timeline serve_on_model(const ModelConfig& config, const serving::SchedulerConfig& scheduler,
                                  const std::vector<serving::Request>& requests, DType weights, DType kv, int sm_count,
-                                 std::uint64_t seed, std::vector<std::vector<int>>* generated,
+                                 const std::string& quant, std::uint64_t seed, std::vector<std::vector<int>>* generated,
                                  std::pair<Bench*, nlohmann::json*> steps_profile) {
     serving::Scheduler s(scheduler);
-    Model model(config, engine_model_options(config, scheduler, requests, weights, kv, sm_count));
+    Model model(config, engine_model_options(config, scheduler, requests, weights, kv, sm_count, quant));
     model.init_synthetic(seed);
     model.warm_up();  // first-launch costs outside the timed steps
     ModelExecutor executor(model, requests, seed, s.paged());
@@ -145,8 +149,8 @@ std::string prepare_engine_models(Bench& bench, const ModelConfig& config,
     std::optional<ModelOptions> first;
     std::string caches;
     for (const serving::SchedulerConfig& s : schedulers) {
-        const ModelOptions o =
-            engine_model_options(config, s, requests, bench.single_dtype(), kv, bench.device().sm_count);
+        const ModelOptions o = engine_model_options(config, s, requests, bench.single_dtype(), kv,
+                                                    bench.device().sm_count, bench.weight_quant());
         bench.require_fits(
             Model::device_bytes(config, o),
             std::string("the model, its cache ") + (o.block_size > 0 ? "blocks" : "slots") + " and the activations",
@@ -158,12 +162,20 @@ std::string prepare_engine_models(Bench& bench, const ModelConfig& config,
     return first ? describe_model(config, *first, caches) : std::string();
 }
 
+void check_executor_types(const serving::ServingOptions& o, const Bench& bench) {
+    if (o.on_model()) return;
+    const std::string why = " needs --executor model: the cost model counts bf16 weights and a bf16 cache";
+    if (bench.weight_quant() != "none") throw std::invalid_argument("--dtype " + bench.weight_quant() + why);
+    if (o.kv_dtype == "fp8" || o.kv_dtype == "int8") throw std::invalid_argument("--kv-dtype " + o.kv_dtype + why);
+}
+
 serving::Timeline replay(const serving::ServingOptions& o, Bench& bench, const serving::CostModelConfig& cost,
                          const serving::SchedulerConfig& scheduler, const std::vector<serving::Request>& requests,
                          std::vector<std::vector<int>>* generated, nlohmann::json* profile) {
     if (o.on_model())
         return serve_on_model(cost.model, scheduler, requests, bench.single_dtype(), dtype_named(o.kv_dtype),
-                              bench.device().sm_count, bench.options.seed, generated, {&bench, profile});
+                              bench.device().sm_count, bench.weight_quant(), bench.options.seed, generated,
+                              {&bench, profile});
     serving::Scheduler s(scheduler);
     serving::CostModel executor(cost);
     return serving::run_engine(requests, s, executor, true);

@@ -189,15 +189,33 @@ std::string compare_generations(const Generation& a, const Generation& b, int B,
            (passed ? " (each side's token in the other's top 5)" : " (FAILED)");
 }
 
+// [kv_rounding]
+std::function<void(std::span<double>)> kv_rounding(DType kv) {
+    if (kv != DType::fp8 && kv != DType::int8) return {};  // fp32 and bf16 rows: the rule allows bf16's rounding
+    return [kv](std::span<double> row) {                   // as the append does it in fp32: codes and the row's scale
+        float amax = 0;
+        for (double x : row) amax = std::max(amax, std::fabs(float(x)));
+        const float scale = amax / (kv == DType::fp8 ? kernels::quant::kFp8Max : 127.f);
+        for (double& x : row) {
+            const float v = float(x);
+            x = kv == DType::fp8
+                    ? kernels::quant::fp8_e4m3_decode(kernels::quant::fp8_e4m3_encode(scale > 0.f ? v / scale : 0.f)) *
+                          scale
+                    : float(std::int8_t(kernels::quant::int8_code(v, scale))) * scale;
+        }
+    };
+}
+// [kv_rounding]
+
 /// The device model against the CPU reference model (double) on the cached generation: the
 /// prefill's logits and every decode step's. fp32: |out - ref| <= 1e-3 + 1e-3 |ref|;
 /// bf16: ||out - ref|| / ||ref|| <= 2e-2 per step.
 CompareResult check_reference(const ModelConfig& c, const ModelWeights& w, const std::vector<int>& prompt,
-                              const Generation& g, int B, int P, DType d) {
+                              const Generation& g, int B, int P, DType d, DType kv) {
     CompareResult r{.passed = true, .max_abs_err = 0, .max_rel_err = 0};
     const int G = int(g.tokens.size()) / B, V = c.vocab;
     for (int b = 0; b < B; ++b) {
-        reference::ModelReference ref(c, w);
+        reference::ModelReference ref(c, w, kv_rounding(kv));
         std::vector<double> want = ref.forward(std::span(prompt).subspan(std::size_t(b) * P, std::size_t(P))).back();
         for (int i = 0; i < G; ++i) {
             const float* got = g.logits.data() + (std::size_t(i) * B + b) * V;
@@ -232,7 +250,7 @@ nlohmann::json check_generations(const Model& m, const std::vector<int>& prompt,
         passed = passed && ok;
     }
     if (cached && c.parameter_count() <= 1e8) {  // the reference model in double, on the CPU
-        const CompareResult r = check_reference(c, m.download_weights(), prompt, *cached, B, P, rule);
+        const CompareResult r = check_reference(c, m.download_weights(), prompt, *cached, B, P, rule, m.options().kv);
         out << "  vs the CPU reference model (double): max abs err " << fmt("%.3g", r.max_abs_err) << " over "
             << cached->ms.size() << " steps: " << (r.passed ? "ok" : "FAILED") << "\n";
         j["reference_max_abs_err"] = r.max_abs_err;

@@ -152,6 +152,13 @@ void Model::check_options(const ModelConfig& config, const ModelOptions& o) {
         reject("prefill_attention", o.prefill_attention,
                "reads the fresh K and V, not an 8-bit cache (ModelOptions.kv = " + std::string(to_string(o.kv)) +
                    "): flash");
+    // the decode kernels that read an 8-bit cache: v3 and v4 on slots, v2 on pages
+    if ((o.kv == DType::fp8 || o.kv == DType::int8) && o.block_size == 0 && o.attention != "v3" && o.attention != "v4")
+        reject("attention", o.attention,
+               "does not read an 8-bit cache (ModelOptions.kv = " + std::string(to_string(o.kv)) + "): v3 or v4");
+    if ((o.kv == DType::fp8 || o.kv == DType::int8) && o.block_size > 0 && o.paged_attention != "v2")
+        reject("paged_attention", o.paged_attention,
+               "does not read an 8-bit cache (ModelOptions.kv = " + std::string(to_string(o.kv)) + "): v2");
     if (o.quant != "none" && o.quant != "int8" && o.quant != "int4" && o.quant != "fp8")
         reject("quant", o.quant, "must be none, int8, int4 or fp8");
     if (o.quant != "none" && o.weights != DType::bf16)

@@ -45,8 +45,9 @@ void add_serving_options(CLI::App& app, ServingOptions& o, const Choices& polici
                    "of chapter 05 predicts each step")
         ->check(CLI::IsMember({"model", "cost"}))
         ->capture_default_str();
-    app.add_option("--kv-dtype", o.kv_dtype, "Type of the model executor's KV cache")
-        ->check(CLI::IsMember({"fp32", "bf16"}))
+    app.add_option("--kv-dtype", o.kv_dtype,
+                   "Type of the model executor's KV cache (fp8 and int8: codes and a scale per row, chapter 08)")
+        ->check(CLI::IsMember({"fp32", "bf16", "fp8", "int8"}))
         ->capture_default_str();
     app.add_option("--preset", o.preset, "Model shape")->check(CLI::IsMember(model_names()))->capture_default_str();
     app.add_option("--gpu", o.gpu, "GPU preset of the cost model")->check(CLI::IsMember(gpus))->capture_default_str();

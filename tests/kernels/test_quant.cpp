@@ -72,12 +72,17 @@ double error_bound(const qt::QuantizedMatrix& q, int r, int c, float w) {
                                              : std::ldexp(s, -10) * (1 + 1e-6);
 }
 
-/// Runs qt::gemv() on a poisoned Y followed by kGuard poisoned floats.
-std::vector<float> run(const qt::DeviceQuantizedMatrix& w, const std::vector<bf16>& x, const qt::Shape& s) {
+/// Runs qt::gemv() (qt::gemv_mma() with @p tensor_cores) on a poisoned Y followed by kGuard
+/// poisoned floats.
+std::vector<float> run(const qt::DeviceQuantizedMatrix& w, const std::vector<bf16>& x, const qt::Shape& s,
+                       bool tensor_cores = false) {
     pd::DeviceBuffer<bf16> dx{std::span<const bf16>(x)};
     pd::DeviceBuffer<float> y(std::size_t(s.batch) * s.n + kGuard);
     y.fill_bytes(pd::kPoisonByte);
-    qt::gemv(w, dx.data(), y.data(), s);
+    if (tensor_cores)
+        qt::gemv_mma(w, dx.data(), y.data(), s);
+    else
+        qt::gemv(w, dx.data(), y.data(), s);
     PD_CHECK_CUDA(cudaDeviceSynchronize());
     return y.download();
 }
@@ -227,6 +232,53 @@ TEST_CASE("quant: every kernel matches the GEMV of its dequantized weights, ragg
     }
 }
 
+TEST_CASE("quant: the tensor-core path matches the GEMV of its dequantized weights, ragged N, K and B", "[quant]") {
+    // N around the 16 rows of a warp and the 64 of a block, K around the 512 columns staged at a
+    // time and not a multiple of 8, B from 1 to 16. int8 and fp8 codes are exact in bf16, so the
+    // reference is the dequantized weights' GEMV; int4's weights are rounded to bf16 first.
+    struct Case {
+        int n, k, b;
+    };
+    int device = 0, major = 0;
+    PD_CHECK_CUDA(cudaGetDevice(&device));
+    PD_CHECK_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    if (major < 8) {  // (the simulated device is 8.0)
+        WARN("no bf16 tensor cores (compute capability below 8.0): the _tc versions do not run here");
+        return;
+    }
+    const Case cases[] = {{1, 1, 1}, {17, 129, 3}, {65, 520, 16}, {16, 1100, 1}, {33, 40, 9}, {80, 512, 16}};
+    std::uint64_t c = 0;
+    for (const Case& cs : cases) {
+        for (const qt::Layout& l : layouts(cs.k)) {
+            const std::uint64_t seed = pd::derive_seed(kSeed + 7, c++);
+            const qt::Shape s{cs.b, cs.n, cs.k};
+            std::ostringstream what;
+            what << describe(l) << " seed=" << seed << " B=" << s.batch << " N=" << s.n;
+            INFO(what.str());
+            const std::vector<float> w = make_weights(s.n, s.k, pd::derive_seed(seed, 1));
+            std::vector<float> x(std::size_t(s.batch) * s.k);
+            pd::fill_uniform<float>(x, -1.f, 1.f, pd::derive_seed(seed, 2));
+            const std::vector<bf16> xb = pd::round_all<bf16>(x);
+            const qt::QuantizedMatrix q = qt::quantize(w, s.n, l);
+            std::vector<float> dq = qt::dequantize(q);
+            if (l.format == Format::int4) dq = pd::rounded_to(pd::DType::bf16, dq);
+            std::vector<double> magnitudes;
+            const std::vector<double> ref =
+                pd::reference::linear(pd::rounded_to(pd::DType::bf16, x), dq, s.batch, s.n, s.k, &magnitudes);
+            const qt::DeviceQuantizedMatrix dw(q);
+            const std::vector<float> got = run(dw, xb, s, true);
+            const std::span<const float> y = std::span<const float>(got).first(std::size_t(s.batch) * s.n);
+            const pd::CompareResult r =
+                pd::compare_sums<float, double>(y, ref, magnitudes, std::size_t(s.k), pd::Tolerance::fp32());
+            const std::size_t dims[] = {std::size_t(s.batch), std::size_t(s.n)};
+            INFO(pd::describe(r, what.str(), dims));
+            CHECK(r.passed);
+            CHECK(guard_intact(got, y.size()));
+            CHECK(same_bits(got, run(dw, xb, s, true)));
+        }
+    }
+}
+
 TEST_CASE("quant: the device quantizer gives the host's bytes, and the device dequantizer its values in bf16",
           "[quant]") {
     // The model quantizes its bf16 weights on the device: the codes, scales and zero points must
@@ -289,7 +341,13 @@ TEST_CASE("quant: bad formats, group sizes and shapes are refused, naming the fi
     CHECK_THROWS_WITH(qt::gemv(dw, x.data(), y.data(), {1, 1, 65}), Contains("differs from the weights' K = 64"));
     CHECK_THROWS_WITH(qt::gemv(dw, x.data(), y.data(), {1, 0, 64}), Contains("N (rows of W) must be >= 1"));
     CHECK_THROWS_WITH(qt::gemv_per_row_scale(dw, x.data(), y.data(), {1, 1, 64}), Contains("not int8 or fp8"));
-    CHECK(pd::names_of(qt::versions()) == std::vector<std::string>{"int8", "int4", "fp8"});
-    for (const pd::Version& v : qt::versions()) CHECK(qt::to_string(qt::version_format(v.name)) == v.name);
+    CHECK_THROWS_WITH(qt::gemv_mma(dw, x.data(), y.data(), {17, 1, 64}), Contains("B (batch) must be in 1"));
+    CHECK(pd::names_of(qt::versions()) ==
+          std::vector<std::string>{"int8", "int4", "fp8", "int8_tc", "int4_tc", "fp8_tc"});
+    for (const pd::Version& v : qt::versions())  // a format's SIMT version, and "_tc" on the tensor cores
+        CHECK(std::string(qt::to_string(qt::version_format(v.name))) +
+                  (v.units == pd::Units::tensor_cores ? "_tc" : "") ==
+              v.name);
+    CHECK_THROWS_WITH(qt::version_format("int3_tc"), Contains("int3"));
     CHECK_THROWS_WITH(qt::version_format("bf16"), Contains("chapter 03's GEMV"));
 }

@@ -91,7 +91,10 @@ public:
         return app.add_option(name, value, help)->check(std::forward<Validator>(check))->capture_default_str();
     }
     /// Adds `--dtype fp32|bf16|all` (default all) for chapters whose versions take either type.
-    void add_dtype_option();
+    /// With @p quantized_weights (the chapters whose model runs: 04 to 06), `--dtype` also takes
+    /// int8, int4 and fp8: the model's weights quantized as chapter 08 does (from bf16, its
+    /// activations bf16); the kernels of such a run take bf16 inputs (dtypes() is {bf16}).
+    void add_dtype_option(bool quantized_weights = false);
     /// Parses the command line. Returns the exit code to return now (0 after `--help`, 2 for bad
     /// input, with a one-line message naming the option), or nothing to go on. A CUDA-only
     /// version asked for on the simulator, or a `--kernel` whose input type `--dtype` excludes,
@@ -107,6 +110,12 @@ public:
         const std::vector<DType> d = dtypes();
         return d.size() == 1 ? d.front() : DType::fp32;
     }
+    /// The weights' quantized format `--dtype` names (int8, int4 or fp8), or "none".
+    std::string weight_quant() const { return is_quantized(dtype_) ? dtype_ : "none"; }
+    /// `--dtype` as given: fp32, bf16, all, or a quantized format (a report's `dtype` field).
+    const std::string& dtype_name() const { return dtype_; }
+    /// True for the names of the quantized weight formats: int8, int4, fp8. @param name a `--dtype`
+    static bool is_quantized(const std::string& name) { return name == "int8" || name == "int4" || name == "fp8"; }
     /// True when `--kernel` selects @p v (or is "all") and @p v runs on this backend.
     bool selects(const Version& v) const { return options.selects(v.name) && v.runs_here(); }
     /// As above for the version named @p name of this chapter's registry (false if none).

@@ -70,9 +70,11 @@ private:
 /// it can build for @p requests (serving::max_step_tokens()), so that no timed step allocates.
 /// @param config the model's shape  @param scheduler the scheduler's limits  @param requests the workload
 /// @param weights the weights' type  @param kv the cache's type  @param sm_count the device's SMs
+/// @param quant the weights' quantized format (ModelOptions::quant: none, int8, int4, fp8)
 /// @throws std::invalid_argument naming the field out of range (Model::check_options())
 ModelOptions engine_model_options(const ModelConfig& config, const serving::SchedulerConfig& scheduler,
-                                  const std::vector<serving::Request>& requests, DType weights, DType kv, int sm_count);
+                                  const std::vector<serving::Request>& requests, DType weights, DType kv, int sm_count,
+                                  const std::string& quant = "none");
 // [engine_model_options]
 
 /// "model: tiny, fp32 weights, fp32 cache, 8 slots of 512 positions, <device name> (wall-clock step
@@ -86,26 +88,35 @@ std::string describe_engine_model(const ModelConfig& config, const ModelOptions&
 /// given, receives the tokens each request generated.
 /// @param config the model's shape  @param scheduler the scheduler's limits  @param requests the workload
 /// @param weights the weights' type  @param kv the cache's type  @param sm_count the device's SMs
+/// @param quant the weights' quantized format (ModelOptions::quant)
 /// @param seed the weights' and the synthetic prompts' seed  @param generated where the tokens go (or null)
 /// @param steps_profile when given, `--profile`'s scope around the engine's steps (the model's
 /// warm-up left out): Bench::begin_profile() before them, and the profile of their kernels
 /// after them (Bench::end_profile(), with the steps' summed Model::cost())
 serving::Timeline serve_on_model(const ModelConfig& config, const serving::SchedulerConfig& scheduler,
                                  const std::vector<serving::Request>& requests, DType weights, DType kv, int sm_count,
-                                 std::uint64_t seed, std::vector<std::vector<int>>* generated = nullptr,
+                                 const std::string& quant, std::uint64_t seed,
+                                 std::vector<std::vector<int>>* generated = nullptr,
                                  std::pair<Bench*, nlohmann::json*> steps_profile = {});
 
 /// Before any replay on the model: checks the model that each of @p schedulers will run on
 /// (engine_model_options(): the fields in range; its weights, cache and activations within the
 /// device's memory, Bench::require_fits() with @p advice) and returns the description of the
 /// executor, describe_engine_model() with every cache ("4 slots of 512 positions / 130 blocks of 16
-/// positions"). @param bench the harness (`--dtype`, the device)  @param config the model's shape
+/// positions"). @param bench the harness (`--dtype`, quantized formats included; the device)  @param config the model's
+/// shape
 /// @param schedulers the replays' limits  @param requests the workload  @param kv the cache's type
 /// @param advice what to lower when it does not fit ("choose a smaller --preset, or lower --max-seqs")
 /// @throws std::invalid_argument naming the field out of range, or what does not fit
 std::string prepare_engine_models(Bench& bench, const ModelConfig& config,
                                   const std::vector<serving::SchedulerConfig>& schedulers,
                                   const std::vector<serving::Request>& requests, DType kv, const std::string& advice);
+
+/// Refuses what only the model executor runs: quantized weights (`--dtype int8`, `int4`, `fp8`)
+/// and an 8-bit cache (`--kv-dtype fp8`, `int8`) with `--executor cost`, whose cost model counts
+/// bf16 weights and a bf16 cache. @param o the serving options  @param bench the harness (`--dtype`)
+/// @throws std::invalid_argument naming the options
+void check_executor_types(const serving::ServingOptions& o, const Bench& bench);
 
 /// One replay of @p requests under @p scheduler with the executor that chapters 05 and 06 choose
 /// with `--executor`: chapter 04's model (serve_on_model(), with the harness's `--dtype`, its

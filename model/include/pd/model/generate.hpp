@@ -12,8 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <iosfwd>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -75,8 +77,16 @@ std::string compare_generations(const Generation& a, const Generation& b, int B,
 /// ||out - ref|| / ||ref|| <= 2e-2 per step.
 /// @param c the model's shape  @param w its weights (as the device holds them)  @param prompt [B, P]
 /// @param g the cached generation  @param B sequences  @param P prompt tokens  @param d the rule
+/// @param kv the device's cache: an 8-bit one (fp8, int8) has the reference round each K and V
+/// row as the cache stores it (kv_rounding()), and is judged by the bf16 rule
 CompareResult check_reference(const ModelConfig& c, const ModelWeights& w, const std::vector<int>& prompt,
-                              const Generation& g, int B, int P, DType d);
+                              const Generation& g, int B, int P, DType d, DType kv = DType::fp32);
+
+/// What an 8-bit cache (@p kv = fp8 or int8) does to a K or V row, for the reference model: the
+/// row's scale max |x| / 448 (fp8) or / 127 (int8) in fp32, each value through its code and back
+/// (chapter 08's formats, kv_quant.hpp), as the appends write it. Empty for fp32 and bf16.
+/// @param kv the cache's type
+std::function<void(std::span<double>)> kv_rounding(DType kv);
 
 /// Chapter 04's checks of a generation: cache against recompute (compare_generations(), when
 /// both ran) and, for models of up to 1e8 parameters, the cached one against the CPU reference
