@@ -174,56 +174,73 @@ TEST_CASE("quant: the packing order, byte by byte", "[quant]") {
           std::vector<std::uint8_t>{0x38, 0xc0, 0x7e, 0x01});
 }
 
+/// One problem of the kernel tests: seeded W and X, the quantized weights and what came out.
+struct Checked {
+    std::vector<float> w, x, got;    ///< the weights, X, and Y of the kernel (with its guard)
+    qt::QuantizedMatrix q;           ///< the weights as stored
+    std::vector<double> magnitudes;  ///< sum_k |x_k w_k| of each output
+};
+
+/// Runs the kernel of layout @p l (qt::gemv_mma() with @p tensor_cores) on seeded inputs of
+/// shape @p s and checks it against the GEMV of the dequantized weights (on the tensor cores
+/// int4's rounded to bf16; int8 and fp8 codes are exact in bf16), its guard, and its bits on a
+/// second run. @return the problem, for the quantization-error check
+Checked check_kernel(const qt::Layout& l, const qt::Shape& s, std::uint64_t seed, bool tensor_cores) {
+    std::ostringstream what;
+    what << describe(l) << " seed=" << seed << " B=" << s.batch << " N=" << s.n << (tensor_cores ? " (_tc)" : "");
+    INFO(what.str());
+    Checked c;
+    c.w = make_weights(s.n, s.k, pd::derive_seed(seed, 1));
+    c.x.resize(std::size_t(s.batch) * s.k);
+    pd::fill_uniform<float>(c.x, -1.f, 1.f, pd::derive_seed(seed, 2));
+    const std::vector<bf16> xb = pd::round_all<bf16>(c.x);
+    c.q = qt::quantize(c.w, s.n, l);
+    std::vector<float> dq = qt::dequantize(c.q);
+    if (tensor_cores && l.format == Format::int4) dq = pd::rounded_to(pd::DType::bf16, dq);
+    const std::vector<double> ref =
+        pd::reference::linear(pd::rounded_to(pd::DType::bf16, c.x), dq, s.batch, s.n, s.k, &c.magnitudes);
+    const qt::DeviceQuantizedMatrix dw(c.q);
+    c.got = run(dw, xb, s, tensor_cores);
+    const std::span<const float> y = std::span<const float>(c.got).first(std::size_t(s.batch) * s.n);
+    const pd::CompareResult r =
+        pd::compare_sums<float, double>(y, ref, c.magnitudes, std::size_t(s.k), pd::Tolerance::fp32());
+    const std::size_t dims[] = {std::size_t(s.batch), std::size_t(s.n)};
+    INFO(pd::describe(r, what.str(), dims));
+    CHECK(r.passed);
+    CHECK(guard_intact(c.got, y.size()));
+    CHECK(same_bits(c.got, run(dw, xb, s, tensor_cores)));
+    return c;
+}
+
+/// Sizes of a kernel test.
+struct Case {
+    int n, k, b;  ///< N, K, B
+};
+
 TEST_CASE("quant: every kernel matches the GEMV of its dequantized weights, ragged N, K and B", "[quant]") {
     // N around the 32 rows of a block, K around the 1,024 columns staged at a time and not a
     // multiple of 8 (X's rows then sit off 16-byte boundaries), B in every bucket of tokens.
-    struct Case {
-        int n, k, b;
-    };
     const Case cases[] = {{1, 1, 1},    {17, 129, 3}, {33, 300, 16}, {33, 1100, 1},
                           {100, 64, 2}, {5, 2049, 5}, {40, 256, 9},  {1, 33, 16}};
-    std::uint64_t c = 0;
+    std::uint64_t n = 0;
     for (const Case& cs : cases) {
         for (const qt::Layout& l : layouts(cs.k)) {
-            const std::uint64_t seed = pd::derive_seed(kSeed + 1, c++);
             const qt::Shape s{cs.b, cs.n, cs.k};
-            std::ostringstream what;
-            what << describe(l) << " seed=" << seed << " B=" << s.batch << " N=" << s.n;
-            INFO(what.str());
-            const std::vector<float> w = make_weights(s.n, s.k, pd::derive_seed(seed, 1));
-            std::vector<float> x(std::size_t(s.batch) * s.k);
-            pd::fill_uniform<float>(x, -1.f, 1.f, pd::derive_seed(seed, 2));
-            const std::vector<bf16> xb = pd::round_all<bf16>(x);
-            const qt::QuantizedMatrix q = qt::quantize(w, s.n, l);
-            const std::vector<float> dq = qt::dequantize(q);
-            std::vector<double> magnitudes;
-            const std::vector<double> ref =
-                pd::reference::linear(pd::rounded_to(pd::DType::bf16, x), dq, s.batch, s.n, s.k, &magnitudes);
-            const qt::DeviceQuantizedMatrix dw(q);
-            const std::vector<float> got = run(dw, xb, s);
-            const std::span<const float> y = std::span<const float>(got).first(std::size_t(s.batch) * s.n);
-            const pd::CompareResult r =
-                pd::compare_sums<float, double>(y, ref, magnitudes, std::size_t(s.k), pd::Tolerance::fp32());
-            const std::size_t dims[] = {std::size_t(s.batch), std::size_t(s.n)};
-            INFO(pd::describe(r, what.str(), dims));
-            CHECK(r.passed);
-            CHECK(guard_intact(got, y.size()));
-            CHECK(same_bits(got, run(dw, xb, s)));
-
+            const Checked c = check_kernel(l, s, pd::derive_seed(kSeed + 1, n++), false);
+            INFO(describe(l) << " B=" << s.batch << " N=" << s.n);
             // The quantization error: against the GEMV of the unquantized weights, within
             // sum_k |x_k| x (the bound of weight k) for every output, plus fp32's rounding.
-            const std::vector<double> exact =
-                pd::reference::linear(pd::rounded_to(pd::DType::bf16, x), w, s.batch, s.n, s.k);
-            const std::vector<float> xr = pd::rounded_to(pd::DType::bf16, x);
+            const std::vector<float> xr = pd::rounded_to(pd::DType::bf16, c.x);
+            const std::vector<double> exact = pd::reference::linear(xr, c.w, s.batch, s.n, s.k);
             int over = 0;
             for (int b = 0; b < s.batch; ++b)
                 for (int row = 0; row < s.n; ++row) {
-                    double bound = 1e-4 * (1 + magnitudes[std::size_t(b) * s.n + row]);
+                    double bound = 1e-4 * (1 + c.magnitudes[std::size_t(b) * s.n + row]);
                     for (int col = 0; col < s.k; ++col)
                         bound += std::fabs(xr[std::size_t(b) * s.k + col]) *
-                                 error_bound(q, row, col, w[std::size_t(row) * s.k + col]);
+                                 error_bound(c.q, row, col, c.w[std::size_t(row) * s.k + col]);
                     const double err =
-                        std::fabs(double(y[std::size_t(b) * s.n + row]) - exact[std::size_t(b) * s.n + row]);
+                        std::fabs(double(c.got[std::size_t(b) * s.n + row]) - exact[std::size_t(b) * s.n + row]);
                     if (err > bound && over++ < 3)
                         FAIL_CHECK("b " << b << " row " << row << ": error " << err << " > bound " << bound);
                 }
@@ -234,11 +251,7 @@ TEST_CASE("quant: every kernel matches the GEMV of its dequantized weights, ragg
 
 TEST_CASE("quant: the tensor-core path matches the GEMV of its dequantized weights, ragged N, K and B", "[quant]") {
     // N around the 16 rows of a warp and the 64 of a block, K around the 512 columns staged at a
-    // time and not a multiple of 8, B from 1 to 16. int8 and fp8 codes are exact in bf16, so the
-    // reference is the dequantized weights' GEMV; int4's weights are rounded to bf16 first.
-    struct Case {
-        int n, k, b;
-    };
+    // time and not a multiple of 8, B from 1 to 16.
     int device = 0, major = 0;
     PD_CHECK_CUDA(cudaGetDevice(&device));
     PD_CHECK_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
@@ -247,36 +260,10 @@ TEST_CASE("quant: the tensor-core path matches the GEMV of its dequantized weigh
         return;
     }
     const Case cases[] = {{1, 1, 1}, {17, 129, 3}, {65, 520, 16}, {16, 1100, 1}, {33, 40, 9}, {80, 512, 16}};
-    std::uint64_t c = 0;
-    for (const Case& cs : cases) {
-        for (const qt::Layout& l : layouts(cs.k)) {
-            const std::uint64_t seed = pd::derive_seed(kSeed + 7, c++);
-            const qt::Shape s{cs.b, cs.n, cs.k};
-            std::ostringstream what;
-            what << describe(l) << " seed=" << seed << " B=" << s.batch << " N=" << s.n;
-            INFO(what.str());
-            const std::vector<float> w = make_weights(s.n, s.k, pd::derive_seed(seed, 1));
-            std::vector<float> x(std::size_t(s.batch) * s.k);
-            pd::fill_uniform<float>(x, -1.f, 1.f, pd::derive_seed(seed, 2));
-            const std::vector<bf16> xb = pd::round_all<bf16>(x);
-            const qt::QuantizedMatrix q = qt::quantize(w, s.n, l);
-            std::vector<float> dq = qt::dequantize(q);
-            if (l.format == Format::int4) dq = pd::rounded_to(pd::DType::bf16, dq);
-            std::vector<double> magnitudes;
-            const std::vector<double> ref =
-                pd::reference::linear(pd::rounded_to(pd::DType::bf16, x), dq, s.batch, s.n, s.k, &magnitudes);
-            const qt::DeviceQuantizedMatrix dw(q);
-            const std::vector<float> got = run(dw, xb, s, true);
-            const std::span<const float> y = std::span<const float>(got).first(std::size_t(s.batch) * s.n);
-            const pd::CompareResult r =
-                pd::compare_sums<float, double>(y, ref, magnitudes, std::size_t(s.k), pd::Tolerance::fp32());
-            const std::size_t dims[] = {std::size_t(s.batch), std::size_t(s.n)};
-            INFO(pd::describe(r, what.str(), dims));
-            CHECK(r.passed);
-            CHECK(guard_intact(got, y.size()));
-            CHECK(same_bits(got, run(dw, xb, s, true)));
-        }
-    }
+    std::uint64_t n = 0;
+    for (const Case& cs : cases)
+        for (const qt::Layout& l : layouts(cs.k))
+            check_kernel(l, {cs.b, cs.n, cs.k}, pd::derive_seed(kSeed + 7, n++), true);
 }
 
 TEST_CASE("quant: the device quantizer gives the host's bytes, and the device dequantizer its values in bf16",
