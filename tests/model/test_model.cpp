@@ -106,6 +106,46 @@ TEST_CASE("model: prefill and decode steps match the CPU reference model (bf16 w
     check_against_reference(tiny(), {.weights = DType::bf16, .batch = 2, .max_seq = 16, .attention = "v3"}, 6, 3, 21);
 }
 
+TEST_CASE("model: the reference model's 8-bit cache rounding puts each row on its format's grid", "[model][quant]") {
+    // kv_rounding(): the row's scale is max |x| / 448 (fp8) or / 127 (int8), each value becomes
+    // a code times the scale, within the format's bound, and the largest magnitude is kept.
+    CHECK(!md::kv_rounding(DType::fp32));
+    CHECK(!md::kv_rounding(DType::bf16));
+    for (DType kv : {DType::fp8, DType::int8}) {
+        const auto round = md::kv_rounding(kv);
+        REQUIRE(round);
+        const double code_max = kv == DType::fp8 ? 448.0 : 127.0;
+        for (std::uint64_t seed : {1, 2, 3}) {
+            std::vector<float> r(37);
+            pd::fill_uniform<float>(r, -3.f, 3.f, pd::derive_seed(880, seed));
+            std::vector<double> x(r.begin(), r.end()), y = x;
+            round(y);
+            double amax = 0;
+            for (double v : x) amax = std::max(amax, std::fabs(v));
+            const double scale = double(float(float(amax) / float(code_max)));
+            double ymax = 0;
+            for (std::size_t i = 0; i < x.size(); ++i) {
+                INFO(to_string(kv) << " seed " << seed << " value " << i << ": " << x[i] << " -> " << y[i]);
+                const double q = y[i] / scale;  // the code's value
+                ymax = std::max(ymax, std::fabs(y[i]));
+                if (kv == DType::int8) {
+                    CHECK(std::fabs(q - std::round(q)) < 1e-3);
+                    CHECK(std::fabs(y[i] - x[i]) <= 0.5 * scale * (1 + 1e-5));
+                } else {  // e4m3: 3 mantissa bits, so within 2^-4 of |x| in the normal range
+                    CHECK(std::fabs(y[i] - x[i]) <=
+                          std::max(std::ldexp(std::fabs(x[i]), -4), std::ldexp(scale, -10)) * (1 + 1e-5));
+                    const double m = std::fabs(q) / std::exp2(std::floor(std::log2(std::fabs(q) + 1e-30)));
+                    CHECK((q == 0 || std::fabs(m * 8 - std::round(m * 8)) < 1e-3));
+                }
+            }
+            CHECK(std::fabs(ymax - amax) <= 1e-6 * amax);
+        }
+        std::vector<double> zeros(8, 0.0);
+        round(zeros);
+        CHECK(std::all_of(zeros.begin(), zeros.end(), [](double v) { return v == 0; }));
+    }
+}
+
 TEST_CASE("model: quantized weights match the reference model of their dequantized weights",
           "[model][forward][quant]") {
     // Chapter 08: every linear layer and the LM head quantized on the device; the reference model
