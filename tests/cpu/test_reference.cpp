@@ -4,6 +4,7 @@
 // and sampled rows). Each case is small enough to do on paper; the arithmetic is in the comments.
 // Inputs are chosen so that results are exact (integers, powers of two) or closed forms in e.
 #include "attention_reference.hpp"
+#include "layers_reference.hpp"
 #include "linear_reference.hpp"
 #include "roofline_reference.hpp"
 
@@ -377,4 +378,38 @@ TEST_CASE("linear reference rejects inconsistent sizes", "[reference][linear][er
     CHECK_THROWS_AS(ref::linear(x, w, 2, 2, 2), std::invalid_argument);  // w holds 2, not 2 * 2
     CHECK_THROWS_AS(ref::linear(x, w, 0, 1, 2), std::invalid_argument);
     CHECK(ref::linear(x, w, 2, 1, 2) == std::vector<double>{5, 11});  // 1 + 4, 3 + 8
+}
+
+TEST_CASE("sampling reference: temperature, top-k and top-p by hand, and its draws follow its distribution",
+          "[reference][sampling]") {
+    // logits ln 1, ln 2, ln 3, ln 4 at temperature 1: p = (1, 2, 3, 4) / 10
+    const std::vector<float> logits = {0.f, float(std::log(2.0)), float(std::log(3.0)), float(std::log(4.0))};
+    ref::SampledRow all = ref::sample_row(logits, 1.0, 0, 1.0, 0.05);
+    CHECK(all.probs[0] == Approx(0.1));
+    CHECK(all.probs[3] == Approx(0.4));
+    CHECK(all.token == 0);                                    // 0.05 < 0.1
+    CHECK(ref::sample_row(logits, 1.0, 0, 1.0, 0.15).token == 1);  // 0.1 <= 0.15 < 0.3
+    CHECK(ref::sample_row(logits, 1.0, 0, 1.0, 0.95).token == 3);
+    // top-k 2 keeps 3 and 4: p = (0, 0, 3/7, 4/7); u = 0.5 -> 3.5 of 7 falls past the 3
+    const ref::SampledRow k2 = ref::sample_row(logits, 1.0, 2, 1.0, 0.5);
+    CHECK(k2.probs[1] == 0);
+    CHECK(k2.probs[2] == Approx(3.0 / 7));
+    CHECK(k2.token == 3);
+    // top-p 0.6: 0.4 alone falls short, 0.4 + 0.3 reaches it: {2, 3}; top-p 0.35: {3} alone
+    CHECK(ref::sample_row(logits, 1.0, 0, 0.6, 0.0).probs[2] == Approx(3.0 / 7));
+    CHECK(ref::sample_row(logits, 1.0, 0, 0.6, 0.0).probs[1] == 0);
+    CHECK(ref::sample_row(logits, 1.0, 0, 0.35, 0.0).probs[3] == 1);
+    // temperature 0.5 squares the odds: (1, 4, 9, 16) / 30
+    CHECK(ref::sample_row(logits, 0.5, 0, 1.0, 0.0).probs[2] == Approx(9.0 / 30));
+    // the margin: u = 0.1 lies on the first edge
+    CHECK(ref::sample_row(logits, 1.0, 0, 1.0, 0.1).margin < 1e-6);
+    // 200,000 draws on a grid of u: the frequencies are the kept distribution
+    std::vector<double> count(4, 0.0);
+    const int n = 200000;
+    for (int i = 0; i < n; ++i) ++count[std::size_t(ref::sample_row(logits, 1.0, 3, 0.95, (i + 0.5) / n).token)];
+    const ref::SampledRow kept = ref::sample_row(logits, 1.0, 3, 0.95, 0.0);
+    for (std::size_t j = 0; j < 4; ++j) CHECK(count[j] / n == Approx(kept.probs[j]).margin(1e-4));
+    CHECK_THROWS_AS(ref::sample_row(logits, 0.0, 0, 1.0, 0.5), std::invalid_argument);
+    CHECK_THROWS_AS(ref::sample_row(logits, 1.0, 5, 1.0, 0.5), std::invalid_argument);
+    CHECK_THROWS_AS(ref::sample_row(logits, 1.0, 0, 1.0, 1.0), std::invalid_argument);
 }
