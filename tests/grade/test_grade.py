@@ -92,6 +92,8 @@ PLANTS = {
         ("            if (m_new != -INFINITY) {", "            {")]),
     "wrong-08": ("gemv_int4.cu", [  # the zero point ignored: 8 assumed, right only for symmetric groups
         ("& 0xfu) - v.zero) * v.scale;", "& 0xfu) - 8.f) * v.scale;")]),
+    "wrong-09": ("rejection_sampler.cpp", [  # the correction drawn from p instead of the residual max(p - q, 0)
+        ("w[j] = std::max(double(pi[j]) - double(qi[j]), 0.0);", "w[j] = pi[j];")]),
 }
 
 
@@ -138,6 +140,8 @@ def wrong_fails(n, case):
         return (case["kv_len"] - case["q_len"] + 1 if case["causal"] else case["kv_len"]) <= 24
     if n == "08":  # a group with a zero point other than 8 (all but certain in every such case)
         return case["zero_point"]
+    if n == "09":  # a draft, so rejections, some drawing a token where p <= q (certain in 100,000 steps)
+        return case["k"] >= 1
     return None  # 05: whether a step mixes decodes and prefills past the budget depends on the queue
 
 
