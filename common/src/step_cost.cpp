@@ -57,14 +57,14 @@ StepCost step_cost(const StepCostShape& shape, std::span<const StepItem> items, 
     double tokens = 0, emitting = 0, allowed = 0, squares = 0, cached = 0;
     for (std::size_t i = 0; i < items.size(); ++i) {
         const StepItem& it = items[i];
-        if (!(it.tokens >= 1) || !(it.context >= 0) || !(it.count >= 1))
+        if (!(it.tokens >= 1) || !(it.context >= 0) || !(it.count >= 1) || !(it.logits >= 1 && it.logits <= it.tokens))
             throw std::invalid_argument(
                 "step cost: item " + std::to_string(i) + " has tokens = " + std::to_string(it.tokens) +
                 ", context = " + std::to_string(it.context) + ", count = " + std::to_string(it.count) +
-                " (tokens >= 1, context >= 0, count >= 1)");
+                ", logits = " + std::to_string(it.logits) + " (tokens >= 1, context >= 0, count >= 1, 1 <= logits <= tokens)");
         const double t = it.tokens, ctx = it.context, n = it.count;
         tokens += n * t;
-        emitting += it.emits ? n : 0;
+        emitting += it.emits ? n * it.logits : 0;  // rows through the LM head
         allowed +=
             n * (t * ctx + t * (t + 1) / 2);  // query i sees the ctx cached keys and the i + 1 new ones up to itself
         squares += n * t * (ctx + t);         // every score of the item's block

@@ -9,6 +9,7 @@
 #include "gemm/gemm.hpp"
 #include "gemv/gemv.hpp"
 #include "layers/layers.hpp"
+#include "layers/sampling.hpp"
 
 #include "pd/common.hpp"
 #include "pd/cuda_check.hpp"
@@ -146,6 +147,7 @@ void Model::check_options(const ModelConfig& config, const ModelOptions& o) {
     if (o.block_size < 0) reject("block_size", std::to_string(o.block_size), "must be >= 0");
     if (o.num_blocks < 0) reject("num_blocks", std::to_string(o.num_blocks), "must be >= 0");
     if (o.max_step_tokens < 0) reject("max_step_tokens", std::to_string(o.max_step_tokens), "must be >= 0");
+    if (o.max_logit_rows < 0) reject("max_logit_rows", std::to_string(o.max_logit_rows), "must be >= 0");
     if (o.weights != DType::fp32 && o.weights != DType::bf16)
         reject("weights", to_string(o.weights), "must be fp32 or bf16 (8-bit weights: ModelOptions.quant)");
     if ((o.kv == DType::fp8 || o.kv == DType::int8) && o.prefill_attention == "naive")
@@ -173,6 +175,7 @@ Model::Model(const ModelConfig& config, const ModelOptions& options) : config_(c
     const ModelOptions& o = options_;
     max_seq_ = o.max_seq > 0 ? o.max_seq : config_.max_seq;
     max_step_tokens_ = o.max_step_tokens > 0 ? o.max_step_tokens : o.batch * max_seq_;
+    max_logit_rows_ = o.max_logit_rows > 0 ? o.max_logit_rows : o.batch;
 
     using S = std::size_t;
     const S V = S(config_.vocab), D = S(config_.d_model), L = S(config_.layers), F = S(config_.ffn_dim);
@@ -252,8 +255,12 @@ Model::Model(const ModelConfig& config, const ModelOptions& options) : config_(c
         o16_ = DeviceBuffer<bf16>(T * q);
         act16_ = DeviceBuffer<bf16>(T * F);
     }
-    x_last_ = DeviceBuffer<float>(B * D);
-    logits_ = DeviceBuffer<float>(B * V);
+    const S R = S(max_logit_rows_);
+    x_last_ = DeviceBuffer<float>(R * D);
+    logits_ = DeviceBuffer<float>(R * V);
+    probs_ = DeviceBuffer<float>(R * V);
+    logit_rows_ = DeviceBuffer<int>(R);
+    draw_ = DeviceBuffer<int>(2 * R);
 }
 
 Model::~Model() = default;
@@ -389,7 +396,8 @@ double Model::kv_bytes_per_token() const {
 // [model_cost]
 Cost Model::cost(std::span<const StepSequence> sequences) const {
     std::vector<StepItem> items;
-    for (const StepSequence& s : sequences) items.push_back({.tokens = double(s.tokens), .context = double(s.context)});
+    for (const StepSequence& s : sequences)
+        items.push_back({.tokens = double(s.tokens), .context = double(s.context), .logits = double(s.logits)});
     // chapter 01's attention computes every score of its square; the other kernels the causal ones
     const AttentionCount count =
         plan(sequences).attention == Plan::Attention::prefill ? AttentionCount::all_scores : AttentionCount::causal;
@@ -426,7 +434,8 @@ double Model::device_bytes(const ModelConfig& c, const ModelOptions& o) {
     const bool naive = o.prefill_attention == "naive";
     const double act = 4.0 * T * (3 * c.d_model + (naive ? 4 : 2) * (q + kv) + 3 * double(c.ffn_dim)) +
                        (naive ? 4.0 * c.heads * T * std::min(T, S) : 0.0);
-    return w + cache + act + 4.0 * B * c.vocab;
+    const double R = o.max_logit_rows > 0 ? o.max_logit_rows : B;
+    return w + cache + act + 2 * 4.0 * R * c.vocab;  // logits and probs
 }
 
 // ---- the plan -------------------------------------------------------------------------------
@@ -467,7 +476,7 @@ void Model::check(std::span<const int> tokens, std::span<const StepSequence> seq
         throw std::invalid_argument("forward: " + std::to_string(S) +
                                     " sequences, must be in 1 .. batch = " + std::to_string(B));
     std::vector<bool> taken(std::size_t(B), false);
-    long long T = 0;
+    long long T = 0, R = 0;
     for (int s = 0; s < S; ++s) {
         const StepSequence& q = sequences[std::size_t(s)];
         const std::string who = "forward: sequence " + std::to_string(s) + ": ";
@@ -492,8 +501,16 @@ void Model::check(std::span<const int> tokens, std::span<const StepSequence> seq
                     throw std::invalid_argument(who + "block " + std::to_string(q.blocks[i]) +
                                                 " is not one of the cache's " + std::to_string(options_.num_blocks));
         }
+        if (q.logits < 1 || q.logits > q.tokens)
+            throw std::invalid_argument(who + "logits = " + std::to_string(q.logits) + " must be in 1 .. tokens = " +
+                                        std::to_string(q.tokens));
+        R += q.logits;
         T += q.tokens;
     }
+    if (R > max_logit_rows_)
+        throw std::invalid_argument("forward: " + std::to_string(R) +
+                                    " rows of logits exceed ModelOptions.max_logit_rows = " +
+                                    std::to_string(max_logit_rows_));
     if (!tokens.empty() && T != static_cast<long long>(tokens.size()))
         throw std::invalid_argument("forward: " + std::to_string(tokens.size()) + " tokens, the sequences bring " +
                                     std::to_string(T));
@@ -514,6 +531,13 @@ void Model::upload_batch(std::span<const int> tokens, std::span<const StepSequen
     const bool paged = options_.block_size > 0;
     batch_ = BatchView{};
     bool in_order = !paged, uniform = true;
+    // the rows whose logits the pass produces, listed when a sequence asks for more than its last
+    logit_rows_host_.clear();
+    if (std::any_of(sequences.begin(), sequences.end(), [](const StepSequence& q) { return q.logits > 1; }))
+        for (int s = 0, row = 0; s < S; row += sequences[std::size_t(s)].tokens, ++s)
+            for (int i = sequences[std::size_t(s)].tokens - sequences[std::size_t(s)].logits;
+                 i < sequences[std::size_t(s)].tokens; ++i)
+                logit_rows_host_.push_back(row + i);
     for (int s = 0; s < S; ++s) {
         const StepSequence& q = sequences[std::size_t(s)];
         meta_host_[std::size_t(s)] = q.tokens;
@@ -537,6 +561,9 @@ void Model::upload_batch(std::span<const int> tokens, std::span<const StepSequen
     if (paged)
         PD_CHECK_CUDA(
             cudaMemcpyAsync(block_table_.data(), table_host_.data(), block_table_.bytes(), cudaMemcpyHostToDevice));
+    if (!logit_rows_host_.empty())
+        PD_CHECK_CUDA(cudaMemcpyAsync(logit_rows_.data(), logit_rows_host_.data(),
+                                      logit_rows_host_.size() * sizeof(int), cudaMemcpyHostToDevice));
     const int* q_len = meta_.data();
     ly::pack_batch(q_len, meta_.data() + B, meta_.data() + 2 * B, q_start_.data(), kv_len_.data(), positions_.data(),
                    row_seq_.data(), S, scratch_.data(), scratch_.size());
@@ -661,8 +688,12 @@ void Model::forward_pass(const Plan& plan) {
         project(plan, a, w_down_, Ld * F, y_.data(), D, F);
         ly::add(x_.data(), y_.data(), std::size_t(T) * D);
     }
-    // the logits of each sequence's last row (a decode batch: every row)
-    if (T == S) {
+    // the logits of each sequence's last row (a decode batch: every row), or of the rows listed
+    if (!logit_rows_host_.empty()) {
+        const int R = int(logit_rows_host_.size());
+        ly::embedding(logit_rows_.data(), x_.data(), x_last_.data(), R, D, T);  // a gather of rows of x
+        final_logits(x_last_.data(), R);
+    } else if (T == S) {
         final_logits(x_.data(), S);
     } else {
         ly::gather_last_rows(x_.data(), batch_.q_start, batch_.q_len, x_last_.data(), S, D);
@@ -671,24 +702,29 @@ void Model::forward_pass(const Plan& plan) {
 }
 // [forward_pass]
 
-/// logits [rows, V] = RMSNorm(x_last) * final_norm  lm_head^T (the embedding when tied), by GEMV.
+/// logits [rows, V] = RMSNorm(x_last) * final_norm  lm_head^T (the embedding when tied), by GEMV,
+/// at most chapter 03's batch of rows per launch (a verify pass brings k + 1 rows per sequence).
 void Model::final_logits(const float* x_last, int rows) {
     const ModelConfig& c = config_;
-    const int D = c.d_model;
+    const int D = c.d_model, V = c.vocab;
     const DeviceMatrix& head = c.tied_embeddings ? embed_ : lm_head_;
-    const char* version = rows == 1 ? "v3" : "v5";
-    if (options_.weights == DType::fp32) {
+    if (options_.weights == DType::fp32)
         ly::rmsnorm(x_last, final_norm_.data(), h_.data(), rows, D, float(c.norm_eps));
-        kernels::gemv::gemv(version, head.f32.data(), h_.data(), logits_.data(),
-                            kernels::gemv::Shape{rows, c.vocab, D});
-    } else {
+    else
         ly::rmsnorm(x_last, final_norm_.data(), h16_.data(), rows, D, float(c.norm_eps));
-        if (!lm_head_.packed.empty())  // quantized (tied or not): the GEMV on the packed head
-            project_packed(Plan{.projections = Plan::Projections::gemv, .tokens = rows}, h16_.data(),
-                           lm_head_.packed.front(), logits_.data());
+    for (int r0 = 0; r0 < rows; r0 += kernels::gemv::kMaxBatch) {
+        const int n = std::min(kernels::gemv::kMaxBatch, rows - r0);
+        const std::size_t in = std::size_t(r0) * D, out = std::size_t(r0) * V;
+        const char* version = n == 1 ? "v3" : "v5";
+        if (options_.weights == DType::fp32)
+            kernels::gemv::gemv(version, head.f32.data(), h_.data() + in, logits_.data() + out,
+                                kernels::gemv::Shape{n, V, D});
+        else if (!lm_head_.packed.empty())  // quantized (tied or not): the GEMV on the packed head
+            project_packed(Plan{.projections = Plan::Projections::gemv, .tokens = n}, h16_.data() + in,
+                           lm_head_.packed.front(), logits_.data() + out);
         else
-            kernels::gemv::gemv(version, head.b16.data(), h16_.data(), logits_.data(),
-                                kernels::gemv::Shape{rows, c.vocab, D});
+            kernels::gemv::gemv(version, head.b16.data(), h16_.data() + in, logits_.data() + out,
+                                kernels::gemv::Shape{n, V, D});
     }
     rows_ = rows;
 }
@@ -753,6 +789,18 @@ void Model::rewind(int length) {
 
 void Model::argmax(int* out_device) const {
     ly::argmax(logits_.data(), out_device, rows_ > 0 ? rows_ : options_.batch, config_.vocab);
+}
+
+void Model::sample(const ly::SamplingParams& p, std::span<const int> streams, std::span<const int> positions,
+                   int* out_device) {
+    const int R = rows_ > 0 ? rows_ : options_.batch;
+    if (streams.size() != std::size_t(R) || positions.size() != std::size_t(R))
+        throw std::invalid_argument("sample: " + std::to_string(streams.size()) + " streams and " +
+                                    std::to_string(positions.size()) + " positions for " + std::to_string(R) +
+                                    " rows of logits");
+    PD_CHECK_CUDA(cudaMemcpy(draw_.data(), streams.data(), streams.size_bytes(), cudaMemcpyHostToDevice));
+    PD_CHECK_CUDA(cudaMemcpy(draw_.data() + R, positions.data(), positions.size_bytes(), cudaMemcpyHostToDevice));
+    ly::sample(logits_.data(), probs_.data(), out_device, draw_.data(), draw_.data() + R, R, config_.vocab, p);
 }
 
 // [warm_up]

@@ -72,7 +72,10 @@ CostModel::Breakdown CostModel::breakdown(const Step& step) const {
         if (item.context < 0)
             throw std::invalid_argument("step item of request " + std::to_string(item.request) +
                                         ": context must be >= 0, got " + std::to_string(item.context));
-        items.push_back({.tokens = double(item.tokens), .context = double(item.context), .emits = item.emits});
+        items.push_back({.tokens = double(item.tokens),
+                         .context = double(item.context),
+                         .emits = item.emits,
+                         .logits = double(item.logits)});
     }
     // the FLOPs and bytes of the step's forward pass (pd/step_cost.hpp: the same counts as the
     // model and the calculator)

@@ -56,6 +56,13 @@ TEST_CASE("step cost: a prefill chunk and a decode, counted by hand", "[step_cos
     CHECK(c.kv_bytes == (7 + 4) * 8);
     CHECK(c.bytes == c.weight_bytes + c.kv_bytes);
     CHECK(pd::step_cost(s, std::vector<pd::StepItem>{}).flops == 0);
+    // chapter 09's verify pass: 4 tokens after 5 cached, the logits of all 4 through the head
+    const pd::StepItem verify{.tokens = 4, .context = 5, .logits = 4};
+    const pd::StepCost v = pd::step_cost(s, std::span(&verify, 1));
+    CHECK(v.dense_flops == 4 * 576 + 4 * 80);
+    CHECK(v.weight_bytes == 656 + 80 + 4 * 8);  // the head is read once for its 4 rows
+    const pd::StepItem too_many{.tokens = 2, .logits = 3};
+    CHECK_THROWS_WITH(pd::step_cost(s, std::span(&too_many, 1)), Catch::Matchers::Contains("1 <= logits <= tokens"));
 }
 
 TEST_CASE("step cost: chapter 01's attention counts every score of its square", "[step_cost]") {

@@ -6,7 +6,8 @@
 /// one decode token) after `context` positions already in its cache. One pass costs:
 ///
 /// * **dense layers**: 2 FLOPs per matrix weight of the layers per token (Wq, Wk, Wv, Wo, gate,
-///   up, down), plus the LM head (2 V D) for each item that emits a token;
+///   up, down), plus the LM head (2 V D) for each row of logits an emitting item asks for (its
+///   last token's; chapter 09's verify pass: every token's);
 /// * **attention**: 4 d Hq L FLOPs per (query, key) pair the queries attend to (2 d for q . k,
 ///   2 d for p v); an item of t queries after c cached positions attends, causally, to
 ///   c + i + 1 keys for query i: c t + t (t + 1) / 2 pairs. A kernel that computes every score
@@ -60,6 +61,8 @@ struct StepItem {
     double context = 0;  ///< positions already in the cache (>= 0)
     bool emits = true;   ///< the item's last token needs its logits (the LM head)
     double count = 1;    ///< sequences of this shape in the batch (>= 1)
+    /// Rows of logits it needs when it emits, 1 ... tokens (chapter 09's verify pass: every token's).
+    double logits = 1;
 };
 
 /// How the attention kernel counts: the pairs the causal rule allows (the fewest FLOPs), or

@@ -29,6 +29,7 @@
 #include "pd/model/kv_cache.hpp"
 #include "pd/model_config.hpp"
 #include "pd/report.hpp"
+#include "layers/sampling.hpp"
 #include "quant/quant.hpp"
 
 #include <cuda_bf16.h>
@@ -71,6 +72,9 @@ struct ModelOptions {
     /// The most tokens one pass takes (0: batch x max_seq, a prefill of every slot). Every
     /// activation is allocated for it when the model is built, so that no pass allocates.
     int max_step_tokens = 0;
+    /// Rows of logits one pass produces at most (0: batch, one per sequence). Chapter 09's verify
+    /// pass asks for the logits after each of a sequence's k + 1 tokens (StepSequence::logits).
+    int max_logit_rows = 0;
 };
 
 /// One sequence of a forward pass: which cache slot it owns, how much of it is filled, and how
@@ -82,6 +86,9 @@ struct StepSequence {
     /// Paged cache: its block table, covering context + tokens positions (slot is then only its
     /// row in this pass; ignored with slots).
     std::span<const int> blocks = {};
+    /// Rows of logits it asks for: those after its last `logits` tokens, 1 ... tokens (chapter 09's
+    /// verify pass: every token's).
+    int logits = 1;
 };
 
 // [model_plan]
@@ -175,6 +182,14 @@ public:
     void rewind(int length);
     /// Greedy sampling: the argmax of each row of logits() of the last pass into @p out_device.
     void argmax(int* out_device) const;
+    /// Chapter 09: a token drawn from each row of logits() of the last pass into @p out_device by
+    /// the rule @p p (kernels::layers::sample()), row r with the Philox draw (p.seed, streams[r],
+    /// positions[r]); probs() then holds the distribution each was drawn from.
+    /// @param p the rule  @param streams [rows] each row's stream (its sequence's id)
+    /// @param positions [rows] each row's draw index (the position of the token it chooses)
+    /// @param out_device [rows] the tokens  @throws std::invalid_argument on sizes or a rule out of range
+    void sample(const kernels::layers::SamplingParams& p, std::span<const int> streams, std::span<const int> positions,
+                int* out_device);
     /// Runs one pass of every plan the model can choose (a prefill of max_step_tokens tokens, a
     /// mixed batch, a decode batch), so that first-launch costs fall outside any timing. The
     /// cache's contents are then meaningless: prefill() or a pass from position 0 comes next.
@@ -190,8 +205,15 @@ public:
     int max_seq() const { return max_seq_; }
     /// The most tokens one pass takes.
     int max_step_tokens() const { return max_step_tokens_; }
-    /// logits [B, V] of the last pass (its first S rows).
+    /// The most rows of logits one pass produces.
+    int max_logit_rows() const { return max_logit_rows_; }
+    /// logits [max_logit_rows, V] of the last pass: its first logit_rows() rows, sequence after
+    /// sequence, each its last StepSequence::logits tokens' in order.
     const DeviceBuffer<float>& logits() const { return logits_; }
+    /// Rows of logits() the last pass wrote.
+    int logit_rows() const { return rows_; }
+    /// The distributions sample() drew from [max_logit_rows, V].
+    const DeviceBuffer<float>& probs() const { return probs_; }
     /// logits [B, V], writable (tests poison it).
     DeviceBuffer<float>& logits() { return logits_; }
     /// The cache.
@@ -235,7 +257,7 @@ private:
 
     ModelConfig config_;
     ModelOptions options_;
-    int max_seq_ = 0, max_step_tokens_ = 0, max_blocks_ = 0;
+    int max_seq_ = 0, max_step_tokens_ = 0, max_blocks_ = 0, max_logit_rows_ = 0;
     int length_ = 0;
     int rows_ = 0;  // sequences of the last pass: the rows of logits() it wrote
     DeviceMatrix embed_, wq_, wk_, wv_, wo_, w_gate_, w_up_, w_down_, lm_head_;
@@ -245,10 +267,12 @@ private:
     BatchView batch_;
     std::vector<int> meta_host_;   // q_len [B], context [B], slot [B] of the pass
     std::vector<int> table_host_;  // paged: the pass's block tables [B, max_blocks]
-    DeviceBuffer<int> tokens_, meta_, q_start_, kv_len_, positions_, row_seq_, block_table_;
+    std::vector<int> logit_rows_host_;  // the rows whose logits the pass produces (empty: each sequence's last)
+    DeviceBuffer<int> tokens_, meta_, q_start_, kv_len_, positions_, row_seq_, block_table_, logit_rows_;
+    DeviceBuffer<int> draw_;  // sample(): the rows' streams and positions [2, max_logit_rows]
     DeviceBuffer<char> scratch_;  // the metadata scan's temporary storage
     // activations, for max_step_tokens rows
-    DeviceBuffer<float> x_, h_, q_, k_, v_, o_, y_, gate_, up_, act_, qh_, kh_, vh_, oh_, scores_, x_last_, logits_;
+    DeviceBuffer<float> x_, h_, q_, k_, v_, o_, y_, gate_, up_, act_, qh_, kh_, vh_, oh_, scores_, x_last_, logits_, probs_;
     DeviceBuffer<__nv_bfloat16> h16_, o16_, act16_;
     DeviceBuffer<__nv_bfloat16> dequant_;  // quantized: one matrix dequantized for a pass's GEMM
 };

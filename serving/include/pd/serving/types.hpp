@@ -31,6 +31,8 @@ struct BatchItem {
     /// (every decode item emits one; a prefill chunk only when it is the last).
     bool emits = true;
     int slot = -1;  ///< the request's cache slot (set by the scheduler; the real executor's cache row)
+    /// Rows of logits it needs when it emits: 1, or chapter 09's verify of a draft, every token's.
+    int logits = 1;
 };
 
 /// One iteration of the engine: the tokens of several requests processed together.

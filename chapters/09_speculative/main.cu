@@ -1,0 +1,271 @@
+// Chapter 09: sampling and speculative decoding.
+//
+// A decode step reads every weight for one token per sequence. Speculative decoding guesses k
+// tokens cheaply and checks them all in one pass of the target model over k + 1 positions, a
+// small prefill that costs about one decode step while the weights stay memory-bound; each
+// accepted guess is a token for free. The program runs plain decoding, then each proposer
+// (prompt lookup, a draft model, the oracle of the formula) at every k: it checks that greedy
+// speculation chooses plain decoding's tokens, and reports tokens per target step, vLLM's
+// acceptance metrics, the verify pass's cost against a decode step (c_v) and the speed-up, beside
+// the cost model's prediction for a GPU. --sweep-batch shows the gain fall as the batch grows.
+//
+// The steps every chapter shares are in pd/bench.hpp; the model, sampling and the speculative
+// loop in model/ and kernels/layers/; the acceptance rules in pd_serving. This file holds the lesson.
+#include "pd/bench.hpp"
+#include "pd/model/generate.hpp"
+#include "pd/model/model.hpp"
+#include "pd/model/speculative.hpp"
+#include "pd/serving/cost_model.hpp"
+#include "pd/serving/speculative.hpp"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace md = pd::model;
+namespace sv = pd::serving;
+using pd::DType;
+
+/// The proposers, as `--kernel` names them: the chapter's versions.
+const std::vector<pd::Version>& proposers() {
+    static const std::vector<pd::Version> v = {
+        {"ngram", {DType::fp32, DType::bf16}, pd::Units::simt,
+         "prompt lookup: the tokens that followed the latest earlier match of the last n tokens (no model)"},
+        {"draft", {DType::fp32, DType::bf16}, pd::Units::simt,
+         "a draft model: the target's first layers, sharing its embedding and LM head"},
+        {"oracle", {DType::fp32, DType::bf16}, pd::Units::simt,
+         "the target's own choice with probability a, another token otherwise: the formula's assumption"}};
+    return v;
+}
+
+struct Options {
+#if defined(PD_BACKEND_SIM)
+    std::string preset = "tiny";  // seconds on a CPU
+    md::PromptSpec p{.batch = 2, .length = 16, .gen = 16};
+#else
+    std::string preset = "llama-3-8b";  // the GPU benchmark: a verify pass at a 4k context
+    md::PromptSpec p{.batch = 1, .length = 4096, .gen = 64};
+#endif
+    std::vector<int> ks = {1, 2, 4, 8};
+    double accept_rate = 0.8;
+    int draft_layers = 1;
+    std::string gpu = "H200";
+    bool sweep = false;
+    pd::kernels::layers::SamplingParams sampling;
+};
+
+/// The cost model's time of one pass on the GPU preset: B sequences of @p tokens after @p context
+/// cached positions, every token's logits.
+double modelled_s(const sv::CostModel& cm, int B, int tokens, int context) {
+    sv::Step step;
+    for (int b = 0; b < B; ++b) step.items.push_back({.request = b, .tokens = tokens, .context = context, .logits = tokens});
+    return cm.breakdown(step).total_s;
+}
+
+// [ch09_formula]
+/// The oracle's expected mean acceptance length for the drafts it made: a draft of n tokens keeps
+/// a + a^2 + ... + a^n of them on average (token i only if every one before it was kept), so 1 +
+/// sum over positions i of (drafts with a token i) a^(i+1) / drafts; with every draft of k tokens,
+/// (1 - a^(k+1)) / (1 - a). Near the end of a generation the drafts are shorter.
+double expected_length(const sv::AcceptanceStats& s, double a) {
+    double kept = 0, ai = 1;
+    for (long long drafts_at : s.proposed_at) kept += double(drafts_at) * (ai *= a);
+    return s.drafts > 0 ? 1 + kept / double(s.drafts) : 1.0;
+}
+// [ch09_formula]
+
+// [ch09_cv]
+/// c_v = T(k + 1 tokens) / T(1 token): one verify pass of B sequences at context P against one
+/// decode step, both timed on the model (null when not timing).
+std::optional<double> measured_cv(pd::Bench& bench, md::Model& m, int B, int P, int k) {
+    if (!bench.timing()) return std::nullopt;
+    std::vector<double> ms;
+    for (int tokens : {1, k + 1}) {
+        std::vector<md::StepSequence> items;
+        for (int b = 0; b < B; ++b) items.push_back({.slot = b, .context = P, .tokens = tokens, .logits = tokens});
+        const std::vector<int> ids(std::size_t(B) * tokens, 1);
+        ms.push_back(bench.time_ms([&] { m.forward(ids, items); }));
+    }
+    return ms[1] / ms[0];
+}
+// [ch09_cv]
+
+/// --sweep-batch on the cost model: the oracle's speed-up at a and k = 4 as the batch grows, from
+/// c_v(B) = T(B (k + 1) tokens) / T(B tokens) on the GPU preset (and the draft's cost, 0 for the oracle).
+std::vector<pd::Row> sweep_batch(const sv::CostModel& cm, const Options& o, int P) {
+    std::vector<pd::Row> rows;
+    const int k = 4;
+    for (int B = 1; B <= 64; B *= 2) {
+        const double cv = modelled_s(cm, B, k + 1, P) / modelled_s(cm, B, 1, P);
+        const double speedup = sv::predicted_speedup(o.accept_rate, k, 0.0, cv);
+        pd::Row r;
+        r.result.kernel = "oracle";
+        r.result.passed = true;
+        r.point = {{"B", B}, {"k", k}, {"c_verify_model", cv}, {"speedup_model", speedup}};
+        rows.push_back(r);
+    }
+    return rows;
+}
+
+void add_options(pd::Bench& bench, Options& o) {
+    bench.option("--preset", o.preset, "Target model shape", CLI::IsMember(pd::model_names()));
+    bench.option("--batch", o.p.batch, "Sequences B generated together", CLI::Range(1, 64));
+    bench.option("--prompt-len", o.p.length, "Prompt tokens P per sequence (random ids)", CLI::Range(1, 1 << 20));
+    bench.option("--gen", o.p.gen, "Tokens G to generate per sequence", CLI::Range(2, 1 << 20));
+    bench.add_dtype_option();
+    bench.app.add_option("--k", o.ks, "Draft tokens per step, one run each (1 ... 16)")
+        ->delimiter(',')
+        ->check(CLI::Range(1, md::kMaxDraft))
+        ->capture_default_str();
+    bench.option("--accept-rate", o.accept_rate, "The oracle's probability a of proposing the target's choice",
+                 CLI::Range(0.0, 1.0));
+    bench.option("--draft-layers", o.draft_layers, "The draft model: the target's first layers", CLI::Range(1, 200));
+    bench.option("--temperature", o.sampling.temperature, "0: greedy; > 0: sample (the rejection sampler verifies)",
+                 CLI::Range(0.0f, 100.0f));
+    bench.option("--top-k", o.sampling.top_k, "Keep the k most likely tokens (0: all)", CLI::Range(0, 1 << 24));
+    bench.option("--top-p", o.sampling.top_p, "Keep the nucleus of this probability (1: all)", CLI::Range(0.0f, 1.0f));
+    bench.option("--gpu", o.gpu, "GPU preset of the cost model's prediction", CLI::IsMember(pd::roofline::gpu_names()));
+    bench.app.add_flag("--sweep-batch", o.sweep, "Also the speed-up against the batch, B = 1 ... 64, on the cost model");
+}
+
+int run(int argc, char** argv) {
+    Options o;
+    pd::Bench bench{"09_speculative", "sampling and speculative decoding",
+                    "Chapter 09: speculative decoding. Proposers guess k tokens; the target verifies them in one pass "
+                    "of k + 1 positions. Reports tokens per target step, acceptance, the verify pass's cost c_v and "
+                    "the speed-up over plain decoding, beside the cost model's prediction.",
+                    proposers()};
+    add_options(bench, o);
+    if (auto code = bench.parse(argc, argv)) return *code;
+    const pd::ModelConfig config = *pd::find_model(o.preset);
+    if (!o.sampling.greedy() && bench.options.kernel == "oracle")
+        throw std::invalid_argument("--kernel oracle proposes the target's greedy choice: it needs --temperature 0");
+    int P = 0;
+    const std::vector<int> prompt = md::make_prompts(o.p, config, nullptr, bench.options.seed, P);
+    const int B = o.p.batch, G = o.p.gen, k_max = *std::max_element(o.ks.begin(), o.ks.end());
+    o.sampling.seed = bench.options.seed;
+    pd::kernels::layers::check_sampling(o.sampling, config.vocab);
+    const bool use_draft = bench.selects(proposers()[1]);
+    if (use_draft) md::draft_config(config, o.draft_layers);  // names --draft-layers when out of range
+    if (use_draft && config.parameter_count() > 2e9)
+        throw std::invalid_argument("--kernel draft copies the target's weights through the host: " + config.name +
+                                    " is too large; choose ngram,oracle or a smaller --preset");
+    const md::ModelOptions mo{.weights = bench.dtypes().front(),
+                              .batch = B,
+                              .max_seq = P + G + k_max,
+                              .max_step_tokens = B * std::max(P, k_max + 1),
+                              .max_logit_rows = B * (k_max + 1)};
+    bench.require_fits(md::Model::device_bytes(config, mo) * (use_draft ? 2 : 1), "the target and draft models",
+                       "choose a smaller --preset, or lower --batch, --prompt-len or --gen");
+    if (bench.sim())  // every proposer at every k runs about P + G + k G tokens per sequence through the model
+        pd::require_within(pd::kSimWorkBudget,
+                           2 * config.parameter_count() * B * (P + G) * (1 + 3.0 * double(o.ks.size())) * 2,
+                           "speculating with " + config.name + " on the simulator",
+                           "lower --batch, --prompt-len, --gen or the --k list, or choose a smaller --preset");
+    bench.device();
+    bench.measure_roofs();
+    std::ostream& out = bench.out();
+    const sv::CostModel cm(sv::cost_model_config(config, *pd::roofline::find_gpu(o.gpu), 1));
+
+    // [ch09_cost]
+    const double decode_s = modelled_s(cm, B, 1, P);
+    out << "model: " << pd::describe(config) << "\n"
+        << "run: B = " << B << ", prompt P = " << P << ", generate G = " << G << ", " << pd::kernels::layers::describe(o.sampling)
+        << "\nmodelled on " << o.gpu << ": a decode step at context " << P << " takes " << pd::fmt("%.1f", decode_s * 1e6)
+        << " us; a verify pass of k + 1 tokens, c_v = T(k + 1) / T(1) = ";
+    for (int k : o.ks) out << (k == o.ks.front() ? "" : ", ") << pd::fmt("%.3f", modelled_s(cm, B, k + 1, P) / decode_s) << " (k = " << k << ")";
+    out << "\n";
+    // [ch09_cost]
+
+    md::Model target(config, mo);
+    target.init_synthetic(bench.options.seed);
+    std::optional<md::Model> draft;
+    if (use_draft) {
+        draft.emplace(md::draft_config(config, o.draft_layers), md::ModelOptions{.weights = mo.weights, .batch = B, .max_seq = mo.max_seq, .max_step_tokens = mo.max_step_tokens});
+        draft->load(md::draft_weights(target.download_weights(), config, o.draft_layers));
+    }
+
+    // [ch09_versions]
+    // plain decoding, through the same loop: the baseline and (greedy) the oracle's truth
+    const md::SpecGeneration plain = md::generate_speculative(target, nullptr, prompt, P, G, {.sampling = o.sampling});
+    const double tokens = double(B) * (G - 1);  // after each sequence's first, from the prefill
+    pd::Row base = bench.timed_row({.name = "plain", .dtype = mo.weights, .tokens = tokens, .point = {{"k", 0}, {"tokens_per_step", 1.0}}},
+                                   bench.timing() ? std::optional<double>(plain.target_ms) : std::nullopt, true);
+    std::vector<pd::Row> rows = {base};
+    bool passed = true;
+    for (const pd::Version& v : proposers()) {
+        if (!bench.selects(v)) continue;
+        if (v.name == "oracle" && !o.sampling.greedy()) continue;  // it proposes the greedy choice
+        for (int k : o.ks) {
+            const md::SpecOptions so{.proposer = v.name, .k = k, .accept_rate = o.accept_rate, .draft_layers = o.draft_layers, .sampling = o.sampling};
+            const md::SpecGeneration g = md::generate_speculative(target, draft && v.name == "draft" ? &*draft : nullptr, prompt, P, G, so, plain.tokens);
+            const bool same = !o.sampling.greedy() || g.tokens == plain.tokens;  // greedy: token for token
+            passed = passed && same;
+            const std::optional<double> cv = measured_cv(bench, target, B, P, k);
+            const double a = g.stats.acceptance_rate();
+            const double c_draft = v.name == "draft" ? double(o.draft_layers) / config.layers : 0.0;  // modelled: its share of the layers
+            const double cv_model = modelled_s(cm, B, k + 1, P) / decode_s;
+            nlohmann::json point{{"k", k},
+                                 {"tokens_per_step", g.tokens_per_step()},
+                                 {"acceptance_rate", a},
+                                 {"mean_acceptance_length", g.stats.mean_acceptance_length()},
+                                 {"per_position", g.stats.per_position()},
+                                 {"formula", v.name == "oracle" ? nlohmann::json(expected_length(g.stats, o.accept_rate)) : nlohmann::json(nullptr)},
+                                 {"c_verify", cv ? nlohmann::json(*cv) : nlohmann::json(nullptr)},
+                                 {"c_verify_model", cv_model},
+                                 {"speedup_model", sv::predicted_speedup(a, k, c_draft, cv_model)}};
+            rows.push_back(bench.timed_row({.name = v.name, .dtype = mo.weights, .tokens = tokens, .baseline = &rows.front(), .point = point},
+                                           bench.timing() ? std::optional<double>(g.target_ms + g.draft_ms) : std::nullopt, same));
+        }
+    }
+    // [ch09_versions]
+    out << "\n" << pd::render(rows, {"kernel", pd::Column::point("k", "k"), pd::Column::point("tok/step", "tokens_per_step"),
+                                     pd::Column::percent("accept", "acceptance_rate"), pd::Column::point("mean len", "mean_acceptance_length"),
+                                     pd::Column::point("formula", "formula"), pd::Column::point("c_v", "c_verify"),
+                                     pd::Column::point("c_v " + o.gpu, "c_verify_model"), "time ms", "vs baseline",
+                                     pd::Column::point("model x", "speedup_model"), "status"})
+        << "tok/step: tokens per target pass of a sequence (the bonus token counted); accept: accepted / drafted; mean len: "
+           "1 + accepted / drafts (vLLM); formula: the oracle's expected mean len, (1 - a^(k+1)) / (1 - a) for drafts of k (shorter near the end); c_v: a verify pass of k + 1 tokens over a "
+           "decode step, measured"
+        << (bench.sim() ? " (CPU time on the simulator)" : "") << " and modelled; vs baseline: the measured speed-up over plain decoding; model x: "
+                                                                 "tok/step / (k c_draft + c_v), modelled on " << o.gpu << ".\n";
+
+    std::vector<pd::Row> sweep;
+    if (o.sweep) {
+        sweep = sweep_batch(cm, o, P);
+        out << "\nsweep (cost model, " << o.gpu << "): the oracle at a = " << o.accept_rate << ", k = 4, against the batch:\n"
+            << pd::render(sweep, {pd::Column::point("B", "B"), pd::Column::point("c_v", "c_verify_model"),
+                                  pd::Column::point("speed-up", "speedup_model")})
+            << "a verify pass moves B (k + 1) tokens through weights read once: cheap while B (k + 1) stays under the ridge, "
+               "then as dear as k + 1 steps.\n";
+    }
+
+    nlohmann::json report = bench.report({{"preset", config.name}, {"batch", B}, {"prompt_len", P}, {"gen", G},
+                                          {"k", o.ks}, {"accept_rate", o.accept_rate}, {"draft_layers", o.draft_layers},
+                                          {"temperature", o.sampling.temperature}, {"top_k", o.sampling.top_k},
+                                          {"top_p", o.sampling.top_p}, {"gpu", o.gpu}, {"dtype", to_string(mo.weights)}},
+                                         rows);
+    report["sweep"] = bench.json(sweep);
+    if (!passed) {
+        out << "FAILED: greedy speculation did not choose plain decoding's tokens\n";
+        report["passed"] = false;
+    }
+    return bench.finish(report);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    return pd::guarded_main(run, argc, argv,
+                            {{"SpecOptions.draft_layers", "--draft-layers"},
+                             {"SpecOptions.k", "--k"},
+                             {"SamplingParams.temperature", "--temperature"},
+                             {"SamplingParams.top_k", "--top-k"},
+                             {"SamplingParams.top_p", "--top-p"},
+                             {"ModelOptions.batch", "--batch"},
+                             {"PromptSpec.length", "--prompt-len"},
+                             {"PromptSpec.gen", "--gen"}});
+}

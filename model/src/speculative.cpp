@@ -1,0 +1,331 @@
+/// @file speculative.cpp
+/// @brief Chapter 09's speculative decoding on the model (speculative.hpp): propose, verify in
+/// one pass, accept, roll back.
+#include "pd/model/speculative.hpp"
+
+#include "pd/common.hpp"
+#include "pd/cuda_check.hpp"
+#include "pd/philox.hpp"
+#include "pd/timer.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+namespace pd::model {
+
+namespace ly = kernels::layers;
+
+namespace {
+
+/// The Philox streams of sequence s: the target's draws, the draft's, the acceptance's.
+int target_stream(int s) {
+    return 3 * s;
+}
+int draft_stream(int s) {
+    return 3 * s + 1;
+}
+std::uint64_t accept_stream(int s) {
+    return std::uint64_t(3 * s + 2);
+}
+
+[[noreturn]] void reject(const std::string& field, const std::string& value, const std::string& rule) {
+    throw std::invalid_argument("SpecOptions." + field + " = " + value + " " + rule);
+}
+
+/// Runs @p pass once and returns its time in ms (CUDA events; CPU time on the simulator).
+template <typename Fn>
+double once(Fn&& pass) {
+    return time_device(pass, 0, 1).median_ms;
+}
+
+/// One sequence as the loop sees it.
+struct Sequence {
+    std::vector<int> tokens;  // prompt and output so far; the last is not in the target's cache yet
+    int context = 0;          // positions in the target's cache: tokens[0 .. context)
+    int draft_context = 0;    // positions in the draft model's cache
+    int generated = 0;
+    std::vector<int> blocks;  // pages: its block table
+    std::vector<int> draft;   // this step's proposal
+    std::vector<float> q;     // this step's draft distributions [draft.size(), V] (draft model, sampled)
+};
+
+/// The blocks of a paged cache, handed out and taken back as a stack.
+class Blocks {
+public:
+    Blocks(int count, int size) : size_(size) {
+        for (int b = count - 1; b >= 0; --b) free_.push_back(b);
+    }
+    /// Grows @p s's table to cover @p positions.
+    void reserve(Sequence& s, int positions) {
+        while (int(s.blocks.size()) * size_ < positions) {
+            if (free_.empty()) throw std::invalid_argument("speculative decoding: the paged cache has no block left");
+            s.blocks.push_back(free_.back());
+            free_.pop_back();
+        }
+    }
+    /// Shrinks @p s's table to the blocks its first @p positions occupy: the rollback.
+    void release(Sequence& s, int positions) {
+        while (int(s.blocks.size()) > ceil_div(positions, size_)) {
+            free_.push_back(s.blocks.back());
+            s.blocks.pop_back();
+        }
+    }
+
+private:
+    int size_;
+    std::vector<int> free_;
+};
+
+/// The tokens each row of the last pass of @p m chose (argmax, or drawn by @p p with the rows'
+/// streams and positions), on the host.
+std::vector<int> choose(Model& m, const ly::SamplingParams& p, const std::vector<int>& streams,
+                        const std::vector<int>& positions, DeviceBuffer<int>& out) {
+    if (p.greedy())
+        m.argmax(out.data());
+    else
+        m.sample(p, streams, positions, out.data());
+    std::vector<int> all = out.download();
+    all.resize(streams.size());
+    return all;
+}
+
+/// The draft model's proposals, k_s tokens for each sequence s, greedy or sampled (keeping the
+/// distributions in q): first one pass that feeds each sequence's tokens the draft has not
+/// cached (its last, and the accepted ones it never fed) and proposes the first token, then one
+/// decode pass per further token.
+void propose_with_draft(Model& draft, std::vector<Sequence>& seqs, const std::vector<int>& k, const SpecOptions& o,
+                        DeviceBuffer<int>& out, SpecGeneration& g) {
+    const int V = draft.config().vocab;
+    const bool greedy = o.sampling.greedy();
+    for (int round = 0;; ++round) {
+        std::vector<int> tokens, streams, positions, who;
+        std::vector<StepSequence> items;
+        for (int s = 0; s < int(seqs.size()); ++s) {
+            Sequence& q = seqs[std::size_t(s)];
+            if (k[std::size_t(s)] <= round) continue;
+            const int from = round == 0 ? q.draft_context : q.context + round;  // its first new position
+            const int to = q.context + round;                                   // its last
+            for (int p = from; p <= to; ++p) tokens.push_back(p <= q.context ? q.tokens[std::size_t(p)]
+                                                                             : q.draft[std::size_t(p - q.context - 1)]);
+            items.push_back({.slot = s, .context = from, .tokens = to - from + 1});
+            streams.push_back(draft_stream(s));
+            positions.push_back(to + 1);
+            who.push_back(s);
+        }
+        if (items.empty()) break;
+        g.draft_ms += once([&] { draft.forward(tokens, items); });
+        ++g.draft_passes;
+        const std::vector<int> picked = choose(draft, o.sampling, streams, positions, out);
+        std::vector<float> probs;
+        if (!greedy) probs = draft.probs().download();
+        for (std::size_t i = 0; i < who.size(); ++i) {
+            Sequence& q = seqs[std::size_t(who[i])];
+            q.draft.push_back(picked[i]);
+            q.draft_context = q.context + round + 1;
+            if (!greedy) q.q.insert(q.q.end(), probs.begin() + std::ptrdiff_t(i * V), probs.begin() + std::ptrdiff_t((i + 1) * V));
+        }
+    }
+}
+
+}  // namespace
+
+ModelConfig draft_config(const ModelConfig& target, int layers) {
+    if (layers < 1 || layers >= target.layers)
+        reject("draft_layers", std::to_string(layers),
+               "must be in 1 .. " + std::to_string(target.layers - 1) + " (the target " + target.name + " has " +
+                   std::to_string(target.layers) + " layers)");
+    ModelConfig c = target;
+    c.layers = layers;
+    c.name = target.name + "-draft" + std::to_string(layers);
+    c.source = "the first " + std::to_string(layers) + " layers of " + target.name;
+    return c;
+}
+
+ModelWeights draft_weights(const ModelWeights& target, const ModelConfig& c, int layers) {
+    const ModelConfig d = draft_config(c, layers);
+    ModelWeights w = target;
+    const auto keep = [&](std::vector<float>& t) { t.resize(t.size() / std::size_t(c.layers) * std::size_t(layers)); };
+    for (std::vector<float>* t : {&w.attn_norm, &w.wq, &w.wk, &w.wv, &w.wo, &w.ffn_norm, &w.w_gate, &w.w_up, &w.w_down})
+        keep(*t);
+    w.check(d, "draft weights");
+    return w;
+}
+
+void check_spec(const SpecOptions& o, const Model& target, const Model* draft, int B, int P, int G,
+                std::span<const int> truth) {
+    const std::string& p = o.proposer;
+    if (p != "none" && p != "ngram" && p != "draft" && p != "oracle")
+        reject("proposer", p, "must be none, ngram, draft or oracle");
+    const int k = p == "none" ? 0 : o.k;
+    if (p != "none" && (o.k < 1 || o.k > kMaxDraft))
+        reject("k", std::to_string(o.k), "must be in 1 .. " + std::to_string(kMaxDraft));
+    if (p == "oracle" && !(o.accept_rate >= 0 && o.accept_rate <= 1))
+        reject("accept_rate", std::to_string(o.accept_rate), "must be in [0, 1]");
+    if (p == "oracle" && !o.sampling.greedy())
+        reject("proposer", p, "proposes the target's greedy choice: it needs temperature 0");
+    if (p == "oracle" && truth.size() != std::size_t(G) * std::size_t(B))
+        reject("proposer", p,
+               "needs the target's greedy tokens [G, B] = " + std::to_string(std::size_t(G) * B) + ", got " +
+                   std::to_string(truth.size()));
+    if (p == "ngram" && (o.ngram_min < 1 || o.ngram_max < o.ngram_min))
+        reject("ngram_min", std::to_string(o.ngram_min) + " (ngram_max = " + std::to_string(o.ngram_max) + ")",
+               "must satisfy 1 <= ngram_min <= ngram_max");
+    if ((p == "draft") != (draft != nullptr))
+        reject("proposer", p, draft ? "takes no draft model" : "needs a draft model");
+    ly::check_sampling(o.sampling, target.config().vocab);
+    const ModelOptions& t = target.options();
+    if (t.batch != B) throw std::invalid_argument("generate_speculative: the target's batch is " +
+                                                  std::to_string(t.batch) + ", the prompts " + std::to_string(B));
+    if (P < 1 || G < 1 || P + G > target.max_seq())
+        throw std::invalid_argument("generate_speculative: P = " + std::to_string(P) + " and G = " + std::to_string(G) +
+                                    " must be >= 1 with P + G <= max_seq = " + std::to_string(target.max_seq()));
+    if (target.max_step_tokens() < B * std::max(P, k + 1))
+        throw std::invalid_argument("generate_speculative: ModelOptions.max_step_tokens = " +
+                                    std::to_string(target.max_step_tokens()) + " must hold a prefill of B P = " +
+                                    std::to_string(B * P) + " and a verify pass of B (k + 1) = " +
+                                    std::to_string(B * (k + 1)) + " tokens");
+    if (target.max_logit_rows() < B * (k + 1))
+        throw std::invalid_argument("generate_speculative: ModelOptions.max_logit_rows = " +
+                                    std::to_string(target.max_logit_rows()) + " must hold B (k + 1) = " +
+                                    std::to_string(B * (k + 1)) + " rows");
+    if (draft) {
+        const ModelOptions& d = draft->options();
+        if (d.batch != B || d.block_size != 0 || draft->max_seq() < P + G || draft->max_step_tokens() < B * P ||
+            draft->config().vocab != target.config().vocab)
+            throw std::invalid_argument("generate_speculative: the draft model needs batch B = " + std::to_string(B) +
+                                        ", slots, max_seq >= P + G, max_step_tokens >= B P and the target's vocabulary");
+    }
+}
+
+// [generate_speculative]
+SpecGeneration generate_speculative(Model& target, Model* draft, std::span<const int> prompt, int P, int G,
+                                    const SpecOptions& o, std::span<const int> truth) {
+    const int B = target.options().batch, V = target.config().vocab, bs = target.options().block_size;
+    check_spec(o, target, draft, B, P, G, truth);
+    if (prompt.size() != std::size_t(B) * std::size_t(P))
+        throw std::invalid_argument("generate_speculative: the prompts hold " + std::to_string(prompt.size()) +
+                                    " tokens, expected B P = " + std::to_string(std::size_t(B) * P));
+    const bool greedy = o.sampling.greedy(), paged = bs > 0;
+    const int k_max = o.proposer == "none" ? 0 : o.k;
+    SpecGeneration g;
+    Blocks blocks(paged ? target.options().num_blocks : 0, std::max(bs, 1));
+    DeviceBuffer<int> out(std::size_t(std::max(target.max_logit_rows(), B)));
+    std::vector<Sequence> seqs(static_cast<std::size_t>(B));
+
+    // the prompts, one pass (and one of the draft model), then each sequence's first token
+    std::vector<StepSequence> items(static_cast<std::size_t>(B)), draft_items(static_cast<std::size_t>(B));
+    std::vector<int> streams, positions;
+    for (int s = 0; s < B; ++s) {
+        Sequence& q = seqs[std::size_t(s)];
+        q.tokens.assign(prompt.begin() + std::ptrdiff_t(s) * P, prompt.begin() + std::ptrdiff_t(s + 1) * P);
+        if (paged) blocks.reserve(q, P);
+        items[std::size_t(s)] = {.slot = s, .context = 0, .tokens = P, .blocks = q.blocks};
+        draft_items[std::size_t(s)] = {.slot = s, .context = 0, .tokens = P};
+        streams.push_back(target_stream(s));
+        positions.push_back(P);
+    }
+    g.prefill_ms = once([&] { target.forward(prompt, items); });
+    const std::vector<int> first = choose(target, o.sampling, streams, positions, out);
+    if (draft) g.prefill_ms += once([&] { draft->forward(prompt, draft_items); });
+    for (int s = 0; s < B; ++s) {
+        Sequence& q = seqs[std::size_t(s)];
+        q.tokens.push_back(first[std::size_t(s)]);
+        q.context = q.draft_context = P;
+        q.generated = 1;
+    }
+
+    while (std::any_of(seqs.begin(), seqs.end(), [&](const Sequence& q) { return q.generated < G; })) {
+        // 1. propose: up to k tokens, fewer when the generation or the cache ends sooner
+        std::vector<int> k(static_cast<std::size_t>(B), 0);
+        for (int s = 0; s < B; ++s) {
+            Sequence& q = seqs[std::size_t(s)];
+            q.draft.clear();
+            q.q.clear();
+            if (q.generated >= G) continue;
+            k[std::size_t(s)] = std::min({k_max, G - q.generated - 1, target.max_seq() - q.context - 1});
+            const int n = k[std::size_t(s)];
+            if (n == 0) continue;
+            if (o.proposer == "ngram") {
+                q.draft = serving::propose_ngram(q.tokens, n, o.ngram_max, o.ngram_min);
+            } else if (o.proposer == "oracle") {
+                std::vector<int> next;  // the target's choices for the next n positions
+                for (int i = 0; i < n; ++i) next.push_back(truth[std::size_t(q.generated + i) * B + std::size_t(s)]);
+                q.draft = serving::propose_oracle(next, V, o.accept_rate, o.sampling.seed, accept_stream(s),
+                                                  4 * kMaxDraft * std::uint64_t(q.context));
+            }
+        }
+        if (draft) propose_with_draft(*draft, seqs, k, o, out, g);
+
+        // 2. verify: each sequence's last token and its draft, k + 1 positions, every row's logits
+        std::vector<int> tokens;
+        items.clear();
+        streams.clear();
+        positions.clear();
+        for (int s = 0; s < B; ++s) {
+            Sequence& q = seqs[std::size_t(s)];
+            if (q.generated >= G) continue;
+            const int n = int(q.draft.size());
+            if (paged) blocks.reserve(q, q.context + 1 + n);
+            tokens.push_back(q.tokens.back());
+            tokens.insert(tokens.end(), q.draft.begin(), q.draft.end());
+            items.push_back({.slot = s, .context = q.context, .tokens = 1 + n, .blocks = q.blocks, .logits = 1 + n});
+            for (int i = 0; i <= n; ++i) streams.push_back(target_stream(s)), positions.push_back(q.context + 1 + i);
+        }
+        g.target_ms += once([&] { target.forward(tokens, items); });
+        ++g.target_passes;
+        const std::vector<int> picked = choose(target, o.sampling, streams, positions, out);
+        std::vector<float> p;
+        if (!greedy && k_max > 0) p = target.probs().download();
+
+        // 3. accept, and 4. roll back: the cache keeps the last token and the accepted drafts
+        std::size_t row = 0;
+        for (int s = 0; s < B; ++s) {
+            Sequence& q = seqs[std::size_t(s)];
+            if (q.generated >= G) continue;
+            const int n = int(q.draft.size());
+            serving::SpecVerdict v;
+            if (greedy || n == 0) {
+                const std::span<const int> choice(picked.data() + row, std::size_t(n + 1));
+                v.accepted = serving::accept_greedy(q.draft, choice);
+                v.token = choice[std::size_t(v.accepted)];
+                if (!greedy) v.token = picked[row];  // no draft: the target's own draw
+            } else {
+                if (q.q.empty())  // a proposer without a distribution: the draft is certain
+                    for (int t : q.draft) {
+                        q.q.resize(q.q.size() + std::size_t(V), 0.f);
+                        q.q[q.q.size() - std::size_t(V) + std::size_t(t)] = 1.f;
+                    }
+                std::vector<float> u;
+                for (int i = 0; i <= n; ++i)
+                    u.push_back(philox_uniform(o.sampling.seed, accept_stream(s),
+                                               i < n ? 2 * std::uint64_t(q.context + 1 + i) : 2 * std::uint64_t(q.context + 1) + 1));
+                v = serving::rejection_sample(
+                    std::span<const float>(p).subspan(row * std::size_t(V), std::size_t(n + 1) * V), q.q, q.draft, V, u);
+            }
+            if (n > 0) g.stats.record(n, v.accepted);
+            ++g.sequence_steps;
+            g.step_tokens += v.accepted + 1;
+            q.tokens.insert(q.tokens.end(), q.draft.begin(), q.draft.begin() + v.accepted);
+            q.tokens.push_back(v.token);
+            q.generated += v.accepted + 1;
+            q.context += 1 + v.accepted;  // its last token and the accepted drafts are cached
+            if (paged) blocks.release(q, q.context);
+            q.draft_context = std::min(q.draft_context, q.context);
+            row += std::size_t(n + 1);
+        }
+    }
+
+    g.tokens.assign(std::size_t(G) * B, -1);
+    for (int s = 0; s < B; ++s) {
+        const Sequence& q = seqs[std::size_t(s)];
+        for (int i = 0; i < G; ++i) g.tokens[std::size_t(i) * B + std::size_t(s)] = q.tokens[std::size_t(P + i)];
+        g.context.push_back(q.context);
+        g.blocks_held += int(q.blocks.size());
+    }
+    return g;
+}
+// [generate_speculative]
+
+}  // namespace pd::model
