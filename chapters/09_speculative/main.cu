@@ -29,18 +29,6 @@ namespace md = pd::model;
 namespace sv = pd::serving;
 using pd::DType;
 
-/// The proposers, as `--kernel` names them: the chapter's versions.
-const std::vector<pd::Version>& proposers() {
-    static const std::vector<pd::Version> v = {
-        {"ngram", {DType::fp32, DType::bf16}, pd::Units::simt,
-         "prompt lookup: the tokens that followed the latest earlier match of the last n tokens (no model)"},
-        {"draft", {DType::fp32, DType::bf16}, pd::Units::simt,
-         "a draft model: the target's first layers, sharing its embedding and LM head"},
-        {"oracle", {DType::fp32, DType::bf16}, pd::Units::simt,
-         "the target's own choice with probability a, another token otherwise: the formula's assumption"}};
-    return v;
-}
-
 struct Options {
 #if defined(PD_BACKEND_SIM)
     std::string preset = "tiny";  // seconds on a CPU
@@ -53,6 +41,8 @@ struct Options {
     double accept_rate = 0.8;
     int draft_layers = 1;
     std::string gpu = "H200";
+    std::string cost_preset = "llama-3-8b";  // the cost model's model: the lesson is about a real one
+    int cost_context = 1024;
     bool sweep = false;
     pd::kernels::layers::SamplingParams sampling;
 };
@@ -61,7 +51,8 @@ struct Options {
 /// cached positions, every token's logits.
 double modelled_s(const sv::CostModel& cm, int B, int tokens, int context) {
     sv::Step step;
-    for (int b = 0; b < B; ++b) step.items.push_back({.request = b, .tokens = tokens, .context = context, .logits = tokens});
+    for (int b = 0; b < B; ++b)
+        step.items.push_back({.request = b, .tokens = tokens, .context = context, .logits = tokens});
     return cm.breakdown(step).total_s;
 }
 
@@ -93,18 +84,21 @@ std::optional<double> measured_cv(pd::Bench& bench, md::Model& m, int B, int P, 
 }
 // [ch09_cv]
 
-/// --sweep-batch on the cost model: the oracle's speed-up at a and k = 4 as the batch grows, from
-/// c_v(B) = T(B (k + 1) tokens) / T(B tokens) on the GPU preset (and the draft's cost, 0 for the oracle).
-std::vector<pd::Row> sweep_batch(const sv::CostModel& cm, const Options& o, int P) {
+/// --sweep-batch on the cost model: the oracle's speed-up at a and k = 1, 2, 4, 8 as the batch
+/// grows, from c_v(B) = T(B (k + 1) tokens) / T(B tokens) on the GPU preset (an oracle costs nothing).
+std::vector<pd::Row> sweep_batch(const sv::CostModel& cm, const Options& o) {
+    const int C = o.cost_context;
     std::vector<pd::Row> rows;
-    const int k = 4;
     for (int B = 1; B <= 64; B *= 2) {
-        const double cv = modelled_s(cm, B, k + 1, P) / modelled_s(cm, B, 1, P);
-        const double speedup = sv::predicted_speedup(o.accept_rate, k, 0.0, cv);
         pd::Row r;
         r.result.kernel = "oracle";
         r.result.passed = true;
-        r.point = {{"B", B}, {"k", k}, {"c_verify_model", cv}, {"speedup_model", speedup}};
+        r.point = {{"B", B}};
+        for (int k : {1, 2, 4, 8}) {
+            const double cv = modelled_s(cm, B, k + 1, C) / modelled_s(cm, B, 1, C);
+            r.point["c_v_k" + std::to_string(k)] = cv;
+            r.point["speedup_k" + std::to_string(k)] = sv::predicted_speedup(o.accept_rate, k, 0.0, cv);
+        }
         rows.push_back(r);
     }
     return rows;
@@ -128,7 +122,11 @@ void add_options(pd::Bench& bench, Options& o) {
     bench.option("--top-k", o.sampling.top_k, "Keep the k most likely tokens (0: all)", CLI::Range(0, 1 << 24));
     bench.option("--top-p", o.sampling.top_p, "Keep the nucleus of this probability (1: all)", CLI::Range(0.0f, 1.0f));
     bench.option("--gpu", o.gpu, "GPU preset of the cost model's prediction", CLI::IsMember(pd::roofline::gpu_names()));
-    bench.app.add_flag("--sweep-batch", o.sweep, "Also the speed-up against the batch, B = 1 ... 64, on the cost model");
+    bench.option("--cost-preset", o.cost_preset, "Model shape of the cost model's prediction",
+                 CLI::IsMember(pd::model_names()));
+    bench.option("--cost-context", o.cost_context, "Context of the cost model's prediction", CLI::Range(1, 1 << 20));
+    bench.app.add_flag("--sweep-batch", o.sweep,
+                       "Also the speed-up against the batch, B = 1 ... 64, on the cost model");
 }
 
 int run(int argc, char** argv) {
@@ -137,7 +135,7 @@ int run(int argc, char** argv) {
                     "Chapter 09: speculative decoding. Proposers guess k tokens; the target verifies them in one pass "
                     "of k + 1 positions. Reports tokens per target step, acceptance, the verify pass's cost c_v and "
                     "the speed-up over plain decoding, beside the cost model's prediction.",
-                    proposers()};
+                    sv::proposer_versions()};
     add_options(bench, o);
     if (auto code = bench.parse(argc, argv)) return *code;
     const pd::ModelConfig config = *pd::find_model(o.preset);
@@ -148,7 +146,7 @@ int run(int argc, char** argv) {
     const int B = o.p.batch, G = o.p.gen, k_max = *std::max_element(o.ks.begin(), o.ks.end());
     o.sampling.seed = bench.options.seed;
     pd::kernels::layers::check_sampling(o.sampling, config.vocab);
-    const bool use_draft = bench.selects(proposers()[1]);
+    const bool use_draft = bench.selects(sv::proposer_versions()[1]);
     if (use_draft) md::draft_config(config, o.draft_layers);  // names --draft-layers when out of range
     if (use_draft && config.parameter_count() > 2e9)
         throw std::invalid_argument("--kernel draft copies the target's weights through the host: " + config.name +
@@ -168,15 +166,19 @@ int run(int argc, char** argv) {
     bench.device();
     bench.measure_roofs();
     std::ostream& out = bench.out();
-    const sv::CostModel cm(sv::cost_model_config(config, *pd::roofline::find_gpu(o.gpu), 1));
+    const sv::CostModel cm(sv::cost_model_config(*pd::find_model(o.cost_preset), *pd::roofline::find_gpu(o.gpu), 1));
+    const int C = o.cost_context;
 
     // [ch09_cost]
-    const double decode_s = modelled_s(cm, B, 1, P);
+    const double decode_s = modelled_s(cm, B, 1, C);
     out << "model: " << pd::describe(config) << "\n"
-        << "run: B = " << B << ", prompt P = " << P << ", generate G = " << G << ", " << pd::kernels::layers::describe(o.sampling)
-        << "\nmodelled on " << o.gpu << ": a decode step at context " << P << " takes " << pd::fmt("%.1f", decode_s * 1e6)
+        << "run: B = " << B << ", prompt P = " << P << ", generate G = " << G << ", "
+        << pd::kernels::layers::describe(o.sampling) << "\nmodelled: " << o.cost_preset << " on " << o.gpu
+        << ", B = " << B << ": a decode step at context " << C << " takes " << pd::fmt("%.1f", decode_s * 1e6)
         << " us; a verify pass of k + 1 tokens, c_v = T(k + 1) / T(1) = ";
-    for (int k : o.ks) out << (k == o.ks.front() ? "" : ", ") << pd::fmt("%.3f", modelled_s(cm, B, k + 1, P) / decode_s) << " (k = " << k << ")";
+    for (int k : o.ks)
+        out << (k == o.ks.front() ? "" : ", ") << pd::fmt("%.3f", modelled_s(cm, B, k + 1, C) / decode_s)
+            << " (k = " << k << ")";
     out << "\n";
     // [ch09_cost]
 
@@ -184,7 +186,10 @@ int run(int argc, char** argv) {
     target.init_synthetic(bench.options.seed);
     std::optional<md::Model> draft;
     if (use_draft) {
-        draft.emplace(md::draft_config(config, o.draft_layers), md::ModelOptions{.weights = mo.weights, .batch = B, .max_seq = mo.max_seq, .max_step_tokens = mo.max_step_tokens});
+        draft.emplace(
+            md::draft_config(config, o.draft_layers),
+            md::ModelOptions{
+                .weights = mo.weights, .batch = B, .max_seq = mo.max_seq, .max_step_tokens = mo.max_step_tokens});
         draft->load(md::draft_weights(target.download_weights(), config, o.draft_layers));
     }
 
@@ -192,61 +197,92 @@ int run(int argc, char** argv) {
     // plain decoding, through the same loop: the baseline and (greedy) the oracle's truth
     const md::SpecGeneration plain = md::generate_speculative(target, nullptr, prompt, P, G, {.sampling = o.sampling});
     const double tokens = double(B) * (G - 1);  // after each sequence's first, from the prefill
-    pd::Row base = bench.timed_row({.name = "plain", .dtype = mo.weights, .tokens = tokens, .point = {{"k", 0}, {"tokens_per_step", 1.0}}},
-                                   bench.timing() ? std::optional<double>(plain.target_ms) : std::nullopt, true);
+    pd::Row base = bench.timed_row(
+        {.name = "plain", .dtype = mo.weights, .tokens = tokens, .point = {{"k", 0}, {"tokens_per_step", 1.0}}},
+        bench.timing() ? std::optional<double>(plain.target_ms) : std::nullopt, true);
     std::vector<pd::Row> rows = {base};
     bool passed = true;
-    for (const pd::Version& v : proposers()) {
+    for (const pd::Version& v : sv::proposer_versions()) {
         if (!bench.selects(v)) continue;
         if (v.name == "oracle" && !o.sampling.greedy()) continue;  // it proposes the greedy choice
         for (int k : o.ks) {
-            const md::SpecOptions so{.proposer = v.name, .k = k, .accept_rate = o.accept_rate, .draft_layers = o.draft_layers, .sampling = o.sampling};
-            const md::SpecGeneration g = md::generate_speculative(target, draft && v.name == "draft" ? &*draft : nullptr, prompt, P, G, so, plain.tokens);
+            const md::SpecOptions so{.proposer = v.name,
+                                     .k = k,
+                                     .accept_rate = o.accept_rate,
+                                     .draft_layers = o.draft_layers,
+                                     .sampling = o.sampling};
+            const md::SpecGeneration g = md::generate_speculative(
+                target, draft && v.name == "draft" ? &*draft : nullptr, prompt, P, G, so, plain.tokens);
             const bool same = !o.sampling.greedy() || g.tokens == plain.tokens;  // greedy: token for token
             passed = passed && same;
             const std::optional<double> cv = measured_cv(bench, target, B, P, k);
-            const double a = g.stats.acceptance_rate();
-            const double c_draft = v.name == "draft" ? double(o.draft_layers) / config.layers : 0.0;  // modelled: its share of the layers
-            const double cv_model = modelled_s(cm, B, k + 1, P) / decode_s;
-            nlohmann::json point{{"k", k},
-                                 {"tokens_per_step", g.tokens_per_step()},
-                                 {"acceptance_rate", a},
-                                 {"mean_acceptance_length", g.stats.mean_acceptance_length()},
-                                 {"per_position", g.stats.per_position()},
-                                 {"formula", v.name == "oracle" ? nlohmann::json(expected_length(g.stats, o.accept_rate)) : nlohmann::json(nullptr)},
-                                 {"c_verify", cv ? nlohmann::json(*cv) : nlohmann::json(nullptr)},
-                                 {"c_verify_model", cv_model},
-                                 {"speedup_model", sv::predicted_speedup(a, k, c_draft, cv_model)}};
-            rows.push_back(bench.timed_row({.name = v.name, .dtype = mo.weights, .tokens = tokens, .baseline = &rows.front(), .point = point},
-                                           bench.timing() ? std::optional<double>(g.target_ms + g.draft_ms) : std::nullopt, same));
+            const double a = g.stats.acceptance_rate();  // vLLM's: accepted / drafted
+            const double c_draft =
+                v.name == "draft" ? double(o.draft_layers) / config.layers : 0.0;  // its share of the layers
+            const double cv_model = modelled_s(cm, B, k + 1, C) / decode_s;
+            nlohmann::json point{
+                {"k", k},
+                {"tokens_per_step", g.tokens_per_step()},
+                {"acceptance_rate", a},
+                {"mean_acceptance_length", g.stats.mean_acceptance_length()},
+                {"per_position", g.stats.per_position()},
+                {"formula", v.name == "oracle" ? nlohmann::json(expected_length(g.stats, o.accept_rate))
+                                               : nlohmann::json(nullptr)},
+                {"c_verify", cv ? nlohmann::json(*cv) : nlohmann::json(nullptr)},
+                {"c_verify_model", cv_model},
+                {"speedup_model", g.tokens_per_step() / (k * c_draft + cv_model)}};
+            rows.push_back(bench.timed_row(
+                {.name = v.name, .dtype = mo.weights, .tokens = tokens, .baseline = &rows.front(), .point = point},
+                bench.timing() ? std::optional<double>(g.target_ms + g.draft_ms) : std::nullopt, same));
         }
     }
     // [ch09_versions]
-    out << "\n" << pd::render(rows, {"kernel", pd::Column::point("k", "k"), pd::Column::point("tok/step", "tokens_per_step"),
-                                     pd::Column::percent("accept", "acceptance_rate"), pd::Column::point("mean len", "mean_acceptance_length"),
-                                     pd::Column::point("formula", "formula"), pd::Column::point("c_v", "c_verify"),
-                                     pd::Column::point("c_v " + o.gpu, "c_verify_model"), "time ms", "vs baseline",
-                                     pd::Column::point("model x", "speedup_model"), "status"})
-        << "tok/step: tokens per target pass of a sequence (the bonus token counted); accept: accepted / drafted; mean len: "
-           "1 + accepted / drafts (vLLM); formula: the oracle's expected mean len, (1 - a^(k+1)) / (1 - a) for drafts of k (shorter near the end); c_v: a verify pass of k + 1 tokens over a "
+    out << "\n"
+        << pd::render(rows,
+                      {"kernel", pd::Column::point("k", "k"), pd::Column::point("tok/step", "tokens_per_step"),
+                       pd::Column::percent("accept", "acceptance_rate"),
+                       pd::Column::point("mean len", "mean_acceptance_length"), pd::Column::point("formula", "formula"),
+                       pd::Column::point("c_v", "c_verify"), pd::Column::point("c_v " + o.gpu, "c_verify_model"),
+                       "time ms", "vs baseline", pd::Column::point("model x", "speedup_model"), "status"})
+        << "tok/step: tokens per target pass of a sequence (the bonus token counted); accept: accepted / drafted; mean "
+           "len: "
+           "1 + accepted / drafts (vLLM); formula: the oracle's expected mean len, (1 - a^(k+1)) / (1 - a) for drafts "
+           "of k (shorter near the end); c_v: a verify pass of k + 1 tokens over a "
            "decode step, measured"
-        << (bench.sim() ? " (CPU time on the simulator)" : "") << " and modelled; vs baseline: the measured speed-up over plain decoding; model x: "
-                                                                 "tok/step / (k c_draft + c_v), modelled on " << o.gpu << ".\n";
+        << (bench.sim() ? " (CPU time on the simulator)" : "")
+        << " and modelled; vs baseline: the measured speed-up over plain decoding; model x: "
+           "tok/step / (k c_draft + c_v), modelled for "
+        << o.cost_preset << " on " << o.gpu << ".\n";
 
     std::vector<pd::Row> sweep;
     if (o.sweep) {
-        sweep = sweep_batch(cm, o, P);
-        out << "\nsweep (cost model, " << o.gpu << "): the oracle at a = " << o.accept_rate << ", k = 4, against the batch:\n"
-            << pd::render(sweep, {pd::Column::point("B", "B"), pd::Column::point("c_v", "c_verify_model"),
-                                  pd::Column::point("speed-up", "speedup_model")})
-            << "a verify pass moves B (k + 1) tokens through weights read once: cheap while B (k + 1) stays under the ridge, "
+        sweep = sweep_batch(cm, o);
+        out << "\nsweep (cost model: " << o.cost_preset << " on " << o.gpu << ", context " << C
+            << "): the oracle at a = " << o.accept_rate << " against the batch:\n"
+            << pd::render(sweep, {pd::Column::point("B", "B"), pd::Column::point("c_v k=1", "c_v_k1"),
+                                  pd::Column::point("k=2", "c_v_k2"), pd::Column::point("k=4", "c_v_k4"),
+                                  pd::Column::point("k=8", "c_v_k8"), pd::Column::point("speed-up k=1", "speedup_k1"),
+                                  pd::Column::point("k=2", "speedup_k2"), pd::Column::point("k=4", "speedup_k4"),
+                                  pd::Column::point("k=8", "speedup_k8")})
+            << "a verify pass moves B (k + 1) tokens through weights read once: cheap while B (k + 1) stays under the "
+               "ridge, "
                "then as dear as k + 1 steps.\n";
     }
 
-    nlohmann::json report = bench.report({{"preset", config.name}, {"batch", B}, {"prompt_len", P}, {"gen", G},
-                                          {"k", o.ks}, {"accept_rate", o.accept_rate}, {"draft_layers", o.draft_layers},
-                                          {"temperature", o.sampling.temperature}, {"top_k", o.sampling.top_k},
-                                          {"top_p", o.sampling.top_p}, {"gpu", o.gpu}, {"dtype", to_string(mo.weights)}},
+    nlohmann::json report = bench.report({{"preset", config.name},
+                                          {"batch", B},
+                                          {"prompt_len", P},
+                                          {"gen", G},
+                                          {"k", o.ks},
+                                          {"accept_rate", o.accept_rate},
+                                          {"draft_layers", o.draft_layers},
+                                          {"temperature", o.sampling.temperature},
+                                          {"top_k", o.sampling.top_k},
+                                          {"top_p", o.sampling.top_p},
+                                          {"gpu", o.gpu},
+                                          {"cost_preset", o.cost_preset},
+                                          {"cost_context", C},
+                                          {"dtype", to_string(mo.weights)}},
                                          rows);
     report["sweep"] = bench.json(sweep);
     if (!passed) {

@@ -60,8 +60,8 @@ StepCost step_cost(const StepCostShape& shape, std::span<const StepItem> items, 
         if (!(it.tokens >= 1) || !(it.context >= 0) || !(it.count >= 1) || !(it.logits >= 1 && it.logits <= it.tokens))
             throw std::invalid_argument(
                 "step cost: item " + std::to_string(i) + " has tokens = " + std::to_string(it.tokens) +
-                ", context = " + std::to_string(it.context) + ", count = " + std::to_string(it.count) +
-                ", logits = " + std::to_string(it.logits) + " (tokens >= 1, context >= 0, count >= 1, 1 <= logits <= tokens)");
+                ", context = " + std::to_string(it.context) + ", count = " + std::to_string(it.count) + ", logits = " +
+                std::to_string(it.logits) + " (tokens >= 1, context >= 0, count >= 1, 1 <= logits <= tokens)");
         const double t = it.tokens, ctx = it.context, n = it.count;
         tokens += n * t;
         emitting += it.emits ? n * it.logits : 0;  // rows through the LM head

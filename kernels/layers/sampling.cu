@@ -164,8 +164,8 @@ void sample(const float* logits, float* probs, int* tokens, const int* streams, 
         argmax(logits, tokens, R, V, stream);
         one_hot_kernel<<<unsigned(R), kThreads, 0, stream>>>(tokens, probs, V);
     } else {
-        sample_kernel<<<unsigned(R), kThreads, 0, stream>>>(logits, probs, tokens, streams, positions, V,
-                                                            p.temperature, p.top_k, p.top_p, p.seed);
+        sample_kernel<<<unsigned(R), kThreads, 0, stream>>>(logits, probs, tokens, streams, positions, V, p.temperature,
+                                                            p.top_k, p.top_p, p.seed);
     }
     PD_CHECK_LAUNCH();
 }

@@ -502,15 +502,15 @@ void Model::check(std::span<const int> tokens, std::span<const StepSequence> seq
                                                 " is not one of the cache's " + std::to_string(options_.num_blocks));
         }
         if (q.logits < 1 || q.logits > q.tokens)
-            throw std::invalid_argument(who + "logits = " + std::to_string(q.logits) + " must be in 1 .. tokens = " +
-                                        std::to_string(q.tokens));
+            throw std::invalid_argument(who + "logits = " + std::to_string(q.logits) +
+                                        " must be in 1 .. tokens = " + std::to_string(q.tokens));
         R += q.logits;
         T += q.tokens;
     }
     if (R > max_logit_rows_)
-        throw std::invalid_argument("forward: " + std::to_string(R) +
-                                    " rows of logits exceed ModelOptions.max_logit_rows = " +
-                                    std::to_string(max_logit_rows_));
+        throw std::invalid_argument(
+            "forward: " + std::to_string(R) +
+            " rows of logits exceed ModelOptions.max_logit_rows = " + std::to_string(max_logit_rows_));
     if (!tokens.empty() && T != static_cast<long long>(tokens.size()))
         throw std::invalid_argument("forward: " + std::to_string(tokens.size()) + " tokens, the sequences bring " +
                                     std::to_string(T));

@@ -107,8 +107,8 @@ void propose_with_draft(Model& draft, std::vector<Sequence>& seqs, const std::ve
             if (k[std::size_t(s)] <= round) continue;
             const int from = round == 0 ? q.draft_context : q.context + round;  // its first new position
             const int to = q.context + round;                                   // its last
-            for (int p = from; p <= to; ++p) tokens.push_back(p <= q.context ? q.tokens[std::size_t(p)]
-                                                                             : q.draft[std::size_t(p - q.context - 1)]);
+            for (int p = from; p <= to; ++p)
+                tokens.push_back(p <= q.context ? q.tokens[std::size_t(p)] : q.draft[std::size_t(p - q.context - 1)]);
             items.push_back({.slot = s, .context = from, .tokens = to - from + 1});
             streams.push_back(draft_stream(s));
             positions.push_back(to + 1);
@@ -124,7 +124,9 @@ void propose_with_draft(Model& draft, std::vector<Sequence>& seqs, const std::ve
             Sequence& q = seqs[std::size_t(who[i])];
             q.draft.push_back(picked[i]);
             q.draft_context = q.context + round + 1;
-            if (!greedy) q.q.insert(q.q.end(), probs.begin() + std::ptrdiff_t(i * V), probs.begin() + std::ptrdiff_t((i + 1) * V));
+            if (!greedy)
+                q.q.insert(q.q.end(), probs.begin() + std::ptrdiff_t(i * V),
+                           probs.begin() + std::ptrdiff_t((i + 1) * V));
         }
     }
 }
@@ -176,26 +178,28 @@ void check_spec(const SpecOptions& o, const Model& target, const Model* draft, i
         reject("proposer", p, draft ? "takes no draft model" : "needs a draft model");
     ly::check_sampling(o.sampling, target.config().vocab);
     const ModelOptions& t = target.options();
-    if (t.batch != B) throw std::invalid_argument("generate_speculative: the target's batch is " +
-                                                  std::to_string(t.batch) + ", the prompts " + std::to_string(B));
+    if (t.batch != B)
+        throw std::invalid_argument("generate_speculative: the target's batch is " + std::to_string(t.batch) +
+                                    ", the prompts " + std::to_string(B));
     if (P < 1 || G < 1 || P + G > target.max_seq())
         throw std::invalid_argument("generate_speculative: P = " + std::to_string(P) + " and G = " + std::to_string(G) +
                                     " must be >= 1 with P + G <= max_seq = " + std::to_string(target.max_seq()));
     if (target.max_step_tokens() < B * std::max(P, k + 1))
-        throw std::invalid_argument("generate_speculative: ModelOptions.max_step_tokens = " +
-                                    std::to_string(target.max_step_tokens()) + " must hold a prefill of B P = " +
-                                    std::to_string(B * P) + " and a verify pass of B (k + 1) = " +
-                                    std::to_string(B * (k + 1)) + " tokens");
+        throw std::invalid_argument(
+            "generate_speculative: ModelOptions.max_step_tokens = " + std::to_string(target.max_step_tokens()) +
+            " must hold a prefill of B P = " + std::to_string(B * P) +
+            " and a verify pass of B (k + 1) = " + std::to_string(B * (k + 1)) + " tokens");
     if (target.max_logit_rows() < B * (k + 1))
-        throw std::invalid_argument("generate_speculative: ModelOptions.max_logit_rows = " +
-                                    std::to_string(target.max_logit_rows()) + " must hold B (k + 1) = " +
-                                    std::to_string(B * (k + 1)) + " rows");
+        throw std::invalid_argument(
+            "generate_speculative: ModelOptions.max_logit_rows = " + std::to_string(target.max_logit_rows()) +
+            " must hold B (k + 1) = " + std::to_string(B * (k + 1)) + " rows");
     if (draft) {
         const ModelOptions& d = draft->options();
         if (d.batch != B || d.block_size != 0 || draft->max_seq() < P + G || draft->max_step_tokens() < B * P ||
             draft->config().vocab != target.config().vocab)
-            throw std::invalid_argument("generate_speculative: the draft model needs batch B = " + std::to_string(B) +
-                                        ", slots, max_seq >= P + G, max_step_tokens >= B P and the target's vocabulary");
+            throw std::invalid_argument(
+                "generate_speculative: the draft model needs batch B = " + std::to_string(B) +
+                ", slots, max_seq >= P + G, max_step_tokens >= B P and the target's vocabulary");
     }
 }
 
@@ -299,10 +303,12 @@ SpecGeneration generate_speculative(Model& target, Model* draft, std::span<const
                     }
                 std::vector<float> u;
                 for (int i = 0; i <= n; ++i)
-                    u.push_back(philox_uniform(o.sampling.seed, accept_stream(s),
-                                               i < n ? 2 * std::uint64_t(q.context + 1 + i) : 2 * std::uint64_t(q.context + 1) + 1));
+                    u.push_back(philox_uniform(
+                        o.sampling.seed, accept_stream(s),
+                        i < n ? 2 * std::uint64_t(q.context + 1 + i) : 2 * std::uint64_t(q.context + 1) + 1));
                 v = serving::rejection_sample(
-                    std::span<const float>(p).subspan(row * std::size_t(V), std::size_t(n + 1) * V), q.q, q.draft, V, u);
+                    std::span<const float>(p).subspan(row * std::size_t(V), std::size_t(n + 1) * V), q.q, q.draft, V,
+                    u);
             }
             if (n > 0) g.stats.record(n, v.accepted);
             ++g.sequence_steps;

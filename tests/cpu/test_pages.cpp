@@ -17,6 +17,7 @@
 #include "../../kernels/roofline/roofline.hpp"
 
 #include "pd/registry.hpp"
+#include "pd/serving/speculative.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -263,4 +264,8 @@ TEST_CASE("pages: chapter 07's table lists attention::flash_versions() and its b
 
 TEST_CASE("pages: chapter 08's table lists quant::versions() and its backends", "[pages]") {
     check_page("08_quantized_decode", "quant::versions()", pd::kernels::quant::versions());
+}
+
+TEST_CASE("pages: chapter 09's table lists serving::proposer_versions() and its backends", "[pages]") {
+    check_page("09_speculative", "serving::proposer_versions()", pd::serving::proposer_versions());
 }

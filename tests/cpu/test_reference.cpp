@@ -387,7 +387,7 @@ TEST_CASE("sampling reference: temperature, top-k and top-p by hand, and its dra
     ref::SampledRow all = ref::sample_row(logits, 1.0, 0, 1.0, 0.05);
     CHECK(all.probs[0] == Approx(0.1));
     CHECK(all.probs[3] == Approx(0.4));
-    CHECK(all.token == 0);                                    // 0.05 < 0.1
+    CHECK(all.token == 0);                                         // 0.05 < 0.1
     CHECK(ref::sample_row(logits, 1.0, 0, 1.0, 0.15).token == 1);  // 0.1 <= 0.15 < 0.3
     CHECK(ref::sample_row(logits, 1.0, 0, 1.0, 0.95).token == 3);
     // top-k 2 keeps 3 and 4: p = (0, 0, 3/7, 4/7); u = 0.5 -> 3.5 of 7 falls past the 3

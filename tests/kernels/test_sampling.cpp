@@ -57,8 +57,7 @@ bool int_guard_intact(const std::vector<int>& v, std::size_t n) {
 
 }  // namespace
 
-TEST_CASE("sampling: temperature, top-k and top-p draw the reference's token from the same Philox draw",
-          "[sampling]") {
+TEST_CASE("sampling: temperature, top-k and top-p draw the reference's token from the same Philox draw", "[sampling]") {
     const ly::SamplingParams rules[] = {
         {.temperature = 1.f},
         {.temperature = 0.7f, .top_k = 5},
@@ -116,14 +115,15 @@ TEST_CASE("sampling: temperature 0 is the argmax with a one-hot distribution; ti
     const int V = 300;
     std::vector<float> logits(2 * V);
     pd::fill_uniform<float>(logits, -3.f, 3.f, kSeed + 1);
-    logits[299] = 5.f;  // row 0's maximum at the last index
+    logits[299] = 5.f;                      // row 0's maximum at the last index
     logits[V + 3] = logits[V + 259] = 5.f;  // row 1: a tie, the lowest index wins
     const Sampled greedy = run(logits, {0, 1}, {0, 0}, V, {});
     CHECK(greedy.tokens[0] == 299);
     CHECK(greedy.tokens[1] == 3);
     for (int r = 0; r < 2; ++r)
         for (int j = 0; j < V; ++j)
-            CHECK(greedy.probs[std::size_t(r) * V + std::size_t(j)] == (j == greedy.tokens[std::size_t(r)] ? 1.f : 0.f));
+            CHECK(greedy.probs[std::size_t(r) * V + std::size_t(j)] ==
+                  (j == greedy.tokens[std::size_t(r)] ? 1.f : 0.f));
 
     // top-k = 2 over a row whose 2nd and 3rd largest are equal: all three are kept, by hand
     std::vector<float> row(V, -10.f);

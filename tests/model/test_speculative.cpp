@@ -47,8 +47,7 @@ md::ModelOptions target_options(bool paged) {
 
 }  // namespace
 
-TEST_CASE("speculative: a verify pass's rows of logits are the logits after each of its prefixes",
-          "[speculative]") {
+TEST_CASE("speculative: a verify pass's rows of logits are the logits after each of its prefixes", "[speculative]") {
     md::Model m(tiny(), target_options(false));
     m.init_synthetic(91);
     const std::vector<int> t = random_tokens(7, tiny().vocab, 92);
@@ -72,9 +71,10 @@ TEST_CASE("speculative: a verify pass's rows of logits are the logits after each
                       Contains("logits = 8 must be in 1 .. tokens = 7"));
 }
 
-TEST_CASE("speculative: greedy speculation gives plain greedy decoding's tokens for every proposer, k, slots and "
-          "pages",
-          "[speculative]") {
+TEST_CASE(
+    "speculative: greedy speculation gives plain greedy decoding's tokens for every proposer, k, slots and "
+    "pages",
+    "[speculative]") {
     const std::vector<int> prompt = repeating_prompts(93);
     md::Model plain(tiny(), {.batch = B, .max_seq = 32});
     plain.init_synthetic(94);
@@ -119,7 +119,8 @@ TEST_CASE("speculative: after the rollbacks the cache holds what plain decoding'
     REQUIRE(got.tokens == want.tokens);
     REQUIRE(got.stats.accepted < got.stats.draft_tokens);
     for (bool values : {false, true}) {
-        const std::vector<float> a = target.download_cache(values, P + G - 1), b = plain.download_cache(values, P + G - 1);
+        const std::vector<float> a = target.download_cache(values, P + G - 1),
+                                 b = plain.download_cache(values, P + G - 1);
         REQUIRE(a.size() == b.size());
         double worst = 0;
         for (std::size_t i = 0; i < a.size(); ++i)
@@ -137,9 +138,8 @@ TEST_CASE("speculative: sampled speculation is repeatable and keeps to the sampl
     draft.load(md::draft_weights(target.download_weights(), tiny(), 1));
     for (const char* proposer : {"ngram", "draft"}) {
         INFO("proposer " << proposer);
-        const md::SpecOptions o{.proposer = proposer,
-                                .k = 3,
-                                .sampling = {.temperature = 0.5f, .top_k = 50, .top_p = 0.9f, .seed = 99}};
+        const md::SpecOptions o{
+            .proposer = proposer, .k = 3, .sampling = {.temperature = 0.5f, .top_k = 50, .top_p = 0.9f, .seed = 99}};
         md::Model* d = o.proposer == "draft" ? &draft : nullptr;
         const md::SpecGeneration a = md::generate_speculative(target, d, prompt, P, G, o);
         const md::SpecGeneration b = md::generate_speculative(target, d, prompt, P, G, o);
@@ -161,8 +161,8 @@ TEST_CASE("speculative: bad options are refused by name", "[speculative]") {
     CHECK_THROWS_WITH(run({.proposer = "ngram", .k = 0}), Contains("SpecOptions.k = 0 must be in 1 .. 16"));
     CHECK_THROWS_WITH(run({.proposer = "ngram", .k = 17}), Contains("SpecOptions.k = 17"));
     CHECK_THROWS_WITH(run({.proposer = "oracle", .k = 2}), Contains("needs the target's greedy tokens"));
-    CHECK_THROWS_WITH(run({.proposer = "oracle", .k = 2, .sampling = {.temperature = 1.f}},
-                          nullptr, std::vector<int>(std::size_t(B * G), 0)),
+    CHECK_THROWS_WITH(run({.proposer = "oracle", .k = 2, .sampling = {.temperature = 1.f}}, nullptr,
+                          std::vector<int>(std::size_t(B * G), 0)),
                       Contains("it needs temperature 0"));
     CHECK_THROWS_WITH(run({.proposer = "draft", .k = 2}), Contains("needs a draft model"));
     CHECK_THROWS_WITH(run({.proposer = "ngram", .k = 8}), Contains("max_logit_rows = 15 must hold B (k + 1) = 27"));

@@ -44,9 +44,9 @@ PD_HOST_DEVICE inline Philox4 philox4x32_10(Philox4 c, std::uint32_t k0, std::ui
 /// @param seed the run's seed  @param stream which sequence of draws  @param index which draw of it
 /// @return the draw
 PD_HOST_DEVICE inline Philox4 philox_draw(std::uint64_t seed, std::uint64_t stream, std::uint64_t index) {
-    return philox4x32_10(Philox4{{std::uint32_t(index), std::uint32_t(index >> 32), std::uint32_t(stream),
-                                  std::uint32_t(stream >> 32)}},
-                         std::uint32_t(seed), std::uint32_t(seed >> 32));
+    return philox4x32_10(
+        Philox4{{std::uint32_t(index), std::uint32_t(index >> 32), std::uint32_t(stream), std::uint32_t(stream >> 32)}},
+        std::uint32_t(seed), std::uint32_t(seed >> 32));
 }
 
 /// A uniform float in [0, 1) from draw @p index of stream @p stream under @p seed: its first

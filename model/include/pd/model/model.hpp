@@ -24,12 +24,12 @@
 /// fp32). The cache is fp32 or bf16, slots or pages (kv_cache.hpp).
 #pragma once
 
+#include "layers/sampling.hpp"
 #include "pd/buffer.hpp"
 #include "pd/half.hpp"
 #include "pd/model/kv_cache.hpp"
 #include "pd/model_config.hpp"
 #include "pd/report.hpp"
-#include "layers/sampling.hpp"
 #include "quant/quant.hpp"
 
 #include <cuda_bf16.h>
@@ -265,14 +265,15 @@ private:
     std::unique_ptr<KvCache> cache_;
     // the batch of the pass: metadata on the host and on the device
     BatchView batch_;
-    std::vector<int> meta_host_;   // q_len [B], context [B], slot [B] of the pass
-    std::vector<int> table_host_;  // paged: the pass's block tables [B, max_blocks]
+    std::vector<int> meta_host_;        // q_len [B], context [B], slot [B] of the pass
+    std::vector<int> table_host_;       // paged: the pass's block tables [B, max_blocks]
     std::vector<int> logit_rows_host_;  // the rows whose logits the pass produces (empty: each sequence's last)
     DeviceBuffer<int> tokens_, meta_, q_start_, kv_len_, positions_, row_seq_, block_table_, logit_rows_;
-    DeviceBuffer<int> draw_;  // sample(): the rows' streams and positions [2, max_logit_rows]
+    DeviceBuffer<int> draw_;      // sample(): the rows' streams and positions [2, max_logit_rows]
     DeviceBuffer<char> scratch_;  // the metadata scan's temporary storage
     // activations, for max_step_tokens rows
-    DeviceBuffer<float> x_, h_, q_, k_, v_, o_, y_, gate_, up_, act_, qh_, kh_, vh_, oh_, scores_, x_last_, logits_, probs_;
+    DeviceBuffer<float> x_, h_, q_, k_, v_, o_, y_, gate_, up_, act_, qh_, kh_, vh_, oh_, scores_, x_last_, logits_,
+        probs_;
     DeviceBuffer<__nv_bfloat16> h16_, o16_, act16_;
     DeviceBuffer<__nv_bfloat16> dequant_;  // quantized: one matrix dequantized for a pass's GEMM
 };

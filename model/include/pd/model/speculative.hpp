@@ -28,11 +28,11 @@ struct SpecOptions {
     /// "draft" (a draft model: the target's first layers), "oracle" (the target's own choice with
     /// probability accept_rate, otherwise another token: for tests and the lesson).
     std::string proposer = "none";
-    int k = 4;                  ///< draft tokens per step, 1 ... kMaxDraft (fewer near the end)
-    double accept_rate = 0.8;   ///< oracle: the probability a that a proposal is the target's choice
-    int ngram_max = 3;          ///< ngram: the longest suffix matched
-    int ngram_min = 1;          ///< ngram: the shortest
-    int draft_layers = 1;       ///< draft: the target's first layers it keeps (draft_config())
+    int k = 4;                 ///< draft tokens per step, 1 ... kMaxDraft (fewer near the end)
+    double accept_rate = 0.8;  ///< oracle: the probability a that a proposal is the target's choice
+    int ngram_max = 3;         ///< ngram: the longest suffix matched
+    int ngram_min = 1;         ///< ngram: the shortest
+    int draft_layers = 1;      ///< draft: the target's first layers it keeps (draft_config())
     /// Greedy (temperature 0: greedy acceptance, the longest matching prefix) or sampled (the
     /// rejection sampler: the output keeps the target's distribution exactly).
     kernels::layers::SamplingParams sampling;
@@ -40,17 +40,17 @@ struct SpecOptions {
 
 /// One speculative generation of G tokens for each of B sequences.
 struct SpecGeneration {
-    std::vector<int> tokens;            ///< [G, B] the generated tokens
-    serving::AcceptanceStats stats;     ///< vLLM's acceptance metrics over every verify step
-    int target_passes = 0;              ///< target passes after the prefill (verify or decode steps)
-    int draft_passes = 0;               ///< passes of the draft model
-    double prefill_ms = 0;              ///< the prompts' pass (and the draft's)
-    double target_ms = 0;               ///< every verify pass (CUDA events; CPU time on the simulator)
-    double draft_ms = 0;                ///< every draft pass
-    std::vector<int> context;           ///< [B] positions in each sequence's cache at the end
-    int blocks_held = 0;                ///< pages: blocks the sequences hold at the end
-    long long sequence_steps = 0;       ///< verify steps summed over the sequences (a pass of S sequences: S)
-    long long step_tokens = 0;          ///< tokens those steps produced (all but each sequence's first)
+    std::vector<int> tokens;         ///< [G, B] the generated tokens
+    serving::AcceptanceStats stats;  ///< vLLM's acceptance metrics over every verify step
+    int target_passes = 0;           ///< target passes after the prefill (verify or decode steps)
+    int draft_passes = 0;            ///< passes of the draft model
+    double prefill_ms = 0;           ///< the prompts' pass (and the draft's)
+    double target_ms = 0;            ///< every verify pass (CUDA events; CPU time on the simulator)
+    double draft_ms = 0;             ///< every draft pass
+    std::vector<int> context;        ///< [B] positions in each sequence's cache at the end
+    int blocks_held = 0;             ///< pages: blocks the sequences hold at the end
+    long long sequence_steps = 0;    ///< verify steps summed over the sequences (a pass of S sequences: S)
+    long long step_tokens = 0;       ///< tokens those steps produced (all but each sequence's first)
     /// Tokens per target step of a sequence: step_tokens / sequence_steps (1 for plain decoding;
     /// vLLM's mean acceptance length when every step carries a draft of k tokens).
     double tokens_per_step() const { return sequence_steps > 0 ? double(step_tokens) / double(sequence_steps) : 0.0; }

@@ -16,6 +16,8 @@
 /// rejection_sampler.cpp), built into pd_serving from the lab tree like lab 05's step builder.
 #pragma once
 
+#include "pd/registry.hpp"
+
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -166,5 +168,23 @@ std::vector<int> propose_ngram(std::span<const int> tokens, int k, int max_n = 3
 /// @throws std::invalid_argument naming `V`, `a` or `truth` out of range
 std::vector<int> propose_oracle(std::span<const int> truth, int V, double a, std::uint64_t seed, std::uint64_t stream,
                                 std::uint64_t index0);
+
+/// Chapter 09's proposers, as `--kernel` names them: the chapter's versions (its page's table).
+inline const std::vector<Version>& proposer_versions() {
+    static const std::vector<Version> v = {
+        {"ngram",
+         {DType::fp32, DType::bf16},
+         Units::simt,
+         "prompt lookup: the tokens that followed the latest earlier match of the last n tokens (no model)"},
+        {"draft",
+         {DType::fp32, DType::bf16},
+         Units::simt,
+         "a draft model: the target's first layers, sharing its embedding and LM head"},
+        {"oracle",
+         {DType::fp32, DType::bf16},
+         Units::simt,
+         "the target's own choice with probability a, another token otherwise: the formula's assumption"}};
+    return v;
+}
 
 }  // namespace pd::serving
