@@ -43,7 +43,8 @@ struct Options {
     std::string mode = "both", kv_dtype = "fp32", attention = "v4";
     bool sweep = false;
     std::string checkpoint, tokenizer;
-    md::AttentionBenchOptions attn;  // --attn-batch, --attn-context
+    md::AttentionBenchOptions attn;                // --attn-batch, --attn-context
+    pd::kernels::layers::SamplingParams sampling;  // --temperature, --top-k, --top-p (chapter 09)
 };
 
 /// Generates with the cache and by recomputation (as --mode says), checks them against each
@@ -54,10 +55,10 @@ nlohmann::json generate(pd::Bench& bench, const Options& o, md::Model& model, co
     const int B = o.p.batch, G = o.p.gen, total = P + G - 1;
     const DType d = model.options().weights;
     std::optional<md::Generation> cached, recomputed;
-    if (o.mode != "recompute") cached = md::generate_cached(model, prompt, P, G);
+    if (o.mode != "recompute") cached = md::generate_cached(model, prompt, P, G, o.sampling);
     if (cached)
         md::dump_cache(bench, model, total);  // the final cache of the cached run, before recompute overwrites it
-    if (o.mode != "cache") recomputed = md::generate_recompute(model, prompt, P, G);
+    if (o.mode != "cache") recomputed = md::generate_recompute(model, prompt, P, G, o.sampling);
 
     // ---- checks: the two generations agree; the model matches the reference model ----
     // (a bf16 cache rounds K and V, which the reference model does not: judged as bf16; an 8-bit
@@ -186,6 +187,7 @@ void add_options(pd::Bench& bench, Options& o) {
         ->excludes("--preset");
     bench.app.add_option("--tokenizer", o.tokenizer, "Its tokenizer.bin (for --prompt and to print the text)");
     bench.app.add_option("--prompt", o.p.text, "Prompt text (needs --tokenizer)");
+    md::add_sampling_options(bench, o.sampling);
 }
 
 int run(int argc, char** argv) {
@@ -205,6 +207,8 @@ int run(int argc, char** argv) {
     std::optional<pd::llama2c::Checkpoint> ckpt;
     if (!o.checkpoint.empty()) ckpt = pd::llama2c::read_checkpoint(o.checkpoint);
     const pd::ModelConfig config = ckpt ? ckpt->config : *pd::find_model(o.preset);
+    o.sampling.seed = bench.options.seed;
+    pd::kernels::layers::check_sampling(o.sampling, config.vocab);
     std::optional<pd::llama2c::Tokenizer> tok;
     if (!o.tokenizer.empty()) tok = pd::llama2c::Tokenizer::read(o.tokenizer, config.vocab);
     int P = 0;
@@ -238,7 +242,8 @@ int run(int argc, char** argv) {
     const double kv_token = config.kv_bytes_per_token(pd::kv_element_bytes(kv, config.head_dim));
     out << "model: " << pd::describe(config) << "\n"
         << "run: B = " << B << (B == 1 ? " sequence" : " sequences") << ", prompt P = " << P << ", generate G = " << G
-        << " (greedy), decode attention " << o.attention << ", mode " << o.mode << "\n"
+        << " (" << pd::kernels::layers::describe(o.sampling) << "), decode attention " << o.attention << ", mode "
+        << o.mode << "\n"
         << "KV cache (" << o.kv_dtype << "): 2 x " << config.layers << " layers x " << config.kv_heads << " KV heads x "
         << config.head_dim << " x " << pd::size_of(kv) << " bytes"
         << (pd::size_of(kv) == 1 ? " + a 4-byte scale per row of " + std::to_string(config.head_dim) : "") << " = "
@@ -296,6 +301,9 @@ int run(int argc, char** argv) {
                                           {"mode", o.mode},
                                           {"kv_dtype", o.kv_dtype},
                                           {"attention", o.attention},
+                                          {"temperature", o.sampling.temperature},
+                                          {"top_k", o.sampling.top_k},
+                                          {"top_p", o.sampling.top_p},
                                           {"attn_batch", o.attn.batch},
                                           {"attn_context", o.attn.context},
                                           {"dtype", mo.quant != "none"   ? mo.quant
@@ -324,5 +332,8 @@ int main(int argc, char** argv) {
                              {"ModelOptions.max_seq", "--prompt-len + --gen"},
                              {"PromptSpec.length", "--prompt-len"},
                              {"PromptSpec.text", "--prompt"},
-                             {"PromptSpec.gen", "--gen"}});
+                             {"PromptSpec.gen", "--gen"},
+                             {"SamplingParams.temperature", "--temperature"},
+                             {"SamplingParams.top_k", "--top-k"},
+                             {"SamplingParams.top_p", "--top-p"}});
 }

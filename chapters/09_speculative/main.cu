@@ -12,10 +12,13 @@
 // The steps every chapter shares are in pd/bench.hpp; the model, sampling and the speculative
 // loop in model/ and kernels/layers/; the acceptance rules in pd_serving. This file holds the lesson.
 #include "pd/bench.hpp"
+#include "pd/model/executor.hpp"
 #include "pd/model/generate.hpp"
 #include "pd/model/model.hpp"
 #include "pd/model/speculative.hpp"
 #include "pd/serving/cost_model.hpp"
+#include "pd/serving/metrics.hpp"
+#include "pd/serving/scheduler.hpp"
 #include "pd/serving/speculative.hpp"
 
 #include <algorithm>
@@ -43,7 +46,7 @@ struct Options {
     std::string gpu = "H200";
     std::string cost_preset = "llama-3-8b";  // the cost model's model: the lesson is about a real one
     int cost_context = 1024;
-    bool sweep = false;
+    bool sweep = false, engine = false;
     pd::kernels::layers::SamplingParams sampling;
 };
 
@@ -104,6 +107,59 @@ std::vector<pd::Row> sweep_batch(const sv::CostModel& cm, const Options& o) {
     return rows;
 }
 
+// [ch09_engine]
+/// --engine: chapter 05's engine (chunked, B slots, 2B requests at once, each asking k = 4 draft
+/// tokens) replayed three ways: plain decoding, every request drafting, and under the rule, which
+/// drafts only as much as the cost model predicts gains at each step's batch (speculation_limits()
+/// with acceptance a). On the cost model the drafts are the oracle's (a = --accept-rate); on the
+/// model, prompt lookup's, and the rule takes the acceptance the drafting run measured.
+pd::Row engine_row(pd::Bench& bench, const Options& o, const pd::ModelConfig& config, DType weights, bool on_model,
+                   int B) {
+    const int k = 4, prompt = on_model ? o.p.length : o.cost_context, output = on_model ? o.p.gen : 256;
+    const pd::ModelConfig& shape = on_model ? config : *pd::find_model(o.cost_preset);
+    sv::CostModelConfig cc = sv::cost_model_config(shape, *pd::roofline::find_gpu(o.gpu), 1);
+    cc.accept_rate = o.accept_rate;
+    std::vector<sv::Request> requests;
+    for (int i = 0; i < 2 * B; ++i) requests.push_back({.id = i, .prompt_tokens = prompt, .output_tokens = output});
+    sv::SchedulerConfig sc{.token_budget = std::max(512, B * (k + 1)),
+                           .max_seqs = B,
+                           .kv_capacity = on_model ? (long long)B * (prompt + output) : 1LL << 40};
+    const auto replay = [&](int speculate, std::vector<int> rule, double& accepted) {
+        for (sv::Request& r : requests) r.speculate = speculate;
+        sc.draft_limit = std::move(rule);
+        sv::Timeline t;
+        if (on_model) {
+            t = md::serve_on_model(config, sc, requests, weights, DType::fp32, 1, "none", bench.options.seed);
+        } else {
+            sv::Scheduler scheduler(sc);
+            sv::CostModel cm(cc);
+            t = sv::run_engine(requests, scheduler, cm, true);
+        }
+        long long drafted = 0, decodes = 0;  // kept drafts: the tokens beyond one per decode and prefill
+        for (const auto& st : t.steps)
+            for (const sv::BatchItem& i : st.step.items) drafted += i.draft, decodes += !i.prefill;
+        accepted = drafted > 0 ? double(2LL * B * (output - 1) - decodes) / double(drafted) : 0.0;
+        return sv::compute_metrics(t).output_tokens_per_s;
+    };
+    double a_plain = 0, a_always = 0, a_rule = 0;
+    const double plain = replay(0, {}, a_plain), always = replay(k, {}, a_always);
+    if (on_model) cc.accept_rate = std::clamp(a_always, 0.0, 1.0);  // the rule learns the proposer's acceptance
+    const std::vector<int> rule = sv::speculation_limits(sv::CostModel(cc), k, prompt, B);
+    const double ruled = replay(k, rule, a_rule);
+    pd::Row r;
+    r.result.kernel = on_model ? "ngram" : "oracle";
+    r.result.passed = true;
+    r.point = {{"B", B},
+               {"executor", on_model ? "model" : "cost"},
+               {"acceptance", on_model ? a_always : o.accept_rate},
+               {"rule_k", rule[std::size_t(B)]},
+               {"plain_tps", plain},
+               {"always_x", always / plain},
+               {"rule_x", ruled / plain}};
+    return r;
+}
+// [ch09_engine]
+
 void add_options(pd::Bench& bench, Options& o) {
     bench.option("--preset", o.preset, "Target model shape", CLI::IsMember(pd::model_names()));
     bench.option("--batch", o.p.batch, "Sequences B generated together", CLI::Range(1, 64));
@@ -117,16 +173,16 @@ void add_options(pd::Bench& bench, Options& o) {
     bench.option("--accept-rate", o.accept_rate, "The oracle's probability a of proposing the target's choice",
                  CLI::Range(0.0, 1.0));
     bench.option("--draft-layers", o.draft_layers, "The draft model: the target's first layers", CLI::Range(1, 200));
-    bench.option("--temperature", o.sampling.temperature, "0: greedy; > 0: sample (the rejection sampler verifies)",
-                 CLI::Range(0.0f, 100.0f));
-    bench.option("--top-k", o.sampling.top_k, "Keep the k most likely tokens (0: all)", CLI::Range(0, 1 << 24));
-    bench.option("--top-p", o.sampling.top_p, "Keep the nucleus of this probability (1: all)", CLI::Range(0.0f, 1.0f));
+    md::add_sampling_options(bench, o.sampling);
     bench.option("--gpu", o.gpu, "GPU preset of the cost model's prediction", CLI::IsMember(pd::roofline::gpu_names()));
     bench.option("--cost-preset", o.cost_preset, "Model shape of the cost model's prediction",
                  CLI::IsMember(pd::model_names()));
     bench.option("--cost-context", o.cost_context, "Context of the cost model's prediction", CLI::Range(1, 1 << 20));
     bench.app.add_flag("--sweep-batch", o.sweep,
                        "Also the speed-up against the batch, B = 1 ... 64, on the cost model");
+    bench.app.add_flag("--engine", o.engine,
+                       "Also chapter 05's engine with speculative decoding: plain, always and under the rule, against "
+                       "the batch, on the cost model and the model");
 }
 
 int run(int argc, char** argv) {
@@ -269,6 +325,23 @@ int run(int argc, char** argv) {
                "then as dear as k + 1 steps.\n";
     }
 
+    std::vector<pd::Row> engine;
+    if (o.engine) {
+        for (int B : {1, 4, 16, 64}) engine.push_back(engine_row(bench, o, config, mo.weights, false, B));
+        for (int B : bench.sim() ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 4, 16})
+            engine.push_back(engine_row(bench, o, config, mo.weights, true, B));
+        out << "\nthe engine (chunked, B slots, 2B requests at once asking k = 4): output tokens/s plain, and each "
+               "way over plain\n"
+            << pd::render(engine, {pd::Column::point("executor", "executor"), "kernel", pd::Column::point("B", "B"),
+                                   pd::Column::point("accept", "acceptance"), pd::Column::point("rule k", "rule_k"),
+                                   pd::Column::point("plain tok/s", "plain_tps"),
+                                   pd::Column::point("always x", "always_x"), pd::Column::point("rule x", "rule_x")})
+            << "cost: " << o.cost_preset << " on " << o.gpu << ", prompts of " << o.cost_context
+            << " tokens, 256 out, the oracle at --accept-rate; model: " << config.name << ", prompt lookup"
+            << (bench.sim() ? " (CPU time on the simulator)" : "")
+            << ", its acceptance measured by the always run. rule k: the draft tokens the rule allows at B.\n";
+    }
+
     nlohmann::json report = bench.report({{"preset", config.name},
                                           {"batch", B},
                                           {"prompt_len", P},
@@ -285,6 +358,7 @@ int run(int argc, char** argv) {
                                           {"dtype", to_string(mo.weights)}},
                                          rows);
     report["sweep"] = bench.json(sweep);
+    report["engine"] = bench.json(engine);
     if (!passed) {
         out << "FAILED: greedy speculation did not choose plain decoding's tokens\n";
         report["passed"] = false;

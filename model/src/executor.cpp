@@ -4,11 +4,13 @@
 #include "pd/model/executor.hpp"
 
 #include "pd/serving/engine.hpp"
+#include "pd/serving/speculative.hpp"
 
 #include "pd/cuda_check.hpp"
 #include "pd/device.hpp"
 #include "pd/rng.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <optional>
 #include <stdexcept>
@@ -25,7 +27,7 @@ std::vector<int> synthetic_prompt(int n, int vocab, std::uint64_t seed, int id) 
 
 ModelExecutor::ModelExecutor(Model& model, const std::vector<serving::Request>& requests, std::uint64_t seed,
                              const serving::PagedCache* pages)
-    : model_(model), pages_(pages), next_(std::size_t(model.options().batch)) {
+    : model_(model), pages_(pages), next_(std::size_t(model.max_logit_rows())) {
     if ((pages != nullptr) != (model.options().block_size > 0) ||
         (pages && pages->block_size() != model.options().block_size))
         throw std::invalid_argument(
@@ -73,35 +75,59 @@ std::string describe_model(const ModelConfig& config, const ModelOptions& o, con
 // [model_executor_run]
 double ModelExecutor::run(const serving::Step& step) {
     const auto start = std::chrono::steady_clock::now();
-    // pack the items' tokens: each request's prompt then its output, from its context on
+    // pack the items' tokens: each request's prompt then its output, from its context on; a
+    // speculative decode (chapter 09) adds its draft: prompt lookup's guesses of what follows
     std::vector<int> tokens;
     std::vector<StepSequence> sequences;
-    for (const serving::BatchItem& item : step.items) {
+    std::vector<std::vector<int>> drafts(step.items.size());
+    for (std::size_t n = 0; n < step.items.size(); ++n) {
+        const serving::BatchItem& item = step.items[n];
         const std::vector<int>& p = prompts_.at(std::size_t(item.request));
         const std::vector<int>& g = generated_.at(std::size_t(item.request));
-        for (int i = item.context; i < item.context + item.tokens; ++i) {
+        const int own = item.tokens - item.draft;  // the tokens the request has
+        for (int i = item.context; i < item.context + own; ++i) {
             if (i >= int(p.size() + g.size()))
                 throw std::logic_error("model executor: request " + std::to_string(item.request) + " has no token at " +
                                        std::to_string(i) + " yet");
             tokens.push_back(i < int(p.size()) ? p[std::size_t(i)] : g[std::size_t(i) - p.size()]);
         }
+        if (item.draft > 0) {
+            std::vector<int> so_far = p;
+            so_far.insert(so_far.end(), g.begin(), g.end());
+            drafts[n] = serving::propose_ngram(so_far, item.draft);
+            // fewer guesses than the step holds: the last token again (the pass's shape was planned)
+            while (int(drafts[n].size()) < item.draft) drafts[n].push_back(so_far.back());
+            tokens.insert(tokens.end(), drafts[n].begin(), drafts[n].end());
+        }
         sequences.push_back(
             {.slot = item.slot,
              .context = item.context,
              .tokens = item.tokens,
-             .blocks = pages_ ? std::span<const int>(pages_->table(item.request)) : std::span<const int>()});
+             .blocks = pages_ ? std::span<const int>(pages_->table(item.request)) : std::span<const int>(),
+             .logits = 1 + item.draft});
     }
+    accepted_.assign(step.items.size(), 0);
     if (sequences.empty()) return 0;
     const Cost cost = model_.cost(sequences);
     spent_.flops += cost.flops;
     spent_.bytes += cost.bytes;
     model_.forward(tokens, sequences);
-    // greedy sampling: row s of the logits belongs to item s
+    // greedy sampling: item s's rows of the logits follow item s - 1's (one, or 1 + its draft)
     model_.argmax(next_.data());
-    std::vector<int> next(sequences.size());
+    std::vector<int> next(std::size_t(model_.logit_rows()));
     PD_CHECK_CUDA(cudaMemcpy(next.data(), next_.data(), next.size() * sizeof(int), cudaMemcpyDeviceToHost));
-    for (std::size_t s = 0; s < step.items.size(); ++s)
-        if (step.items[s].emits) generated_[std::size_t(step.items[s].request)].push_back(next[s]);
+    std::size_t row = 0;
+    for (std::size_t s = 0; s < step.items.size(); ++s) {
+        const serving::BatchItem& item = step.items[s];
+        const std::span<const int> choice(next.data() + row, std::size_t(1 + item.draft));
+        row += choice.size();
+        if (!item.emits) continue;
+        std::vector<int>& g = generated_[std::size_t(item.request)];
+        const int kept = serving::accept_greedy(drafts[s], choice);  // the longest prefix the target chose too
+        g.insert(g.end(), drafts[s].begin(), drafts[s].begin() + kept);
+        g.push_back(choice[std::size_t(kept)]);
+        accepted_[s] = kept;
+    }
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 // [model_executor_run]
@@ -115,6 +141,9 @@ ModelOptions engine_model_options(const ModelConfig& config, const serving::Sche
         o.num_blocks = int(scheduler.kv_capacity / scheduler.block_size);
     }
     o.max_step_tokens = int(serving::max_step_tokens(scheduler, requests));
+    int draft = 0;  // chapter 09: a verify pass asks for the logits of every one of its tokens
+    for (const serving::Request& r : requests) draft = std::max(draft, r.speculate);
+    o.max_logit_rows = scheduler.max_seqs * (1 + draft);
     Model::check_options(config, o);  // its errors now, before a replay starts
     return o;
 }

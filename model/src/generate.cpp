@@ -3,6 +3,8 @@
 /// checks of what they produced (generate.hpp).
 #include "pd/model/generate.hpp"
 
+#include "layers_reference.hpp"
+
 #include "model_reference.hpp"
 
 #include "pd/report.hpp"
@@ -25,11 +27,21 @@ double once(Fn&& step) {
     return time_device(step, 0, 1).median_ms;
 }
 
-/// Appends the logits of @p m and their argmax (the greedy tokens) to @p g.
-void take_step(Model& m, DeviceBuffer<int>& next, Generation& g) {
-    m.argmax(next.data());
-    const std::vector<int> t = next.download();
-    const std::vector<float> l = m.logits().download();
+/// Appends the logits of @p m and the tokens chosen from them to @p g: their argmax (greedy), or
+/// drawn by g.sampling, sequence b's token at @p position from its stream b.
+void take_step(Model& m, DeviceBuffer<int>& next, Generation& g, int position) {
+    const int B = m.options().batch;
+    if (g.sampling.greedy())
+        m.argmax(next.data());
+    else {
+        std::vector<int> streams(static_cast<std::size_t>(B)), positions(static_cast<std::size_t>(B), position);
+        for (int b = 0; b < B; ++b) streams[std::size_t(b)] = b;
+        m.sample(g.sampling, streams, positions, next.data());
+    }
+    std::vector<int> t = next.download();
+    t.resize(std::size_t(B));
+    std::vector<float> l = m.logits().download();
+    l.resize(std::size_t(B) * std::size_t(m.config().vocab));
     g.tokens.insert(g.tokens.end(), t.begin(), t.end());
     g.logits.insert(g.logits.end(), l.begin(), l.end());
 }
@@ -77,6 +89,13 @@ std::vector<int> make_prompts(const PromptSpec& s, const ModelConfig& c, const l
     return prompt;
 }
 
+void add_sampling_options(Bench& bench, kernels::layers::SamplingParams& s) {
+    bench.option("--temperature", s.temperature, "0: greedy (the argmax); > 0: sample from softmax(logits / T)",
+                 CLI::Range(0.0f, 100.0f));
+    bench.option("--top-k", s.top_k, "Sample among the k most likely tokens (0: all)", CLI::Range(0, 1 << 24));
+    bench.option("--top-p", s.top_p, "Sample within the nucleus of this probability (1: all)", CLI::Range(0.0f, 1.0f));
+}
+
 double generation_flops(const ModelConfig& c, const PromptSpec& s, int P, bool cached, bool recomputed, int sweep_max) {
     const double B = s.batch, G = s.gen;
     double tokens = (cached ? B * (P + G - 1) : 0) + (recomputed ? B * (G * P + G * (G - 1) / 2) : 0);
@@ -84,14 +103,16 @@ double generation_flops(const ModelConfig& c, const PromptSpec& s, int P, bool c
     return tokens * 2 * c.parameter_count();
 }
 
-Generation generate_cached(Model& m, const std::vector<int>& prompt, int P, int G) {
+Generation generate_cached(Model& m, const std::vector<int>& prompt, int P, int G,
+                           const kernels::layers::SamplingParams& sampling) {
     Generation g;
-    DeviceBuffer<int> next(static_cast<std::size_t>(m.options().batch));
+    g.sampling = sampling;
+    DeviceBuffer<int> next(static_cast<std::size_t>(m.max_logit_rows()));
     g.ms.push_back(once([&] { m.prefill(prompt, P); }));
-    take_step(m, next, g);
+    take_step(m, next, g, P);
     for (int i = 1; i < G; ++i) {
         g.ms.push_back(once([&] { m.decode(next.data()); }));  // K, V of positions < P + i - 1 come from the cache
-        take_step(m, next, g);
+        take_step(m, next, g, P + i);
     }
     return g;
 }
@@ -143,14 +164,16 @@ Agreement teacher_forced_agreement(const Generation& original, Model& quantized,
 // [generate_recompute]
 /// Without a cache: every step runs the whole sequence so far (prompt + generated) through
 /// the model again, as a prefill, and keeps only the last position's logits.
-Generation generate_recompute(Model& m, const std::vector<int>& prompt, int P, int G) {
+Generation generate_recompute(Model& m, const std::vector<int>& prompt, int P, int G,
+                              const kernels::layers::SamplingParams& sampling) {
     Generation g;
+    g.sampling = sampling;
     const int B = m.options().batch;
-    DeviceBuffer<int> next(static_cast<std::size_t>(B));
+    DeviceBuffer<int> next(static_cast<std::size_t>(m.max_logit_rows()));
     std::vector<int> seq = prompt;  // [B, P + i]
     for (int i = 0; i < G; ++i) {
         g.ms.push_back(once([&] { m.prefill(seq, P + i); }));
-        take_step(m, next, g);
+        take_step(m, next, g, P + i);
         std::vector<int> longer;
         for (int b = 0; b < B; ++b) {
             longer.insert(longer.end(), seq.begin() + std::ptrdiff_t(b) * (P + i),
@@ -180,13 +203,23 @@ std::string compare_generations(const Generation& a, const Generation& b, int B,
             for (int v = 0; v < V; ++v) max_logit_diff = std::max<double>(max_logit_diff, std::fabs(la[v] - lb[v]));
             if (a.tokens[at] == b.tokens[at]) continue;
             ++diverged;
-            passed = d == DType::bf16 && rank_of(la, b.tokens[at]) < 5 && rank_of(lb, a.tokens[at]) < 5 && passed;
+            const kernels::layers::SamplingParams& r = a.sampling;
+            if (r.greedy()) {
+                passed = d == DType::bf16 && rank_of(la, b.tokens[at]) < 5 && rank_of(lb, a.tokens[at]) < 5 && passed;
+            } else {  // the same draw fell on either side of an edge the roundings moved: both tokens kept by both
+                const auto kept = [&](std::span<const float> l, int token) {
+                    return reference::sample_row(l, r.temperature, r.top_k, r.top_p, 0.0).probs[std::size_t(token)] > 0;
+                };
+                passed = d == DType::bf16 && kept(la, b.tokens[at]) && kept(lb, a.tokens[at]) && passed;
+            }
             break;  // after a divergence the two sequences differ: nothing more to compare
         }
     const std::string seqs = std::to_string(B) + (B == 1 ? " sequence" : " sequences");
     if (diverged == 0) return "identical tokens at all " + std::to_string(G) + " steps of " + seqs;
     return std::to_string(diverged) + " of " + seqs + " diverged" +
-           (passed ? " (each side's token in the other's top 5)" : " (FAILED)");
+           (!passed               ? " (FAILED)"
+            : a.sampling.greedy() ? " (each side's token in the other's top 5)"
+                                  : " (each side's token one the other's rules keep)");
 }
 
 // [kv_rounding]

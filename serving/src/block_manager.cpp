@@ -115,6 +115,10 @@ void BlockManager::commit(const Sequence& seq) {
     if (paged_) paged_->commit(seq.request.id, seq.request.prompt, seq.computed);
 }
 
+void BlockManager::trim(const Sequence& seq) {
+    if (paged_) paged_->shrink(seq.request.id, seq.computed);
+}
+
 void BlockManager::release(Sequence& seq) {
     free_slots_.push_back(seq.slot);
     if (paged_) paged_->release(seq.request.id);

@@ -1,6 +1,9 @@
 // The roofline cost model of a serving step (see cost_model.hpp for the formulas and sources).
 #include "pd/serving/cost_model.hpp"
 
+#include "pd/philox.hpp"
+#include "pd/serving/speculative.hpp"
+
 #include "pd/report.hpp"
 
 #include <vector>
@@ -45,6 +48,8 @@ void CostModelConfig::check() const {
     require_non_negative(step_overhead_s, "step_overhead_s");
     require_non_negative(allreduce_latency_s, "allreduce_latency_s");
     require_positive(allreduce_bus_bytes_per_s, "allreduce_bus_bytes_per_s");
+    if (!(accept_rate >= 0 && accept_rate <= 1))
+        throw std::invalid_argument("CostModelConfig.accept_rate must be in [0, 1], got " + fmt("%g", accept_rate));
 }
 
 CostModelConfig cost_model_config(const ModelConfig& model, const roofline::GpuSpec& gpu, int tp) {
@@ -103,8 +108,38 @@ CostModel::Breakdown CostModel::breakdown(const Step& step) const {
 }
 
 double CostModel::run(const Step& step) {
+    accepted_.assign(step.items.size(), 0);
+    for (std::size_t i = 0; i < step.items.size(); ++i) {  // the oracle: keep while each draw falls under a
+        const BatchItem& item = step.items[i];
+        while (accepted_[i] < item.draft &&
+               philox_uniform(0, std::uint64_t(item.request), std::uint64_t(item.context + accepted_[i])) <
+                   config_.accept_rate)
+            ++accepted_[i];
+    }
     return breakdown(step).total_s;
 }
+
+// [speculation_limits]
+std::vector<int> speculation_limits(const CostModel& cm, int k_max, int context, int max_batch) {
+    const double a = cm.config().accept_rate;
+    std::vector<int> limits(static_cast<std::size_t>(max_batch) + 1, 0);
+    for (int B = 1; B <= max_batch; ++B) {
+        const auto time = [&](int tokens) {
+            Step step;
+            for (int b = 0; b < B; ++b)
+                step.items.push_back({.request = b, .tokens = tokens, .context = context, .logits = tokens});
+            return cm.breakdown(step).total_s;
+        };
+        const double decode = time(1);
+        double best = 1.0;  // plain decoding: one token per step
+        for (int k = 1; k <= k_max; ++k) {
+            const double gain = expected_tokens_per_step(a, k) / (time(k + 1) / decode);
+            if (gain > best) best = gain, limits[static_cast<std::size_t>(B)] = k;
+        }
+    }
+    return limits;
+}
+// [speculation_limits]
 
 std::string CostModel::describe() const {
     const CostModelConfig& c = config_;

@@ -39,7 +39,8 @@ Timeline run_engine(const std::vector<Request>& requests, Scheduler& scheduler, 
         // the cache while the step runs: the running requests' positions, this step's included
         t.steps.push_back({start, clock, step, scheduler.kv_held(step), static_cast<int>(scheduler.running().size()),
                            scheduler.paged() ? scheduler.paged()->used() : 0});
-        for (int id : scheduler.complete(step)) t.requests[static_cast<std::size_t>(id)].token_s.push_back(clock);
+        for (int id : scheduler.complete(step, executor.accepted()))
+            t.requests[static_cast<std::size_t>(id)].token_s.push_back(clock);
         items += step.items.size();
         const std::size_t cost = scheduler.check_cost();
         if (check && (cost <= 4096 || checked + cost <= 16 * items || !scheduler.has_work())) {

@@ -146,6 +146,22 @@ void PagedCache::release(int seq) {
     tables_.erase(it);
 }
 
+void PagedCache::shrink(int seq, long long positions) {
+    const auto it = tables_.find(seq);
+    if (it == tables_.end()) return;
+    std::vector<int>& t = it->second;
+    while (static_cast<long long>(t.size()) > blocks_for(positions)) {
+        const int b = t.back();
+        t.pop_back();
+        const auto i = static_cast<std::size_t>(b);
+        if (--ref_[i] > 0) continue;
+        if (is_cached_[i])
+            lru_at_[i] = lru_.insert(lru_.end(), b);  // kept, most recently used
+        else
+            free_.push_back(b);
+    }
+}
+
 void PagedCache::check_invariants() const {
     const auto fail = [](const std::string& what) { throw std::logic_error("paged cache invariant: " + what); };
     std::vector<int> holders(ref_.size(), 0);

@@ -9,6 +9,7 @@
 #include "pd/serving/chunked_step.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -57,6 +58,7 @@ Step Scheduler::next_step() {
             step = chunked_step();
             break;
     }
+    add_drafts(step);
     // Allocate: blocks for every new position (a plan within capacity() always finds them),
     // and each item's slot, where its cache lives.
     for (BatchItem& item : step.items) {
@@ -65,6 +67,40 @@ Step Scheduler::next_step() {
     }
     return step;
 }
+
+// [add_drafts]
+/// Chapter 09: the draft tokens request @p s may add to its decode in a step of @p decodes
+/// decodes: what it asks, cut to the rule's limit for that batch and to its output left after
+/// the step's token (no draft past the end).
+int Scheduler::draft_of(const Sequence& s, int decodes) const {
+    const int limit = decodes < static_cast<int>(config_.draft_limit.size())
+                          ? config_.draft_limit[static_cast<std::size_t>(decodes)]
+                          : std::numeric_limits<int>::max();
+    return std::max(0, std::min({s.request.speculate, limit, s.request.output_tokens - s.generated - 1}));
+}
+
+/// Each decode of a request that speculates carries k = draft_of() draft tokens after its own, a
+/// verify of k + 1 positions, as far as the token budget and the cache left after the plan
+/// allow (the draft's positions are reserved in the cache for the step; complete() gives back
+/// those not kept). Requests in the step's order.
+void Scheduler::add_drafts(Step& step) const {
+    const int decodes = static_cast<int>(
+        std::count_if(step.items.begin(), step.items.end(), [](const BatchItem& i) { return !i.prefill; }));
+    long long budget = config_.token_budget - step.tokens();
+    long long cache = cache_.capacity() - cache_.used(running_) - step.tokens();
+    for (BatchItem& item : step.items) {
+        if (item.prefill) continue;
+        const Sequence& s = *std::find_if(running_.begin(), running_.end(),
+                                          [&](const Sequence& q) { return q.request.id == item.request; });
+        const long long k = std::min<long long>({draft_of(s, decodes), budget, cache});
+        if (k <= 0) continue;
+        item.draft = static_cast<int>(k);
+        item.tokens = item.logits = 1 + item.draft;
+        budget -= k;
+        cache -= k;
+    }
+}
+// [add_drafts]
 
 const Sequence& Scheduler::admit_front() {
     Sequence s = waiting_.front();
@@ -178,7 +214,16 @@ Step Scheduler::chunked_step() {
         std::vector<WaitingRequest> waiting;
         for (std::size_t i = 0; i < waiting_.size() && static_cast<int>(i) < cache_.free_slots(); ++i)
             waiting.push_back({waiting_[i].request.id, cache_.can_allocate(waiting_[i]).prefill});
-        const StepRoom room{config_.token_budget, cache_.free_slots(), cache_.capacity() - cache_.used(running_)};
+        // Chapter 09: the running decodes' draft tokens come before new prefill chunks (as vLLM
+        // schedules running requests first): the lab plans with what they leave.
+        long long drafts = 0, decodes = 0;
+        for (const Sequence& s : running_) decodes += !s.prefilling();
+        for (const Sequence& s : running_)
+            if (!s.prefilling()) drafts += draft_of(s, static_cast<int>(decodes));
+        drafts = std::max(0LL, std::min({drafts, config_.token_budget - decodes,
+                                         cache_.capacity() - cache_.used(running_) - decodes}));
+        const StepRoom room{static_cast<int>(config_.token_budget - drafts), cache_.free_slots(),
+                            cache_.capacity() - cache_.used(running_) - drafts};
         ChunkedPlan plan = build_chunked_step(running, waiting, room);
         check_chunked_plan(plan, running, waiting, room);  // the lab's code is a student's
         // The lab plans a new request from position 0: admitted, its chunk starts after its
@@ -215,18 +260,32 @@ Sequence* Scheduler::find(int id) {
 }
 
 std::vector<int> Scheduler::complete(const Step& step) {
+    return complete(step, {});
+}
+
+std::vector<int> Scheduler::complete(const Step& step, const std::vector<int>& accepted) {
+    if (!accepted.empty() && accepted.size() != step.items.size())
+        throw std::logic_error("complete: " + std::to_string(accepted.size()) + " accepted counts for " +
+                               std::to_string(step.items.size()) + " items");
     std::vector<int> emitted;
-    for (const BatchItem& item : step.items) {
+    for (std::size_t i = 0; i < step.items.size(); ++i) {
+        const BatchItem& item = step.items[i];
         Sequence* s = find(item.request);
         if (!s) throw std::logic_error("complete: request " + std::to_string(item.request) + " is not running");
         if (item.context != s->computed)
             throw std::logic_error("complete: request " + std::to_string(item.request) + " ran at context " +
                                    std::to_string(item.context) + " but holds " + std::to_string(s->computed));
-        s->computed += item.tokens;
+        const int kept = accepted.empty() ? 0 : accepted[i];
+        if (kept < 0 || kept > item.draft)
+            throw std::logic_error("complete: request " + std::to_string(item.request) + " kept " +
+                                   std::to_string(kept) + " of " + std::to_string(item.draft) + " draft tokens");
+        // a speculative decode keeps its token and the accepted drafts; the rest are rolled back
+        s->computed += item.tokens - (item.draft - kept);
+        if (item.draft > 0) cache_.trim(*s);
         cache_.commit(*s);  // its full prompt blocks become cached prefixes
         if (item.emits) {
-            ++s->generated;
-            emitted.push_back(item.request);
+            for (int t = 0; t <= kept; ++t) emitted.push_back(item.request);
+            s->generated += 1 + kept;
         }
     }
     // finished requests leave and give back their slots and blocks
@@ -251,6 +310,11 @@ void Scheduler::check_invariants() const {
             fail("request " + std::to_string(s.request.id) + " holds more positions than prompt + output");
     }
     cache_.check_invariants(running_, waiting_);
+    if (const PagedCache* pages = cache_.paged())  // between steps: no reservation left (chapter 09's drafts)
+        for (const Sequence& r : running_)
+            if (static_cast<long long>(pages->table(r.request.id).size()) > pages->blocks_for(r.computed))
+                fail("request " + std::to_string(r.request.id) +
+                     " holds blocks past its positions (a draft's reservation not given back)");
     for (std::size_t i = 1; i < waiting_.size(); ++i)
         if (waiting_[i - 1].request.id > waiting_[i].request.id) fail("the waiting queue is out of arrival order");
     for (const Sequence& r : running_)

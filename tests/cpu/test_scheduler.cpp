@@ -5,6 +5,7 @@
 // with its full output); and max_step_tokens(), the bound on a step, against every step of
 // seeded runs.
 #include "pd/rng.hpp"
+#include "pd/serving/cost_model.hpp"
 #include "pd/serving/engine.hpp"
 #include "pd/serving/scheduler.hpp"
 #include "pd/serving/timeline.hpp"
@@ -244,4 +245,104 @@ TEST_CASE("scheduler: max_step_tokens bounds every step, and chunked fills its b
                 if (p == sv::Policy::continuous && w == 1) CHECK(most >= bound - 20);  // the longest prompt, whole
             }
     CHECK(preemptions > 0);
+}
+
+TEST_CASE(
+    "scheduler: speculative decodes carry drafts within the budget, the cache and the rule, and give back what "
+    "was rejected",
+    "[scheduler][speculative]") {
+    // 24 requests, half of them speculating 4 tokens; the cost model's oracle keeps a draft token
+    // with probability 0.5; the rule allows 4 draft tokens with up to 2 decodes, 1 with 3 to 5, none above
+    std::vector<sv::Request> requests;
+    pd::Rng rng(20261204);
+    for (int i = 0; i < 24; ++i)
+        requests.push_back({.id = i,
+                            .arrival_s = 0,  // all at once: full batches and cache pressure
+                            .prompt_tokens = rng.integer(3, 40),
+                            .output_tokens = rng.integer(1, 30),
+                            .speculate = i % 2 == 0 ? 4 : 0});
+    const std::vector<int> rule = {0, 4, 4, 1, 1, 1};
+    sv::CostModelConfig cc = sv::cost_model_config(*pd::find_model("tiny"), *pd::roofline::find_gpu("H100-SXM"), 1);
+    cc.accept_rate = 0.5;
+    for (sv::Policy p : {sv::Policy::static_batch, sv::Policy::continuous, sv::Policy::chunked})
+        for (int block : {0, 4}) {
+            INFO("policy " << sv::to_string(p) << ", block size " << block);
+            // 80 positions for 6 slots: preemptions
+            const sv::SchedulerConfig cfg{.policy = p,
+                                          .token_budget = 24,
+                                          .max_seqs = 6,
+                                          .kv_capacity = 80,
+                                          .block_size = block,
+                                          .draft_limit = rule};
+            sv::Scheduler s(cfg);
+            sv::CostModel exec(cc);
+            std::size_t next = 0;
+            double clock = 0;
+            long long drafted = 0, kept = 0, tokens = 0;
+            std::vector<int> out(requests.size(), 0);
+            while (next < requests.size() || s.has_work()) {
+                while (next < requests.size() && requests[next].arrival_s <= clock) s.arrive(requests[next++]);
+                const sv::Step step = s.next_step();
+                if (step.empty()) {
+                    REQUIRE(next < requests.size());
+                    clock = requests[next].arrival_s;
+                    continue;
+                }
+                if (p == sv::Policy::chunked) CHECK(step.tokens() <= cfg.token_budget);
+                int decodes = 0;
+                for (const sv::BatchItem& i : step.items) decodes += !i.prefill;
+                for (const sv::BatchItem& i : step.items) {
+                    if (i.draft == 0) continue;
+                    CHECK(requests[std::size_t(i.request)].speculate > 0);
+                    CHECK(i.draft <= std::min(4, decodes < 6 ? rule[std::size_t(decodes)] : 4));
+                    CHECK(i.tokens == 1 + i.draft);
+                    CHECK(i.logits == i.tokens);
+                    drafted += i.draft;
+                }
+                clock += exec.run(step);
+                const std::vector<int> acc = exec.accepted();
+                for (std::size_t i = 0; i < acc.size(); ++i) kept += acc[i];
+                for (int id : s.complete(step, acc)) ++out[std::size_t(id)], ++tokens;
+                s.check_invariants();  // paged: no block kept past a request's positions
+                REQUIRE(tokens < 100000);
+            }
+            for (const sv::Request& r : requests) CHECK(out[std::size_t(r.id)] == r.output_tokens);
+            INFO(drafted << " draft tokens, " << kept << " kept");
+            CHECK(drafted > 0);
+            CHECK(kept > 0);
+            CHECK(kept < drafted);
+            if (p == sv::Policy::continuous) CHECK(s.preemptions() > 0);  // prefills first: decodes overflow
+            // and through run_engine: every request gets its whole output, in time order
+            sv::Scheduler again(cfg);
+            const sv::Timeline tl = sv::run_engine(requests, again, exec, true);
+            for (const auto& r : tl.requests) {
+                CHECK(static_cast<int>(r.token_s.size()) == r.request.output_tokens);
+                CHECK(std::is_sorted(r.token_s.begin(), r.token_s.end()));
+            }
+        }
+    // a kept count outside the draft is refused
+    sv::Scheduler s({.policy = sv::Policy::chunked, .token_budget = 16, .max_seqs = 2});
+    s.arrive({.id = 0, .prompt_tokens = 3, .output_tokens = 8, .speculate = 2});
+    s.complete(s.next_step());  // the prefill
+    const sv::Step step = s.next_step();
+    REQUIRE(step.items.size() == 1);
+    CHECK(step.items[0].draft == 2);
+    CHECK_THROWS_WITH(s.complete(step, {3}), Contains("kept 3 of 2 draft tokens"));
+}
+
+TEST_CASE("scheduler: the cost model's rule drafts while verifying gains over plain decoding",
+          "[scheduler][speculative]") {
+    // llama-3-8b on an H200 at a 1,024-token context: a verify of 5 tokens costs a decode step up to
+    // dozens of decodes (the weights dominate); at a = 0.8 the rule drafts k = 4 there
+    sv::CostModelConfig cc = sv::cost_model_config(*pd::find_model("llama-3-8b"), *pd::roofline::find_gpu("H200"), 1);
+    const std::vector<int> limits = sv::speculation_limits(sv::CostModel(cc), 4, 1024, 64);
+    REQUIRE(limits.size() == 65);
+    CHECK(limits[1] == 4);
+    CHECK(limits[16] == 4);
+    // a hopeless proposer (a = 0.01) on a compute-bound step gains nothing: no draft
+    cc.accept_rate = 0.01;
+    cc.bandwidth_efficiency = 1;
+    cc.compute_efficiency = 0.001;  // a machine whose arithmetic is scarce: every extra token costs
+    const std::vector<int> none = sv::speculation_limits(sv::CostModel(cc), 4, 1024, 8);
+    for (int B = 1; B <= 8; ++B) CHECK(none[std::size_t(B)] == 0);
 }

@@ -289,3 +289,48 @@ TEST_CASE("paged model: the engine generates the same tokens with slots and with
             if (prefix) CHECK(hits > 0);
         }
 }
+
+TEST_CASE("engine on the model: speculative decodes (prompt lookup, greedy) generate the tokens plain decoding does",
+          "[serving][model][speculative]") {
+    const pd::ModelConfig c = tiny();
+    // prompts that repeat a 5-token phrase, so that prompt lookup guesses; every other request speculates
+    std::vector<sv::Request> requests;
+    const int prompts[] = {15, 10, 20, 10, 15, 12}, outputs[] = {9, 12, 5, 10, 3, 11};
+    for (int i = 0; i < 6; ++i) {
+        sv::Request r{.id = i,
+                      .arrival_s = 0.001 * i,
+                      .prompt_tokens = prompts[i],
+                      .output_tokens = outputs[i],
+                      .speculate = i % 2 == 0 ? 3 : 0};
+        r.prompt = md::synthetic_prompt(prompts[i], c.vocab, 7, i);
+        for (int t = 5; t < prompts[i]; ++t) r.prompt[std::size_t(t)] = r.prompt[std::size_t(t % 5)];
+        requests.push_back(r);
+    }
+    md::Model alone(c, {.batch = 1, .max_seq = 40});
+    alone.init_synthetic(11);
+    std::vector<std::vector<int>> want;
+    for (const sv::Request& r : requests) want.push_back(generate_alone(alone, r.prompt, r.output_tokens));
+    for (sv::Policy p : {sv::Policy::continuous, sv::Policy::chunked})
+        for (int block : {0, 4}) {
+            INFO("policy " << sv::to_string(p) << ", block size " << block);
+            // 3 requests at once in 48 positions (pages: 12 blocks): waiting and preemptions
+            const sv::SchedulerConfig cfg{
+                .policy = p, .token_budget = 12, .max_seqs = 3, .kv_capacity = 48, .block_size = block};
+            sv::Scheduler scheduler(cfg);
+            md::Model m(c, md::engine_model_options(c, cfg, requests, pd::DType::fp32, pd::DType::fp32, 1));
+            m.init_synthetic(11);
+            md::ModelExecutor executor(m, requests, 7, scheduler.paged());
+            const sv::Timeline t = sv::run_engine(requests, scheduler, executor, true);
+            int drafted = 0;
+            for (const auto& s : t.steps)
+                for (const sv::BatchItem& i : s.step.items) drafted += i.draft;
+            INFO(t.steps.size() << " steps, " << drafted << " draft tokens, " << scheduler.preemptions()
+                                << " preemptions");
+            CHECK(drafted > 0);
+            if (p == sv::Policy::continuous) CHECK(scheduler.preemptions() > 0);
+            for (const sv::Request& r : requests) {
+                INFO("request " << r.id);
+                CHECK(executor.generated(r.id) == want[std::size_t(r.id)]);
+            }
+        }
+}

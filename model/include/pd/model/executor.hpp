@@ -55,13 +55,17 @@ public:
     const std::vector<int>& generated(int id) const { return generated_.at(std::size_t(id)); }
     /// The FLOPs and fewest bytes of the forward passes run so far (Model::cost() of each step).
     const Cost& spent() const { return spent_; }
+    /// Chapter 09: the draft tokens each item of the last step kept (greedy acceptance of prompt
+    /// lookup's guesses; 0 for an item without a draft).
+    std::vector<int> accepted() const override { return accepted_; }
 
 private:
     Model& model_;
     const serving::PagedCache* pages_;
     std::vector<std::vector<int>> prompts_, generated_;
-    DeviceBuffer<int> next_;  // the sampled token of each sequence of a step
-    Cost spent_;              // the steps' costs, summed
+    DeviceBuffer<int> next_;     // the sampled token of each sequence of a step
+    Cost spent_;                 // the steps' costs, summed
+    std::vector<int> accepted_;  // per item of the last step: its draft tokens kept
 };
 
 // [engine_model_options]

@@ -39,6 +39,12 @@ struct PromptSpec {
 std::vector<int> make_prompts(const PromptSpec& s, const ModelConfig& c, const llama2c::Tokenizer* tok,
                               std::uint64_t seed, int& P);
 
+/// `--temperature`, `--top-k` and `--top-p` on a generating program (chapters 04 and 09), into
+/// @p s; its seed is the program's `--seed` (set it after parsing). Their ranges are checked by
+/// kernels::layers::check_sampling() against the vocabulary, which names SamplingParams' fields.
+/// @param bench the harness  @param s where they go
+void add_sampling_options(Bench& bench, kernels::layers::SamplingParams& s);
+
 /// The arithmetic chapter 04's run asks of the model, in FLOPs (2 per parameter per token through
 /// it): the cached generation (P + G - 1 tokens per sequence), the recomputed one (the whole
 /// sequence at every step), and the context sweep's points (C + 1 tokens at C = 8, 16, ... up to
@@ -54,19 +60,27 @@ struct Generation {
     std::vector<int> tokens;    ///< [G, B]
     std::vector<float> logits;  ///< [G, B, V]
     std::vector<double> ms;     ///< [G]
+    /// How each token was chosen: greedy (the argmax), or drawn with chapter 09's rules, the token
+    /// of sequence b at position p from Philox draw (seed, b, p), so both ways draw alike.
+    kernels::layers::SamplingParams sampling;
 };
 
 /// With the cache: prefill the prompt [B, P] once, then each of the G - 1 steps feeds the last
 /// token only. @param m the model (batch B)  @param prompt [B, P]  @param P prompt tokens  @param G tokens to generate
-Generation generate_cached(Model& m, const std::vector<int>& prompt, int P, int G);
+/// @param sampling greedy (the default), or temperature, top-k and top-p (chapter 09)
+Generation generate_cached(Model& m, const std::vector<int>& prompt, int P, int G,
+                           const kernels::layers::SamplingParams& sampling = {});
 /// Without a cache: every step runs the whole sequence so far (prompt + generated) through the
 /// model again, as a prefill, and keeps only the last position's logits.
 /// @param m the model (batch B)  @param prompt [B, P]  @param P prompt tokens  @param G tokens to generate
-Generation generate_recompute(Model& m, const std::vector<int>& prompt, int P, int G);
+/// @param sampling greedy (the default), or temperature, top-k and top-p (chapter 09)
+Generation generate_recompute(Model& m, const std::vector<int>& prompt, int P, int G,
+                              const kernels::layers::SamplingParams& sampling = {});
 
 /// Cache vs recompute. fp32: the same tokens at every step. bf16 (rounding differs between the
 /// GEMM and GEMV paths): the same tokens up to a first divergence, where each side's token is
-/// among the other side's top 5. Returns a one-line verdict; @p passed and @p max_logit_diff are set.
+/// among the other side's top 5 (sampled: among the tokens the other side's rules keep). Returns a one-line verdict; @p
+/// passed and @p max_logit_diff are set.
 /// @param a one generation  @param b the other  @param B sequences  @param V vocabulary
 /// @param d the rule (fp32 or bf16)  @param passed the verdict  @param max_logit_diff the largest |a - b| of a logit
 std::string compare_generations(const Generation& a, const Generation& b, int B, int V, DType d, bool& passed,

@@ -96,6 +96,10 @@ public:
     /// cached prefixes (paged with prefix caching; nothing otherwise).
     /// @param seq a running request, its computed positions advanced
     void commit(const Sequence& seq);
+    /// After a speculative step (chapter 09): gives back the blocks @p seq holds past its computed
+    /// positions, reserved for draft tokens that were not kept (paged; nothing otherwise).
+    /// @param seq a running request, its computed positions advanced
+    void trim(const Sequence& seq);
     /// Takes back @p seq's slot and blocks (a block still shared, or a cached prefix, stays),
     /// and resets its slot, prefill_len, prefix_hit and computed.
     /// @param seq a running request that finishes or is preempted

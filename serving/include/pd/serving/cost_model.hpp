@@ -79,6 +79,10 @@ struct CostModelConfig {
     /// SHARP on 8 x H100 (NVIDIA/nccl-tests issue 212, NCCL maintainer: "a peak busBw of
     /// ~480GB/s (algbw ~275GB/s)"; NVLink 4 line rate 450 GB/s per direction).
     double allreduce_bus_bytes_per_s = 480e9;
+    /// Chapter 09: the probability that a draft token is the target's choice, each independently
+    /// (the oracle of chapter 09: a step keeps draft token i with probability a^i). Default 0.8,
+    /// the oracle's default in ch09_speculative: a setting for the lesson, not a measurement.
+    double accept_rate = 0.8;
 
     /// Throws std::invalid_argument naming the first field out of range ("CostModelConfig.
     /// compute_efficiency must be in (0, 1], got 0"), the model's fields included.
@@ -117,12 +121,27 @@ public:
     /// The counts and times of @p step (same preconditions as run()).
     Breakdown breakdown(const Step& step) const;
 
+    /// Chapter 09: the draft tokens each item of the last step kept, drawn as the oracle keeps them
+    /// (accept_rate, independently, up to the first rejection; Philox draws of the request and
+    /// the position, so a replay is deterministic).
+    std::vector<int> accepted() const override { return accepted_; }
+
     /// The configuration in use.
     const CostModelConfig& config() const { return config_; }
 
 private:
     CostModelConfig config_;
-    StepCostShape shape_;  ///< the model's costs per token, per emitted token, per attended pair
+    StepCostShape shape_;        ///< the model's costs per token, per emitted token, per attended pair
+    std::vector<int> accepted_;  ///< per item of the last step: its draft tokens kept
 };
+
+/// Chapter 09's rule for the scheduler (SchedulerConfig::draft_limit): for each batch of B = 0 ...
+/// @p max_batch decodes at @p context cached positions, the k <= @p k_max that the cost model
+/// predicts is fastest per token, E(a, k) / c_v(B, k) with E = (1 - a^(k+1)) / (1 - a) and c_v =
+/// T(B verifies of k + 1 tokens) / T(B decodes); 0 where no k gains over plain decoding.
+/// @param cm the cost model (its accept_rate is a)  @param k_max the most draft tokens
+/// @param context the decodes' cached positions  @param max_batch the largest batch
+/// @return [max_batch + 1] the limits (entry 0 unused)
+std::vector<int> speculation_limits(const CostModel& cm, int k_max, int context, int max_batch);
 
 }  // namespace pd::serving

@@ -67,6 +67,10 @@ public:
     /// holds a cached prefix, stays cached as the most recently used.
     /// @param seq the sequence
     void release(int seq);
+    /// Gives back the blocks of @p seq past the first @p positions positions, as release() does
+    /// (chapter 09: the blocks reserved for draft tokens that were not kept).
+    /// @param seq the sequence  @param positions the positions it keeps
+    void shrink(int seq, long long positions);
 
     /// The block table of @p seq (empty if it holds none).
     /// @param seq the sequence

@@ -59,6 +59,11 @@ struct SchedulerConfig {
     /// kv_capacity / block_size blocks (chapter 06), allocated as sequences grow.
     int block_size = 0;
     bool prefix_caching = false;  ///< paged only: reuse cached full prompt blocks
+    /// Chapter 09's rule for speculative decoding: draft_limit[B] is the most draft tokens a
+    /// request may add to its decode token in a step of B decodes (the requests ask for
+    /// Request::speculate); past its end, or empty, no limit. speculation_limits() makes it from
+    /// the cost model: 0 where verifying would make the step slower than the tokens it gains.
+    std::vector<int> draft_limit;
 };
 
 /// @p config, if a scheduler can run with it.
@@ -104,6 +109,12 @@ public:
     /// @param step the step next_step() returned
     /// @throws std::logic_error for an item of a request that is not running, or at the wrong context
     std::vector<int> complete(const Step& step);
+    /// As above for a step with drafts (chapter 09): item i kept @p accepted[i] of its draft
+    /// tokens (empty: none), so its request advances by 1 + accepted[i] positions and tokens
+    /// (emitting one id per token), and a paged cache gives back the blocks past them.
+    /// @param step the step next_step() returned  @param accepted per item, 0 ... its draft
+    /// @throws std::logic_error as above, or for an accepted count outside 0 ... draft
+    std::vector<int> complete(const Step& step, const std::vector<int>& accepted);
 
     /// True while a request waits or runs.
     bool has_work() const { return !waiting_.empty() || !running_.empty(); }
@@ -137,7 +148,8 @@ public:
     /// Throws std::logic_error naming the broken invariant: at most max_seqs run, no request
     /// has more output than it asked for or holds more than prompt + output positions, the
     /// waiting queue is in arrival order and no running request arrived after the waiting
-    /// queue's head (first come, first served), and the cache's
+    /// queue's head (first come, first served), no paged request holding blocks past its
+    /// positions (chapter 09's draft reservations given back), and the cache's
     /// (BlockManager::check_invariants(): no slot leaked or shared, no more than the capacity).
     void check_invariants() const;
     /// About how many elements check_invariants() visits now: the waiting and running requests,
@@ -153,6 +165,8 @@ private:
     Step static_step();
     Step continuous_step();
     Step chunked_step();
+    void add_drafts(Step& step) const;  // chapter 09: the decodes' draft tokens, within budget, cache and rule
+    int draft_of(const Sequence& s, int decodes) const;  // chapter 09: the draft tokens s may add
     const Sequence& admit_front();  // the first waiting request runs (valid until running_ changes)
     int preempt_newest();           // drops the newest running request's cache; returns its id
     void make_room_for_decodes();   // preempts the newest until every decode fits in the cache

@@ -18,6 +18,9 @@ struct Request {
     /// The prompt's token ids, when the workload has them (prefix caching matches them; the
     /// model executor feeds them). Empty: a prompt of prompt_tokens tokens shared with no one.
     std::vector<int> prompt;
+    /// Chapter 09: draft tokens it asks to have verified per decode step (speculative decoding;
+    /// 0: plain decoding). The scheduler may grant fewer (SchedulerConfig::draft_limit).
+    int speculate = 0;
 };
 
 /// What one request does in one step: `tokens` new tokens of its prompt (a prefill chunk, or
@@ -33,6 +36,9 @@ struct BatchItem {
     int slot = -1;  ///< the request's cache slot (set by the scheduler; the real executor's cache row)
     /// Rows of logits it needs when it emits: 1, or chapter 09's verify of a draft, every token's.
     int logits = 1;
+    /// Chapter 09: of its tokens, the draft tokens after the decode token (a speculative decode:
+    /// tokens = logits = 1 + draft; the executor proposes them and reports how many it kept).
+    int draft = 0;
 };
 
 /// One iteration of the engine: the tokens of several requests processed together.
@@ -56,6 +62,9 @@ public:
     virtual double run(const Step& step) = 0;
     /// A one-line description for reports ("cost model: llama-3-70b, 8 x H100-SXM, ...").
     virtual std::string describe() const = 0;
+    /// Chapter 09: for each item of the last step run, the draft tokens it kept (0 for an item
+    /// without a draft). Empty: none kept (an executor that does not speculate).
+    virtual std::vector<int> accepted() const { return {}; }
 };
 
 /// What a run leaves behind: every step with its times, and every request's token times.
