@@ -135,15 +135,17 @@ void PagedCache::commit(int seq, std::span<const int> prompt, long long computed
 void PagedCache::release(int seq) {
     const auto it = tables_.find(seq);
     if (it == tables_.end()) return;
-    for (int b : it->second) {
-        const auto i = static_cast<std::size_t>(b);
-        if (--ref_[i] > 0) continue;
-        if (is_cached_[i])
-            lru_at_[i] = lru_.insert(lru_.end(), b);  // kept, most recently used
-        else
-            free_.push_back(b);
-    }
+    for (int b : it->second) drop(b);
     tables_.erase(it);
+}
+
+void PagedCache::drop(int b) {
+    const auto i = static_cast<std::size_t>(b);
+    if (--ref_[i] > 0) return;
+    if (is_cached_[i])
+        lru_at_[i] = lru_.insert(lru_.end(), b);  // kept, most recently used
+    else
+        free_.push_back(b);
 }
 
 void PagedCache::shrink(int seq, long long positions) {
@@ -151,14 +153,8 @@ void PagedCache::shrink(int seq, long long positions) {
     if (it == tables_.end()) return;
     std::vector<int>& t = it->second;
     while (static_cast<long long>(t.size()) > blocks_for(positions)) {
-        const int b = t.back();
+        drop(t.back());
         t.pop_back();
-        const auto i = static_cast<std::size_t>(b);
-        if (--ref_[i] > 0) continue;
-        if (is_cached_[i])
-            lru_at_[i] = lru_.insert(lru_.end(), b);  // kept, most recently used
-        else
-            free_.push_back(b);
     }
 }
 
