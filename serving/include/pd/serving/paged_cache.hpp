@@ -94,7 +94,7 @@ public:
     void check_invariants() const;
 
 private:
-    int take_block();  // a free block, or the least recently used cached one (evicted); -1 if none
+    int take_block();      // a free block, or the least recently used cached one (evicted); -1 if none
     void drop(int block);  // one table lets go of block: free, or cached and most recently used, when no one holds it
     static std::uint64_t chain_hash(std::uint64_t parent, std::span<const int> tokens);
 
