@@ -89,8 +89,22 @@ std::optional<double> measured_cv(pd::Bench& bench, md::Model& m, int B, int P, 
 
 /// --sweep-batch on the cost model: the oracle's speed-up at a and k = 1, 2, 4, 8 as the batch
 /// grows, from c_v(B) = T(B (k + 1) tokens) / T(B tokens) on the GPU preset (an oracle costs nothing).
-std::vector<pd::Row> sweep_batch(const sv::CostModel& cm, const Options& o) {
-    const int C = o.cost_context;
+std::vector<pd::Row> sweep_batch(pd::Bench& bench, const sv::CostModel& cm, const Options& o,
+                                 const pd::ModelConfig& config, DType weights, int P) {
+    const int C = o.cost_context, k_meas = 4;
+    // the measurement: verify passes of k + 1 = 5 tokens against decode steps on a model of 64 slots
+    std::optional<md::Model> m;
+    if (bench.timing()) {
+        const md::ModelOptions mo{.weights = weights,
+                                  .batch = 64,
+                                  .max_seq = P + k_meas + 1,
+                                  .max_step_tokens = 64 * (k_meas + 1),
+                                  .max_logit_rows = 64 * (k_meas + 1)};
+        bench.require_fits(md::Model::device_bytes(config, mo), "the sweep's model of 64 slots",
+                           "lower --prompt-len or choose a smaller --preset");
+        m.emplace(config, mo);
+        m->init_synthetic(bench.options.seed);
+    }
     std::vector<pd::Row> rows;
     for (int B = 1; B <= 64; B *= 2) {
         pd::Row r;
@@ -102,6 +116,10 @@ std::vector<pd::Row> sweep_batch(const sv::CostModel& cm, const Options& o) {
             r.point["c_v_k" + std::to_string(k)] = cv;
             r.point["speedup_k" + std::to_string(k)] = sv::predicted_speedup(o.accept_rate, k, 0.0, cv);
         }
+        const std::optional<double> cv = m ? measured_cv(bench, *m, B, P, k_meas) : std::nullopt;
+        r.point["c_v_measured_k4"] = cv ? nlohmann::json(*cv) : nlohmann::json(nullptr);
+        r.point["speedup_measured_k4"] =
+            cv ? nlohmann::json(sv::predicted_speedup(o.accept_rate, k_meas, 0.0, *cv)) : nlohmann::json(nullptr);
         rows.push_back(r);
     }
     return rows;
@@ -312,17 +330,19 @@ int run(int argc, char** argv) {
 
     std::vector<pd::Row> sweep;
     if (o.sweep) {
-        sweep = sweep_batch(cm, o);
-        out << "\nsweep (cost model: " << o.cost_preset << " on " << o.gpu << ", context " << C
-            << "): the oracle at a = " << o.accept_rate << " against the batch:\n"
+        sweep = sweep_batch(bench, cm, o, config, mo.weights, P);
+        out << "\nsweep: the oracle at a = " << o.accept_rate << " against the batch; modelled for " << o.cost_preset
+            << " on " << o.gpu << " at a " << C << "-token context, and k = 4 measured on " << config.name
+            << " at its prompt's context" << (bench.sim() ? " (CPU time on the simulator)" : "") << ":\n"
             << pd::render(sweep, {pd::Column::point("B", "B"), pd::Column::point("c_v k=1", "c_v_k1"),
                                   pd::Column::point("k=2", "c_v_k2"), pd::Column::point("k=4", "c_v_k4"),
                                   pd::Column::point("k=8", "c_v_k8"), pd::Column::point("speed-up k=1", "speedup_k1"),
                                   pd::Column::point("k=2", "speedup_k2"), pd::Column::point("k=4", "speedup_k4"),
-                                  pd::Column::point("k=8", "speedup_k8")})
+                                  pd::Column::point("k=8", "speedup_k8"),
+                                  pd::Column::point("measured c_v k=4", "c_v_measured_k4"),
+                                  pd::Column::point("speed-up", "speedup_measured_k4")})
             << "a verify pass moves B (k + 1) tokens through weights read once: cheap while B (k + 1) stays under the "
-               "ridge, "
-               "then as dear as k + 1 steps.\n";
+               "ridge, then as dear as k + 1 steps.\n";
     }
 
     std::vector<pd::Row> engine;

@@ -25,7 +25,7 @@ using pd::test::tiny;
 
 namespace {
 
-constexpr int B = 3, P = 10, G = 14;
+constexpr int B = 3, P = 10, G = 10;
 
 /// Prompts whose second half repeats the first, so that prompt lookup finds matches.
 std::vector<int> repeating_prompts(std::uint64_t seed) {
