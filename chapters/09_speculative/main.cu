@@ -220,17 +220,20 @@ int run(int argc, char** argv) {
     const int B = o.p.batch, G = o.p.gen, k_max = *std::max_element(o.ks.begin(), o.ks.end());
     o.sampling.seed = bench.options.seed;
     pd::kernels::layers::check_sampling(o.sampling, config.vocab);
-    const bool use_draft = bench.selects(sv::proposer_versions()[1]);
-    if (use_draft) md::draft_config(config, o.draft_layers);  // names --draft-layers when out of range
-    if (use_draft && config.parameter_count() > 2e9)
+    // the draft model copies the target's first layers through the host: up to 2e9 parameters
+    const bool draft_fits = config.parameter_count() <= 2e9;
+    if (bench.options.kernel == "draft" && !draft_fits)
         throw std::invalid_argument("--kernel draft copies the target's weights through the host: " + config.name +
-                                    " is too large; choose ngram,oracle or a smaller --preset");
+                                    " is too large; choose ngram or oracle, or a smaller --preset");
+    const bool use_draft = bench.selects(sv::proposer_versions()[1]) && draft_fits;
+    if (use_draft) md::draft_config(config, o.draft_layers);  // names --draft-layers when out of range
     const md::ModelOptions mo{.weights = bench.dtypes().front(),
                               .batch = B,
                               .max_seq = P + G + k_max,
                               .max_step_tokens = B * std::max(P, k_max + 1),
                               .max_logit_rows = B * (k_max + 1)};
-    bench.require_fits(md::Model::device_bytes(config, mo) * (use_draft ? 2 : 1), "the target and draft models",
+    bench.require_fits(md::Model::device_bytes(config, mo) * (use_draft ? 2 : 1),
+                       use_draft ? "the target and draft models" : "the target model",
                        "choose a smaller --preset, or lower --batch, --prompt-len or --gen");
     if (bench.sim())  // every proposer at every k runs about P + G + k G tokens per sequence through the model
         pd::require_within(pd::kSimWorkBudget,
@@ -279,6 +282,10 @@ int run(int argc, char** argv) {
     for (const pd::Version& v : sv::proposer_versions()) {
         if (!bench.selects(v)) continue;
         if (v.name == "oracle" && !o.sampling.greedy()) continue;  // it proposes the greedy choice
+        if (v.name == "draft" && !use_draft) {
+            out << "draft: skipped (" << config.name << " is too large to copy through the host)\n";
+            continue;
+        }
         for (int k : o.ks) {
             const md::SpecOptions so{.proposer = v.name,
                                      .k = k,
