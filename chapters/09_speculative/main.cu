@@ -12,6 +12,7 @@
 // The steps every chapter shares are in pd/bench.hpp; the model, sampling and the speculative
 // loop in model/ and kernels/layers/; the acceptance rules in pd_serving. This file holds the lesson.
 #include "pd/bench.hpp"
+#include "pd/llama2c.hpp"
 #include "pd/model/executor.hpp"
 #include "pd/model/generate.hpp"
 #include "pd/model/model.hpp"
@@ -47,6 +48,7 @@ struct Options {
     std::string cost_preset = "llama-3-8b";  // the cost model's model: the lesson is about a real one
     int cost_context = 1024;
     bool sweep = false, engine = false;
+    std::string checkpoint, draft_checkpoint, tokenizer;  // llama2.c files instead of --preset
     pd::kernels::layers::SamplingParams sampling;
 };
 
@@ -198,6 +200,13 @@ void add_options(pd::Bench& bench, Options& o) {
     bench.option("--cost-context", o.cost_context, "Context of the cost model's prediction", CLI::Range(1, 1 << 20));
     bench.app.add_flag("--sweep-batch", o.sweep,
                        "Also the speed-up against the batch, B = 1 ... 64, on the cost model");
+    bench.app.add_option("--checkpoint", o.checkpoint, "A llama2.c checkpoint as the target (e.g. stories110M.bin)")
+        ->excludes("--preset");
+    bench.app.add_option(
+        "--draft-checkpoint", o.draft_checkpoint,
+        "A smaller llama2.c checkpoint with the same tokenizer as the draft model (e.g. stories15M.bin)");
+    bench.app.add_option("--tokenizer", o.tokenizer, "The checkpoints' tokenizer.bin (for --prompt)");
+    bench.app.add_option("--prompt", o.p.text, "Prompt text (needs --tokenizer)");
     bench.app.add_flag("--engine", o.engine,
                        "Also chapter 05's engine with speculative decoding: plain, always and under the rule, against "
                        "the batch, on the cost model and the model");
@@ -212,21 +221,36 @@ int run(int argc, char** argv) {
                     sv::proposer_versions()};
     add_options(bench, o);
     if (auto code = bench.parse(argc, argv)) return *code;
-    const pd::ModelConfig config = *pd::find_model(o.preset);
+    // the target: a preset with synthetic weights, or a llama2.c checkpoint (and its draft: the
+    // target's first layers, or a smaller checkpoint of the same vocabulary)
+    std::optional<pd::llama2c::Checkpoint> ckpt, draft_ckpt;
+    if (!o.draft_checkpoint.empty() && o.checkpoint.empty())
+        throw std::invalid_argument("--draft-checkpoint needs --checkpoint");
+    if (!o.tokenizer.empty() && o.checkpoint.empty()) throw std::invalid_argument("--tokenizer needs --checkpoint");
+    if (!o.p.text.empty() && o.tokenizer.empty()) throw std::invalid_argument("--prompt needs --tokenizer");
+    if (!o.checkpoint.empty()) ckpt = pd::llama2c::read_checkpoint(o.checkpoint);
+    if (!o.draft_checkpoint.empty()) draft_ckpt = pd::llama2c::read_checkpoint(o.draft_checkpoint);
+    const pd::ModelConfig config = ckpt ? ckpt->config : *pd::find_model(o.preset);
+    if (draft_ckpt && draft_ckpt->config.vocab != config.vocab)
+        throw std::invalid_argument("--draft-checkpoint has a vocabulary of " +
+                                    std::to_string(draft_ckpt->config.vocab) + " tokens, the target " +
+                                    std::to_string(config.vocab) + ": a draft needs the target's tokenizer");
+    std::optional<pd::llama2c::Tokenizer> tok;
+    if (!o.tokenizer.empty()) tok = pd::llama2c::Tokenizer::read(o.tokenizer, config.vocab);
     if (!o.sampling.greedy() && bench.options.kernel == "oracle")
         throw std::invalid_argument("--kernel oracle proposes the target's greedy choice: it needs --temperature 0");
     int P = 0;
-    const std::vector<int> prompt = md::make_prompts(o.p, config, nullptr, bench.options.seed, P);
+    const std::vector<int> prompt = md::make_prompts(o.p, config, tok ? &*tok : nullptr, bench.options.seed, P);
     const int B = o.p.batch, G = o.p.gen, k_max = *std::max_element(o.ks.begin(), o.ks.end());
     o.sampling.seed = bench.options.seed;
     pd::kernels::layers::check_sampling(o.sampling, config.vocab);
     // the draft model copies the target's first layers through the host: up to 2e9 parameters
-    const bool draft_fits = config.parameter_count() <= 2e9;
+    const bool draft_fits = draft_ckpt || config.parameter_count() <= 2e9;
     if (bench.options.kernel == "draft" && !draft_fits)
         throw std::invalid_argument("--kernel draft copies the target's weights through the host: " + config.name +
                                     " is too large; choose ngram or oracle, or a smaller --preset");
     const bool use_draft = bench.selects(sv::proposer_versions()[1]) && draft_fits;
-    if (use_draft) md::draft_config(config, o.draft_layers);  // names --draft-layers when out of range
+    if (use_draft && !draft_ckpt) md::draft_config(config, o.draft_layers);  // names --draft-layers when out of range
     const md::ModelOptions mo{.weights = bench.dtypes().front(),
                               .batch = B,
                               .max_seq = P + G + k_max,
@@ -260,14 +284,21 @@ int run(int argc, char** argv) {
     // [ch09_cost]
 
     md::Model target(config, mo);
-    target.init_synthetic(bench.options.seed);
+    if (ckpt)
+        target.load(ckpt->weights);
+    else
+        target.init_synthetic(bench.options.seed);
     std::optional<md::Model> draft;
     if (use_draft) {
-        draft.emplace(
-            md::draft_config(config, o.draft_layers),
-            md::ModelOptions{
-                .weights = mo.weights, .batch = B, .max_seq = mo.max_seq, .max_step_tokens = mo.max_step_tokens});
-        draft->load(md::draft_weights(target.download_weights(), config, o.draft_layers));
+        const md::ModelOptions dmo{
+            .weights = mo.weights, .batch = B, .max_seq = mo.max_seq, .max_step_tokens = mo.max_step_tokens};
+        if (draft_ckpt) {
+            draft.emplace(draft_ckpt->config, dmo);
+            draft->load(draft_ckpt->weights);
+        } else {
+            draft.emplace(md::draft_config(config, o.draft_layers), dmo);
+            draft->load(md::draft_weights(target.download_weights(), config, o.draft_layers));
+        }
     }
 
     // [ch09_versions]
@@ -297,9 +328,10 @@ int run(int argc, char** argv) {
             const bool same = !o.sampling.greedy() || g.tokens == plain.tokens;  // greedy: token for token
             passed = passed && same;
             const std::optional<double> cv = measured_cv(bench, target, B, P, k);
-            const double a = g.stats.acceptance_rate();  // vLLM's: accepted / drafted
-            const double c_draft =
-                v.name == "draft" ? double(o.draft_layers) / config.layers : 0.0;  // its share of the layers
+            const double a = g.stats.acceptance_rate();     // vLLM's: accepted / drafted
+            const double c_draft = v.name != "draft" ? 0.0  // its share of the target's parameters
+                                   : draft_ckpt      ? draft_ckpt->config.parameter_count() / config.parameter_count()
+                                                     : double(o.draft_layers) / config.layers;
             const double cv_model = modelled_s(cm, B, k + 1, C) / decode_s;
             nlohmann::json point{
                 {"k", k},
