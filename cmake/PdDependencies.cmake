@@ -40,6 +40,26 @@ if(EXISTS "${CUDAToolkit_INCLUDE_DIRS}/cccl")
   list(APPEND PD_CUDA_INCLUDE_DIRS "${CUDAToolkit_INCLUDE_DIRS}/cccl")
 endif()
 
+# NCCL for the cuda backend of chapter 10 and the collectives' conformance program: the toolkit
+# ships it on some installs (nccl.h beside cuda_runtime.h, libnccl.so beside libcudart); elsewhere
+# it comes from NVIDIA's packages (libnccl-dev) or pip's nvidia-nccl-cu12 (point NCCL_ROOT at it).
+# It is optional: without it those cuda targets are left out, with this message, and nothing
+# else changes. The simulator has its own (sim/shadow/nccl.h).
+find_path(PD_NCCL_INCLUDE_DIR nccl.h HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_INCLUDE_DIRS}
+          PATH_SUFFIXES include NO_CACHE)
+find_library(PD_NCCL_LIBRARY nccl HINTS ${NCCL_ROOT} $ENV{NCCL_ROOT} ${CUDAToolkit_LIBRARY_DIR}
+             PATH_SUFFIXES lib lib64 NO_CACHE)
+if(PD_NCCL_INCLUDE_DIR AND PD_NCCL_LIBRARY)
+  set(PD_NCCL_FOUND TRUE)
+  add_library(pd_nccl INTERFACE)
+  target_include_directories(pd_nccl INTERFACE ${PD_NCCL_INCLUDE_DIR})
+  target_link_libraries(pd_nccl INTERFACE ${PD_NCCL_LIBRARY})
+else()
+  set(PD_NCCL_FOUND FALSE)
+  message(STATUS "NCCL not found (nccl.h and libnccl): the cuda builds of chapter 10 and of the collectives' test "
+                 "are left out; set NCCL_ROOT to an NCCL install to build them")
+endif()
+
 find_package(Doxygen COMPONENTS dot)
 
 # matplotlib for scripts/plot (the plot tests and the docs' figures). It comes from the

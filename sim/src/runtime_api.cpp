@@ -39,6 +39,7 @@
 // The opaque handle types the runtime declares; the simulator defines them.
 struct CUstream_st {
     unsigned flags = 0;
+    int device = 0;  ///< the device current when it was created: its launches run there
 };
 struct CUevent_st {
     std::chrono::steady_clock::time_point time{};
@@ -63,8 +64,12 @@ thread_local cudaError_t last_error = cudaSuccess;
 std::string diagnostic;
 std::map<const void*, std::size_t> dynamic_shared_limits;
 std::map<const void*, std::size_t> host_allocations;
-std::size_t allocated_bytes = 0;
-int current_device = 0;
+/// Bytes allocated on each virtual device (PD_SIM_DEVICES of them).
+std::vector<std::size_t> allocated_bytes(kMaxDevices, 0);
+/// The device of this host thread's calls, as cudaSetDevice sets it per thread on a GPU.
+thread_local int current_device = 0;
+/// peer_access[d][p]: device d's kernels may read device p's memory (cudaDeviceEnablePeerAccess).
+bool peer_access[kMaxDevices][kMaxDevices] = {};
 
 // ---- device allocations and their guard zones ------------------------------------------------
 
@@ -91,6 +96,7 @@ struct DeviceAllocation {
     std::size_t guard_index = 0;     ///< its entry in guard_zones
     const char* function = "cudaMalloc";
     std::source_location site{};  ///< where it was called, if known (file_name() "" if not)
+    int device = 0;               ///< the virtual device it was made on
 
     unsigned char* begin() const { return block + kGuardBytes; }
     unsigned char* end() const { return begin() + bytes; }
@@ -201,7 +207,9 @@ std::string describe(const DeviceAllocation& a) {
     std::ostringstream out;
     out << "a " << a.bytes << "-byte allocation made by " << a.function;
     if (a.site.file_name()[0] != '\0') out << " at " << a.site.file_name() << ":" << a.site.line();
-    out << " (device allocation #" << a.number << ")";
+    out << " (device allocation #" << a.number;
+    if (settings().devices > 1) out << ", on device " << a.device;
+    out << ")";
     return out.str();
 }
 
@@ -426,10 +434,17 @@ std::string function_symbol(const void* address) {
     std::exit(EXIT_FAILURE);
 }
 
+/// Memory of each virtual device: half the machine's memory, at most 16 GiB, shared out among the
+/// PD_SIM_DEVICES devices, so that eight of them still fit a small machine.
 std::size_t simulated_memory_bytes() {
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     const std::size_t physical = pages > 0 && page > 0 ? std::size_t(pages) * std::size_t(page) : (8ull << 30);
-    return std::min<std::size_t>(physical / 2, 16ull << 30);
+    return std::min<std::size_t>(physical / 2, 16ull << 30) / std::size_t(settings().devices);
+}
+
+/// True for a device number of this run (0 ... PD_SIM_DEVICES - 1).
+bool valid_device(int device) {
+    return device >= 0 && device < settings().devices;
 }
 
 /// Returns @p code after recording it as the last error (success is not recorded).
@@ -593,6 +608,8 @@ const char* cudaGetErrorName(cudaError_t e) {
         PD_SIM_ERROR(cudaErrorAssert)
         PD_SIM_ERROR(cudaErrorIllegalInstruction)
         PD_SIM_ERROR(cudaErrorLaunchFailure)
+        PD_SIM_ERROR(cudaErrorPeerAccessAlreadyEnabled)
+        PD_SIM_ERROR(cudaErrorPeerAccessNotEnabled)
         PD_SIM_ERROR(cudaErrorUnknown)
 #undef PD_SIM_ERROR
         default:
@@ -632,6 +649,10 @@ const char* cudaGetErrorString(cudaError_t e) {
             return "an illegal memory access was encountered";
         case cudaErrorLaunchFailure:
             return "unspecified launch failure";
+        case cudaErrorPeerAccessAlreadyEnabled:
+            return "peer access is already enabled";
+        case cudaErrorPeerAccessNotEnabled:
+            return "peer access has not been enabled";
         default:
             return "unknown error";
     }
@@ -641,11 +662,11 @@ const char* cudaGetErrorString(cudaError_t e) {
 
 cudaError_t cudaGetDeviceCount(int* count) {
     if (count == nullptr) return fail(cudaErrorInvalidValue);
-    *count = 1;
+    *count = settings().devices;
     return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int device) {
-    if (device != 0) return fail(cudaErrorInvalidDevice);
+    if (!valid_device(device)) return fail(cudaErrorInvalidDevice);
     current_device = device;
     return cudaSuccess;
 }
@@ -657,9 +678,15 @@ cudaError_t cudaGetDevice(int* device) {
 
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
     if (prop == nullptr) return fail(cudaErrorInvalidValue);
-    if (device != 0) return fail(cudaErrorInvalidDevice);
+    if (!valid_device(device)) return fail(cudaErrorInvalidDevice);
     *prop = cudaDeviceProp{};
-    std::snprintf(prop->name, sizeof prop->name, "pd::sim CPU simulator (%d worker threads)", settings().workers);
+    if (settings().devices > 1)
+        std::snprintf(prop->name, sizeof prop->name,
+                      "pd::sim CPU simulator, virtual device %d of %d (%d worker threads)", device, settings().devices,
+                      settings().workers);
+    else
+        std::snprintf(prop->name, sizeof prop->name, "pd::sim CPU simulator (%d worker threads)", settings().workers);
+    prop->pciDeviceID = device;
     prop->totalGlobalMem = simulated_memory_bytes();
     prop->sharedMemPerBlock = kSharedPerBlock;
     prop->sharedMemPerBlockOptin = kSharedPerBlockOptin;
@@ -689,7 +716,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
     if (value == nullptr) return fail(cudaErrorInvalidValue);
-    if (device != 0) return fail(cudaErrorInvalidDevice);
+    if (!valid_device(device)) return fail(cudaErrorInvalidDevice);
     switch (attr) {
         case cudaDevAttrMaxThreadsPerBlock:
             *value = kMaxThreadsPerBlock;
@@ -757,7 +784,8 @@ cudaError_t cudaMemGetInfo(std::size_t* free_bytes, std::size_t* total_bytes) {
     if (free_bytes == nullptr || total_bytes == nullptr) return fail(cudaErrorInvalidValue);
     std::lock_guard<std::mutex> lock(state_mutex);
     *total_bytes = simulated_memory_bytes();
-    *free_bytes = *total_bytes > allocated_bytes ? *total_bytes - allocated_bytes : 0;
+    const std::size_t used = allocated_bytes[std::size_t(current_device)];
+    *free_bytes = *total_bytes > used ? *total_bytes - used : 0;
     return cudaSuccess;
 }
 cudaError_t cudaRuntimeGetVersion(int* v) {
@@ -809,7 +837,7 @@ cudaError_t allocate_device(void** ptr, std::size_t bytes, const char* function,
     if (const cudaError_t s = sticky_error()) return s;
     {
         std::lock_guard<std::mutex> lock(state_mutex);
-        if (allocated_bytes + bytes > simulated_memory_bytes()) {
+        if (allocated_bytes[std::size_t(current_device)] + bytes > simulated_memory_bytes()) {
             *ptr = nullptr;
             return fail(cudaErrorMemoryAllocation);
         }
@@ -824,6 +852,7 @@ cudaError_t allocate_device(void** ptr, std::size_t bytes, const char* function,
     }
     a.function = function;
     a.site = site;
+    a.device = current_device;
     std::lock_guard<std::mutex> lock(state_mutex);
     a.number = ++device_allocation_count;
     a.pattern = guard_pattern(a.number);
@@ -834,7 +863,7 @@ cudaError_t allocate_device(void** ptr, std::size_t bytes, const char* function,
         guard_zones.push_back(guard_zones_of(a));
     }
     device_allocations[a.begin()] = a;
-    allocated_bytes += bytes;
+    allocated_bytes[std::size_t(a.device)] += bytes;
     *ptr = a.begin();
     return cudaSuccess;
 }
@@ -877,6 +906,38 @@ void check_device_memory_guards(const void* kernel) {
                            "of the access");
 }
 
+int current_device_of_thread() {
+    return current_device;
+}
+
+int device_of_pointer(const void* p) {
+    std::lock_guard<std::mutex> lock(state_mutex);
+    const DeviceAllocation* a = allocation_holding(p);
+    return a != nullptr ? a->device : -1;
+}
+
+std::string launch_device_error(const LaunchRequest& req) {
+    const int here = current_device;
+    const auto stream = reinterpret_cast<std::uintptr_t>(req.stream);
+    // cudaStreamLegacy (1) and cudaStreamPerThread (2) are handles of every device
+    if (stream > 2 && req.stream->device != here)
+        return "kernel '" + kernel_name(req.kernel) + "' is launched on a stream of device " +
+               std::to_string(req.stream->device) + " while device " + std::to_string(here) +
+               " is current (cudaSetDevice first: a stream belongs to the device it was created on)";
+    if (settings().devices == 1) return "";
+    std::lock_guard<std::mutex> lock(state_mutex);
+    for (int i = 0; i < req.arguments; ++i) {
+        const DeviceAllocation* a = req.pointers[i] != nullptr ? allocation_holding(req.pointers[i]) : nullptr;
+        if (a == nullptr || a->device == here || peer_access[here][a->device]) continue;
+        return "kernel '" + kernel_name(req.kernel) + "' runs on device " + std::to_string(here) +
+               ", but its argument " + std::to_string(i + 1) + " points into " + describe(*a) +
+               ", without peer access from device " + std::to_string(here) +
+               " (copy it with cudaMemcpyPeer, or call cudaDeviceEnablePeerAccess(" + std::to_string(a->device) +
+               ", 0) on device " + std::to_string(here) + ")";
+    }
+    return "";
+}
+
 }  // namespace pd::sim::detail
 
 cudaError_t pd_sim_cudaMalloc(const std::source_location& site, void** ptr, std::size_t bytes) {
@@ -901,7 +962,7 @@ cudaError_t cudaFree(void* ptr) {
         if (it == device_allocations.end()) return fail(cudaErrorInvalidValue);
         a = it->second;
         if (kGuardBytes > 0) damage = guard_damage(a);
-        allocated_bytes -= a.bytes;
+        allocated_bytes[std::size_t(a.device)] -= a.bytes;
         device_allocations.erase(it);
         if (kGuardBytes > 0) {
             guard_zones[a.guard_index] = guard_zones.back();
@@ -965,6 +1026,62 @@ cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpy
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
     return cudaMemcpy(dst, src, bytes, kind);
 }
+
+// ---- several virtual devices: peer copies and peer access -------------------------------------
+
+namespace {
+/// Checks that @p p, the @p role of a cudaMemcpyPeer, is memory of @p device (a cudaMalloc
+/// allocation there, or memory the simulator cannot tell from host memory); otherwise records why.
+bool on_device(const char* role, const void* p, int device) {
+    std::lock_guard<std::mutex> lock(state_mutex);
+    const DeviceAllocation* a = allocation_holding(p);
+    if (a == nullptr || a->device == device) return true;
+    diagnostic = std::string("cudaMemcpyPeer: the ") + role + " is said to be on device " + std::to_string(device) +
+                 " but points into " + describe(*a);
+    return false;
+}
+}  // namespace
+
+cudaError_t cudaMemcpyPeer(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes) {
+    if (const cudaError_t s = sticky_error()) return s;
+    if (!valid_device(dst_device) || !valid_device(src_device)) return fail(cudaErrorInvalidDevice);
+    if (bytes == 0) return cudaSuccess;
+    if (dst == nullptr || src == nullptr) return fail(cudaErrorInvalidValue);
+    if (!on_device("destination", dst, dst_device) || !on_device("source", src, src_device))
+        return fail(cudaErrorInvalidValue);
+    return copy("cudaMemcpyPeer", dst, src, bytes, cudaMemcpyDeviceToDevice, false);
+}
+cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int src_device, std::size_t bytes,
+                                cudaStream_t) {
+    return cudaMemcpyPeer(dst, dst_device, src, src_device, bytes);
+}
+cudaError_t cudaDeviceCanAccessPeer(int* can_access, int device, int peer) {
+    if (can_access == nullptr) return fail(cudaErrorInvalidValue);
+    if (!valid_device(device) || !valid_device(peer)) return fail(cudaErrorInvalidDevice);
+    *can_access = device != peer ? 1 : 0;  // every pair of virtual devices, as on an NVLink machine
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
+    if (flags != 0) return fail(cudaErrorInvalidValue);
+    if (!valid_device(peer) || peer == current_device) return fail(cudaErrorInvalidDevice);
+    std::lock_guard<std::mutex> lock(state_mutex);
+    if (peer_access[current_device][peer]) {
+        last_error = cudaErrorPeerAccessAlreadyEnabled;
+        return cudaErrorPeerAccessAlreadyEnabled;
+    }
+    peer_access[current_device][peer] = true;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceDisablePeerAccess(int peer) {
+    if (!valid_device(peer)) return fail(cudaErrorInvalidDevice);
+    std::lock_guard<std::mutex> lock(state_mutex);
+    if (!peer_access[current_device][peer]) {
+        last_error = cudaErrorPeerAccessNotEnabled;
+        return cudaErrorPeerAccessNotEnabled;
+    }
+    peer_access[current_device][peer] = false;
+    return cudaSuccess;
+}
 cudaError_t cudaMemset(void* dst, int value, std::size_t bytes) {
     if (const cudaError_t s = sticky_error()) return s;
     if (bytes == 0) return cudaSuccess;
@@ -990,6 +1107,7 @@ cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, std::size_t byte
 cudaError_t cudaStreamCreate(cudaStream_t* stream) {
     if (stream == nullptr) return fail(cudaErrorInvalidValue);
     *stream = new CUstream_st{};
+    (*stream)->device = current_device;
     return cudaSuccess;
 }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {

@@ -66,6 +66,18 @@ Settings& settings() {
             kib = std::max<std::size_t>(16, std::strtoull(v, nullptr, 10));
         s.stack_bytes = kib * 1024;
         if (const char* v = std::getenv("PD_SIM_WATCHDOG_SECONDS")) s.watchdog_seconds = std::max(0.0, std::atof(v));
+        if (const char* v = std::getenv("PD_SIM_DEVICES")) {
+            char* end = nullptr;
+            const long n = std::strtol(v, &end, 10);
+            if (end == v || *end != '\0' || n < 1 || n > kMaxDevices) {
+                std::fprintf(stderr, "pd::sim: PD_SIM_DEVICES = '%s' must be a number of virtual devices, 1 ... %d\n",
+                             v, kMaxDevices);
+                std::exit(2);
+            }
+            s.devices = int(n);
+        }
+        if (const char* v = std::getenv("PD_SIM_NCCL_TIMEOUT_SECONDS"))
+            s.collective_timeout_seconds = std::max(0.1, std::atof(v));
         return s;
     }();
     return s;
@@ -1080,12 +1092,25 @@ void launch(const LaunchRequest& req) {
         set_error(cudaErrorInvalidConfiguration);
         return;
     }
+    const std::string wrong_device = launch_device_error(req);
+    if (!wrong_device.empty()) {
+        // On a GPU this is an illegal memory access inside the kernel (or an invalid stream
+        // handle); the simulator refuses the launch before it runs, naming the argument.
+        set_last_diagnostic("invalid launch: " + wrong_device);
+        std::fprintf(stderr, "pd::sim: invalid launch: %s\n", wrong_device.c_str());
+        set_error(cudaErrorIllegalAddress);
+        return;
+    }
     const std::string too_much_shared = shared_memory_error(req);
     if (!too_much_shared.empty()) {
         set_last_diagnostic("invalid launch: " + too_much_shared);
         set_error(cudaErrorInvalidValue);
         return;
     }
+    // Host threads (one per virtual device, as NCCL programs run) launch one at a time: each
+    // launch uses every worker.
+    static std::mutex launch_mutex;
+    const std::lock_guard<std::mutex> one_launch(launch_mutex);
     static std::once_flag watch_once;
     std::call_once(watch_once, [] {
         install_fault_handler();

@@ -21,8 +21,17 @@ struct Settings {
     /// PD_SIM_WATCHDOG_SECONDS: a thread that runs this long without yielding ends the process
     /// (a spin-wait the simulator cannot run); 0 turns the watchdog off.
     double watchdog_seconds = 30;
+    /// PD_SIM_DEVICES: the virtual devices (1 ... kMaxDevices), each with its own memory (the
+    /// simulated memory shared out among them), streams and current-device state per host thread.
+    int devices = 1;
+    /// PD_SIM_NCCL_TIMEOUT_SECONDS: how long a collective waits for the ranks that have not
+    /// joined it before it fails, naming them (nccl.cpp).
+    double collective_timeout_seconds = 60;
 };
 Settings& settings();
+
+/// The most virtual devices PD_SIM_DEVICES may ask for.
+inline constexpr int kMaxDevices = 16;
 
 /// Limits of the simulated device (also reported by cudaGetDeviceProperties).
 inline constexpr int kMaxThreadsPerBlock = 1024;
@@ -63,6 +72,16 @@ std::string source_name(const std::string& mangled);
 /// program with exit status 1 (runtime_api.cpp). Does nothing in the sanitizer build, where
 /// AddressSanitizer reports the access itself.
 void check_device_memory_guards(const void* kernel);
+
+/// Why the launch @p req may not run on the calling thread's current device, or "": its stream
+/// belongs to another device, or one of its pointer arguments points into an allocation of
+/// another device whose memory the current one has no peer access to (runtime_api.cpp).
+std::string launch_device_error(const LaunchRequest& req);
+
+/// The calling host thread's current device (cudaSetDevice), and the device that holds the
+/// device allocation around @p p (-1 for memory that is not a cudaMalloc allocation).
+int current_device_of_thread();
+int device_of_pointer(const void* p);
 
 /// The kernel whose block runs on this OS thread, or null outside kernels (scheduler.cpp).
 const void* running_kernel();

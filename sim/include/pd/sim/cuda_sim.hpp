@@ -17,6 +17,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -270,6 +271,10 @@ struct LaunchRequest {
     const void* kernel = nullptr;  ///< identity of the kernel, for cudaFuncSetAttribute
     void (*invoke)(const void* bound) = nullptr;
     const void* bound = nullptr;
+    /// The launch's pointer arguments in order (null where an argument is not a pointer): with
+    /// several virtual devices, each must point into memory the current device can reach.
+    const void* const* pointers = nullptr;
+    int arguments = 0;  ///< entries of pointers
 };
 /// Validates the configuration (setting the error cudaGetLastError returns) and runs every
 /// block; returns when the kernel has finished.
@@ -348,6 +353,14 @@ template <typename P, typename A>
 P convert_argument(A&& arg) {
     return std::forward<A>(arg);
 }
+/// @p arg as an address when it is a pointer to an object, else null (launch_device_error()).
+template <typename P>
+const void* pointer_argument(const P& arg) {
+    if constexpr (std::is_pointer_v<P> && std::is_object_v<std::remove_pointer_t<P>>)
+        return static_cast<const void*>(arg);
+    else
+        return nullptr;
+}
 template <typename Params, typename Args, std::size_t... I>
 Params convert_arguments([[maybe_unused]] Args&& args, std::index_sequence<I...>) {
     return Params(convert_argument<std::tuple_element_t<I, Params>>(std::get<I>(std::move(args)))...);
@@ -371,6 +384,11 @@ void operator<<(void (*kernel)(P...), BoundLaunch<A...>&& launch) {
     req.kernel = reinterpret_cast<const void*>(kernel);
     req.invoke = &detail::invoke_kernel<void (*)(P...), Params>;
     req.bound = &bound;
+    const std::array<const void*, sizeof...(P)> pointers = std::apply(
+        [](const auto&... p) { return std::array<const void*, sizeof...(P)>{detail::pointer_argument(p)...}; },
+        bound.params);
+    req.pointers = pointers.data();
+    req.arguments = int(sizeof...(P));
     detail::launch(req);
 }
 // [launch_operator]
