@@ -39,8 +39,11 @@ set(PD_SIM_RANDOM_SEEDS "1;2" CACHE STRING
 # registered once per seed of PD_SIM_RANDOM_SEEDS, as sim-random<seed>.<prefix><case>, run
 # with PD_SIM_SCHEDULE=random and PD_SIM_SEED=<seed>, with the same labels.
 function(pd_catch_tests target backend)
-  cmake_parse_arguments(ARG "RANDOM_SCHEDULE" "PREFIX;LABELS;WILL_FAIL" "TEST_SPEC" ${ARGN})
+  cmake_parse_arguments(ARG "RANDOM_SCHEDULE" "PREFIX;LABELS;WILL_FAIL;ENVIRONMENT" "TEST_SPEC" ${ARGN})
   set(properties LABELS ${ARG_LABELS} SKIP_RETURN_CODE 77 TIMEOUT ${PD_TEST_TIMEOUT})
+  if(DEFINED ARG_ENVIRONMENT)
+    list(APPEND properties ENVIRONMENT ${ARG_ENVIRONMENT})
+  endif()
   if(DEFINED ARG_WILL_FAIL)
     list(APPEND properties WILL_FAIL ${ARG_WILL_FAIL})
   endif()

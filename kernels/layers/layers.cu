@@ -10,6 +10,7 @@
 #include "pd/cuda_check.hpp"
 #include "pd/device_helpers.cuh"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstddef>
@@ -72,8 +73,8 @@ __device__ __forceinline__ void store(__nv_bfloat16* p, float v) {
 /// outside the table.
 template <typename T>
 __global__ void embedding_kernel(const int* __restrict__ tokens, const T* __restrict__ table, float* __restrict__ x,
-                                 int D, int V) {
-    const int id = tokens[blockIdx.x];
+                                 int D, int V, int first) {
+    const int id = tokens[blockIdx.x] - first;  // first: chapter 10's shard of the table (else 0)
     const bool valid = id >= 0 && id < V;
     const T* row = table + std::size_t(valid ? id : 0) * D;
     float* out = x + std::size_t(blockIdx.x) * D;
@@ -83,11 +84,13 @@ __global__ void embedding_kernel(const int* __restrict__ tokens, const T* __rest
 
 /// Checks the sizes and launches embedding_kernel on table type Elem: T blocks of 256 threads.
 template <typename Elem>
-void launch_embedding(const int* tokens, const Elem* table, float* x, int T, int D, int V, cudaStream_t stream) {
+void launch_embedding(const int* tokens, const Elem* table, float* x, int T, int D, int V, cudaStream_t stream,
+                      int first = 0) {
     require_positive("embedding", "T (tokens)", T);
     require_positive("embedding", "D (width)", D);
     require_positive("embedding", "V (rows of the table)", V);
-    embedding_kernel<Elem><<<unsigned(T), kThreads, 0, stream>>>(tokens, table, x, D, V);
+    if (first < 0) throw std::invalid_argument("embedding: first = " + std::to_string(first) + " must be >= 0");
+    embedding_kernel<Elem><<<unsigned(T), kThreads, 0, stream>>>(tokens, table, x, D, V, first);
     PD_CHECK_LAUNCH();
 }
 
@@ -97,6 +100,36 @@ void embedding(const int* tokens, const float* table, float* x, int T, int D, in
 
 void embedding(const int* tokens, const __nv_bfloat16* table, float* x, int T, int D, int V, cudaStream_t stream) {
     launch_embedding(tokens, table, x, T, D, V, stream);
+}
+void embedding_shard(const int* tokens, const float* table, float* x, int T, int D, int first, int V,
+                     cudaStream_t stream) {
+    launch_embedding(tokens, table, x, T, D, V, stream, first);
+}
+void embedding_shard(const int* tokens, const __nv_bfloat16* table, float* x, int T, int D, int first, int V,
+                     cudaStream_t stream) {
+    launch_embedding(tokens, table, x, T, D, V, stream, first);
+}
+
+/// Row r of rank s's block goes to columns s cols ... of row r: one thread per element.
+__global__ void interleave_shards_kernel(const float* __restrict__ gathered, float* __restrict__ out, int shards,
+                                         int rows, int cols) {
+    const std::size_t n = std::size_t(shards) * rows * cols;
+    for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+         i += std::size_t(gridDim.x) * blockDim.x) {
+        const std::size_t s = i / (std::size_t(rows) * cols), rest = i % (std::size_t(rows) * cols);
+        const std::size_t r = rest / cols, c = rest % cols;
+        out[r * std::size_t(shards) * cols + s * cols + c] = gathered[i];
+    }
+}
+
+void interleave_shards(const float* gathered, float* out, int shards, int rows, int cols, cudaStream_t stream) {
+    require_positive("interleave_shards", "shards", shards);
+    require_positive("interleave_shards", "rows", rows);
+    require_positive("interleave_shards", "cols", cols);
+    const std::size_t n = std::size_t(shards) * rows * cols;
+    const unsigned blocks = unsigned(std::min<std::size_t>((n + kThreads - 1) / kThreads, 4096));
+    interleave_shards_kernel<<<blocks, kThreads, 0, stream>>>(gathered, out, shards, rows, cols);
+    PD_CHECK_LAUNCH();
 }
 
 // ---- RMSNorm --------------------------------------------------------------------------------

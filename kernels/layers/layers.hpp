@@ -26,6 +26,24 @@ void embedding(const int* tokens, const float* table, float* x, int T, int D, in
 /// @param T tokens  @param D width  @param V rows of the table  @param stream the stream to launch on
 void embedding(const int* tokens, const __nv_bfloat16* table, float* x, int T, int D, int V,
                cudaStream_t stream = nullptr);
+/// Chapter 10's vocabulary-parallel lookup: @p table holds rows first ... first + V - 1 of the
+/// vocabulary; x[t][:] = its row tokens[t] - first, or zeros for a token of another rank's rows
+/// (the all-reduce that follows adds the one rank's row that holds it).
+/// @param tokens [T] token ids  @param table [V, D]  @param x [T, D] fp32  @param T tokens
+/// @param D width  @param first the table's first token  @param V rows of the table
+/// @param stream the stream to launch on
+void embedding_shard(const int* tokens, const float* table, float* x, int T, int D, int first, int V,
+                     cudaStream_t stream = nullptr);
+/// As above with a bf16 table. @param tokens [T]  @param table [V, D]  @param x [T, D]  @param T tokens
+/// @param D width  @param first the table's first token  @param V rows  @param stream the stream
+void embedding_shard(const int* tokens, const __nv_bfloat16* table, float* x, int T, int D, int first, int V,
+                     cudaStream_t stream = nullptr);
+/// Chapter 10's vocabulary-parallel logits: an all-gather leaves each rank's [rows, cols] block
+/// one after the other; out[r][s cols + c] = gathered[s][r][c] puts each row's vocabulary in order.
+/// @param gathered [shards, rows, cols]  @param out [rows, shards x cols]  @param shards ranks
+/// @param rows rows of logits  @param cols each rank's vocabulary  @param stream the stream to launch on
+void interleave_shards(const float* gathered, float* out, int shards, int rows, int cols,
+                       cudaStream_t stream = nullptr);
 
 /// RMSNorm of each row: y[t][i] = weight[i] * x[t][i] / sqrt(mean_i(x[t][i]^2) + eps); one
 /// block per row, the sum of squares by a block reduction in fp32.

@@ -17,8 +17,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace pd::model {
 
@@ -47,22 +51,43 @@ __device__ __forceinline__ void store_value(bf16* p, float x) {
     *p = __float2bfloat16_rn(x);
 }
 
-/// out[i] = uniform in [lo, hi) from 24 random bits of mix64(seed ^ i), a grid-stride loop.
+/// Chapter 10: the part of a tensor that one rank holds, the same n x k block of every layer's
+/// N x K matrix, from row row0 and column col0 (the whole tensor: n = N, k = K).
+struct Slice {
+    std::size_t n = 1, k = 1, N = 1, K = 1, row0 = 0, col0 = 0;
+    /// Element i of the part as an element of the whole tensor.
+    PD_HOST_DEVICE std::size_t whole(std::size_t i) const {
+        const std::size_t layer = i / (n * k), rest = i % (n * k);
+        return layer * N * K + (row0 + rest / k) * K + col0 + rest % k;
+    }
+};
+/// A whole tensor of @p n elements.
+Slice whole_tensor(std::size_t n) {
+    return {1, n, 1, n, 0, 0};
+}
+
+/// out[i] = uniform in [lo, hi) from 24 random bits of mix64(seed ^ j), j the index of element i
+/// in the whole tensor (so each rank draws its part of the same weights), a grid-stride loop.
 template <typename T>
-__global__ void fill_uniform_kernel(T* __restrict__ out, std::size_t n, std::uint64_t seed, float lo, float hi) {
+__global__ void fill_uniform_kernel(T* __restrict__ out, std::size_t n, std::uint64_t seed, float lo, float hi,
+                                    Slice part) {
     for (std::size_t i = std::size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
          i += std::size_t(gridDim.x) * blockDim.x) {
-        const float u = float(mix64(seed ^ (i * 0xD1B54A32D192ED03ull)) >> 40) * 0x1.0p-24f;
+        const float u = float(mix64(seed ^ (part.whole(i) * 0xD1B54A32D192ED03ull)) >> 40) * 0x1.0p-24f;
         store_value(out + i, lo + (hi - lo) * u);
     }
 }
 
 template <typename T>
-void fill_uniform_device(DeviceBuffer<T>& buf, std::uint64_t seed, float bound, float center = 0.f) {
+void fill_uniform_device(DeviceBuffer<T>& buf, std::uint64_t seed, float bound, float center, const Slice& part) {
     if (buf.size() == 0) return;
     const unsigned blocks = unsigned(std::min<std::size_t>(ceil_div(buf.size(), std::size_t(256)), 4096));
-    fill_uniform_kernel<T><<<blocks, 256>>>(buf.data(), buf.size(), seed, center - bound, center + bound);
+    fill_uniform_kernel<T><<<blocks, 256>>>(buf.data(), buf.size(), seed, center - bound, center + bound, part);
     PD_CHECK_LAUNCH();
+}
+template <typename T>
+void fill_uniform_device(DeviceBuffer<T>& buf, std::uint64_t seed, float bound, float center = 0.f) {
+    fill_uniform_device(buf, seed, bound, center, whole_tensor(buf.size()));
 }
 
 /// A matrix of @p n elements in the model's weight type.
@@ -75,11 +100,36 @@ DeviceMatrix make_matrix(DType d, std::size_t n) {
     return m;
 }
 
-void fill_matrix(DeviceMatrix& m, std::uint64_t seed, float bound) {
+void fill_matrix(DeviceMatrix& m, std::uint64_t seed, float bound, const Slice& part) {
     if (m.f32.size() > 0)
-        fill_uniform_device(m.f32, seed, bound);
+        fill_uniform_device(m.f32, seed, bound, 0.f, part);
     else
-        fill_uniform_device(m.b16, seed, bound);
+        fill_uniform_device(m.b16, seed, bound, 0.f, part);
+}
+
+/// The parts of rank @p rank of @p tp of the model's matrices (shard_config()).
+struct RankSlices {
+    Slice embed, wq, wkv, wo, gate_up, down, head;
+    RankSlices(const ModelConfig& c, int tp, int rank) {
+        using S = std::size_t;
+        const ModelConfig p = shard_config(c, tp);
+        const S D = S(c.d_model), d = S(c.head_dim), q = S(c.heads) * d, kv = S(c.kv_heads) * d;
+        const S ql = S(p.heads) * d, kvl = S(p.kv_heads) * d, F = S(c.ffn_dim), Fl = S(p.ffn_dim);
+        const S V = S(c.vocab), Vl = S(p.vocab), r = S(rank);
+        embed = head = {Vl, D, V, D, r * Vl, 0};  // rows: the vocabulary
+        wq = {ql, D, q, D, r * ql, 0};            // rows: the outputs (column-parallel)
+        wkv = {kvl, D, kv, D, S(first_kv_head(c, tp, rank)) * d, 0};
+        gate_up = {Fl, D, F, D, r * Fl, 0};
+        wo = {D, ql, D, q, 0, r * ql};  // columns: the inputs (row-parallel)
+        down = {D, Fl, D, F, 0, r * Fl};
+    }
+};
+
+/// The elements of @p part of the [layers x N x K] host tensor @p whole.
+std::vector<float> take(const std::vector<float>& whole, const Slice& part, int layers) {
+    std::vector<float> out(std::size_t(layers) * part.n * part.k);
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = whole[part.whole(i)];
+    return out;
 }
 
 void upload_matrix(DeviceMatrix& m, const std::vector<float>& host) {
@@ -115,6 +165,58 @@ const W* ptr(const DeviceMatrix& m, std::size_t offset = 0) {
 }
 
 }  // namespace
+
+// ---- chapter 10: the parts of the ranks ------------------------------------------------------
+
+ModelConfig shard_config(const ModelConfig& c, int tp) {
+    if (tp < 1) reject("tensor_parallel", std::to_string(tp), "must be >= 1");
+    const auto divides = [&](int n, const char* what) {
+        if (n % tp != 0)
+            reject("tensor_parallel", std::to_string(tp),
+                   std::string("must divide the model's ") + what + " = " + std::to_string(n) + " (" + c.name + ")");
+    };
+    divides(c.heads, "query heads");
+    divides(c.ffn_dim, "ffn_dim");
+    divides(c.vocab, "vocab");
+    if (c.kv_heads % tp != 0 && tp % c.kv_heads != 0)
+        reject("tensor_parallel", std::to_string(tp),
+               "must divide the model's kv_heads = " + std::to_string(c.kv_heads) +
+                   " or be a multiple of them (each KV head then replicated on tensor_parallel / kv_heads ranks)");
+    ModelConfig p = c;
+    p.heads = c.heads / tp;
+    p.kv_heads = std::max(1, c.kv_heads / tp);
+    p.ffn_dim = c.ffn_dim / tp;
+    p.vocab = c.vocab / tp;
+    return p;
+}
+
+int first_kv_head(const ModelConfig& c, int tp, int rank) {
+    // kv_heads >= tp: rank r holds heads r kv/tp ...; tp > kv_heads: tp/kv ranks share each head
+    return int((long long)rank * c.kv_heads / tp);
+}
+
+ModelWeights shard_weights(const ModelWeights& w, const ModelConfig& c, int tp, int rank) {
+    w.check(c, "weights for " + c.name);
+    if (rank < 0 || rank >= tp)
+        throw std::invalid_argument("shard_weights: rank = " + std::to_string(rank) + " must be in 0 .. " +
+                                    std::to_string(tp - 1));
+    const RankSlices s(c, tp, rank);
+    const int L = c.layers;
+    ModelWeights p;
+    p.embed = take(w.embed, s.embed, 1);
+    p.wq = take(w.wq, s.wq, L);
+    p.wk = take(w.wk, s.wkv, L);
+    p.wv = take(w.wv, s.wkv, L);
+    p.wo = take(w.wo, s.wo, L);
+    p.w_gate = take(w.w_gate, s.gate_up, L);
+    p.w_up = take(w.w_up, s.gate_up, L);
+    p.w_down = take(w.w_down, s.down, L);
+    p.lm_head = c.tied_embeddings ? p.embed : take(w.lm_head, s.head, 1);
+    p.attn_norm = w.attn_norm;
+    p.ffn_norm = w.ffn_norm;
+    p.final_norm = w.final_norm;
+    return p;
+}
 
 std::string to_string(Plan::Projections p) {
     return p == Plan::Projections::gemv ? "gemv" : "gemm";
@@ -168,10 +270,117 @@ void Model::check_options(const ModelConfig& config, const ModelOptions& o) {
     if (o.quant == "int4") kernels::quant::check_layout({kernels::quant::Format::int4, config.d_model, o.quant_group});
     if (o.prefill_attention != "flash" && o.prefill_attention != "naive")
         reject("prefill_attention", o.prefill_attention, "must be flash or naive");
+    // chapter 10: the split, and the devices and collectives it needs
+    shard_config(config, o.tensor_parallel);
+    if (o.tensor_parallel > 1) {
+        if (o.quant != "none")
+            reject("quant", o.quant,
+                   "is not split across ranks (ModelOptions.tensor_parallel = " + std::to_string(o.tensor_parallel) +
+                       "): none");
+        if (!o.collectives) reject("collectives", "null", "is required when tensor_parallel > 1");
+        if (o.collectives->size() != o.tensor_parallel)
+            reject("collectives", std::to_string(o.collectives->size()) + " ranks",
+                   "must join tensor_parallel = " + std::to_string(o.tensor_parallel) + " ranks");
+        int devices = 0;
+        if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+        if (o.tensor_parallel > devices)
+            reject("tensor_parallel", std::to_string(o.tensor_parallel),
+                   "exceeds the " + std::to_string(devices) +
+                       " devices present (one rank per device; the simulator has PD_SIM_DEVICES of them)");
+    }
+    if (o.tp_rank < 0 || o.tp_rank >= o.tensor_parallel)
+        reject("tp_rank", std::to_string(o.tp_rank), "must be in 0 .. tensor_parallel - 1");
 }
 
-Model::Model(const ModelConfig& config, const ModelOptions& options) : config_(config), options_(options) {
-    check_options(config_, options_);
+// ---- chapter 10: the other ranks, each on a host thread of its own ---------------------------
+
+/// Rank 0's companions: ranks 1 ... N - 1, each built, run and destroyed on its own thread, where
+/// its device is current.
+struct Model::RankGroup {
+    struct Rank {
+        std::thread thread;
+        std::mutex m;
+        std::condition_variable cv;
+        std::function<void()> job;  // the next call to run (empty: none)
+        bool stop = false;
+        std::exception_ptr error;
+        std::unique_ptr<Model> model;
+    };
+    std::vector<std::unique_ptr<Rank>> ranks;  // ranks 1 ... N - 1
+
+    explicit RankGroup(int n) {
+        for (int r = 1; r < n; ++r) {
+            ranks.push_back(std::make_unique<Rank>());
+            Rank* k = ranks.back().get();
+            k->thread = std::thread([k, r] {
+                PD_CHECK_CUDA(cudaSetDevice(r));
+                std::unique_lock<std::mutex> lock(k->m);
+                for (;;) {
+                    k->cv.wait(lock, [k] { return k->job || k->stop; });
+                    if (!k->job) return;
+                    try {
+                        k->job();
+                    } catch (...) {
+                        k->error = std::current_exception();
+                    }
+                    k->job = nullptr;
+                    k->cv.notify_all();
+                }
+            });
+        }
+    }
+    ~RankGroup() {
+        for (auto& k : ranks) {
+            {
+                std::lock_guard<std::mutex> lock(k->m);
+                k->stop = true;
+            }
+            k->cv.notify_all();
+            k->thread.join();
+        }
+    }
+    /// Hands @p job to rank @p r's thread.
+    void post(std::size_t i, std::function<void()> job) {
+        Rank& k = *ranks[i];
+        std::lock_guard<std::mutex> lock(k.m);
+        k.error = nullptr;
+        k.job = std::move(job);
+        k.cv.notify_all();
+    }
+    /// Waits for rank @p i's job; returns its exception, if any.
+    std::exception_ptr wait(std::size_t i) {
+        Rank& k = *ranks[i];
+        std::unique_lock<std::mutex> lock(k.m);
+        k.cv.wait(lock, [&k] { return !k.job; });
+        return k.error;
+    }
+};
+
+void Model::on_every_rank(const std::function<void(Model&)>& f) {
+    if (!group_) return f(*this);
+    for (std::size_t i = 0; i < group_->ranks.size(); ++i)
+        group_->post(i, [&f, k = group_->ranks[i].get()] { f(*k->model); });
+    std::exception_ptr error;
+    try {
+        f(*this);
+    } catch (...) {
+        error = std::current_exception();
+    }
+    for (std::size_t i = 0; i < group_->ranks.size(); ++i)
+        if (std::exception_ptr e = group_->wait(i); e && !error) error = e;
+    if (error) std::rethrow_exception(error);
+}
+
+void Model::all_reduce(float* data, std::size_t count) {
+    if (options_.tensor_parallel == 1) return;
+    options_.collectives->all_reduce_sum(options_.tp_rank, data, count);
+    ++communication_.calls;
+    communication_.bytes += double(count) * sizeof(float);
+}
+
+Model::Model(const ModelConfig& config, const ModelOptions& options)
+    : full_(config), config_(shard_config(config, options.tensor_parallel)), options_(options) {
+    check_options(full_, options_);
     const ModelOptions& o = options_;
     max_seq_ = o.max_seq > 0 ? o.max_seq : config_.max_seq;
     max_step_tokens_ = o.max_step_tokens > 0 ? o.max_step_tokens : o.batch * max_seq_;
@@ -257,33 +466,62 @@ Model::Model(const ModelConfig& config, const ModelOptions& options) : config_(c
     }
     const S R = S(max_logit_rows_);
     x_last_ = DeviceBuffer<float>(R * D);
-    logits_ = DeviceBuffer<float>(R * V);
-    probs_ = DeviceBuffer<float>(R * V);
+    const S V_all = S(full_.vocab), tp = S(o.tensor_parallel);  // the logits are the whole vocabulary's
+    logits_ = DeviceBuffer<float>(R * V_all);
+    probs_ = DeviceBuffer<float>(R * V_all);
+    if (tp > 1) {  // this rank's logits, then every rank's as the all-gather leaves them
+        local_logits_ = DeviceBuffer<float>(R * V);
+        gathered_ = DeviceBuffer<float>(R * V_all);
+    }
     logit_rows_ = DeviceBuffer<int>(R);
     draw_ = DeviceBuffer<int>(2 * R);
+
+    // rank 0 builds the other ranks, each on its device, in its thread
+    if (o.tensor_parallel > 1 && o.tp_rank == 0) {
+        group_ = std::make_unique<RankGroup>(o.tensor_parallel);
+        for (std::size_t i = 0; i < group_->ranks.size(); ++i) {
+            ModelOptions other = options_;
+            other.tp_rank = int(i) + 1;
+            group_->post(
+                i, [this, other, k = group_->ranks[i].get()] { k->model = std::make_unique<Model>(full_, other); });
+        }
+        for (std::size_t i = 0; i < group_->ranks.size(); ++i)
+            if (std::exception_ptr e = group_->wait(i)) std::rethrow_exception(e);
+    }
 }
 
-Model::~Model() = default;
+Model::~Model() {
+    if (!group_) return;
+    for (std::size_t i = 0; i < group_->ranks.size(); ++i)  // each rank frees its memory on its thread
+        group_->post(i, [k = group_->ranks[i].get()] { k->model.reset(); });
+    for (std::size_t i = 0; i < group_->ranks.size(); ++i) group_->wait(i);
+}
 Model::Model(Model&& other) noexcept = default;
 Model& Model::operator=(Model&& other) noexcept = default;
 
 void Model::init_synthetic(std::uint64_t seed) {
-    const double D = config_.d_model, F = config_.ffn_dim, q = double(config_.heads) * config_.head_dim;
-    const double residual = std::sqrt(2.0 * config_.layers);  // two residual branches per layer
+    on_every_rank([seed](Model& m) { m.init_local(seed); });
+}
+
+void Model::init_local(std::uint64_t seed) {
+    // the whole model's fan-ins: every rank draws its part of the same weights
+    const double D = full_.d_model, F = full_.ffn_dim, q = double(full_.heads) * full_.head_dim;
+    const double residual = std::sqrt(2.0 * full_.layers);  // two residual branches per layer
+    const RankSlices part(full_, options_.tensor_parallel, options_.tp_rank);
     // uniform(-a, a) has variance a^2 / 3: a = sqrt(3 / fan_in) keeps a projection's output at
     // the variance of its input.
     const auto bound = [](double fan_in) { return float(std::sqrt(3.0 / fan_in)); };
     std::uint64_t stream = 0;
     const auto next = [&] { return mix64(seed + 0x100 * ++stream); };
-    fill_matrix(embed_, next(), float(std::sqrt(3.0)));
-    fill_matrix(wq_, next(), bound(D));
-    fill_matrix(wk_, next(), bound(D));
-    fill_matrix(wv_, next(), bound(D));
-    fill_matrix(wo_, next(), float(bound(q) / residual));
-    fill_matrix(w_gate_, next(), bound(D));
-    fill_matrix(w_up_, next(), bound(D));
-    fill_matrix(w_down_, next(), float(bound(F) / residual));
-    if (!config_.tied_embeddings) fill_matrix(lm_head_, next(), bound(D));
+    fill_matrix(embed_, next(), float(std::sqrt(3.0)), part.embed);
+    fill_matrix(wq_, next(), bound(D), part.wq);
+    fill_matrix(wk_, next(), bound(D), part.wkv);
+    fill_matrix(wv_, next(), bound(D), part.wkv);
+    fill_matrix(wo_, next(), float(bound(q) / residual), part.wo);
+    fill_matrix(w_gate_, next(), bound(D), part.gate_up);
+    fill_matrix(w_up_, next(), bound(D), part.gate_up);
+    fill_matrix(w_down_, next(), float(bound(F) / residual), part.down);
+    if (!config_.tied_embeddings) fill_matrix(lm_head_, next(), bound(D), part.head);
     fill_uniform_device(attn_norm_, next(), 0.1f, 1.f);
     fill_uniform_device(ffn_norm_, next(), 0.1f, 1.f);
     fill_uniform_device(final_norm_, next(), 0.1f, 1.f);
@@ -325,6 +563,13 @@ void Model::quantize_weights() {
 // [quantize_weights]
 
 void Model::load(const ModelWeights& w) {
+    if (options_.tensor_parallel == 1) return load_local(w);
+    w.check(full_, "weights for " + full_.name);
+    on_every_rank(
+        [&w](Model& m) { m.load_local(shard_weights(w, m.full_, m.options_.tensor_parallel, m.options_.tp_rank)); });
+}
+
+void Model::load_local(const ModelWeights& w) {
     w.check(config_, "weights for " + config_.name);
     if (options_.quant != "none") {  // quantized before: the bf16 matrices again, to quantize these
         const std::size_t L = std::size_t(config_.layers), D = std::size_t(config_.d_model),
@@ -419,7 +664,8 @@ Cost Model::cost(int context, int tokens) const {
     return cost(rows);
 }
 
-double Model::device_bytes(const ModelConfig& c, const ModelOptions& o) {
+double Model::device_bytes(const ModelConfig& whole, const ModelOptions& o) {
+    const ModelConfig c = shard_config(whole, o.tensor_parallel);  // each rank's part
     const double S = o.max_seq > 0 ? o.max_seq : c.max_seq, B = o.batch;
     const double T = o.max_step_tokens > 0 ? o.max_step_tokens : B * S;
     // quantized: the bf16 matrices, and their packed copies made from them (1 byte per weight at
@@ -435,7 +681,8 @@ double Model::device_bytes(const ModelConfig& c, const ModelOptions& o) {
     const double act = 4.0 * T * (3 * c.d_model + (naive ? 4 : 2) * (q + kv) + 3 * double(c.ffn_dim)) +
                        (naive ? 4.0 * c.heads * T * std::min(T, S) : 0.0);
     const double R = o.max_logit_rows > 0 ? o.max_logit_rows : B;
-    return w + cache + act + 2 * 4.0 * R * c.vocab;  // logits and probs
+    // logits and probs of the whole vocabulary (split: also this rank's and the gathered ones)
+    return w + cache + act + (o.tensor_parallel > 1 ? 4.0 : 2.0) * 4.0 * R * whole.vocab;
 }
 
 // ---- the plan -------------------------------------------------------------------------------
@@ -518,9 +765,9 @@ void Model::check(std::span<const int> tokens, std::span<const StepSequence> seq
         throw std::invalid_argument("forward: " + std::to_string(T) + " tokens exceed ModelOptions.max_step_tokens = " +
                                     std::to_string(max_step_tokens_) + " (the activations are allocated for it)");
     for (std::size_t i = 0; i < tokens.size(); ++i)
-        if (tokens[i] < 0 || tokens[i] >= config_.vocab)
+        if (tokens[i] < 0 || tokens[i] >= full_.vocab)
             throw std::invalid_argument("token " + std::to_string(i) + " = " + std::to_string(tokens[i]) +
-                                        " is outside the vocabulary [0, " + std::to_string(config_.vocab) + ")");
+                                        " is outside the vocabulary [0, " + std::to_string(full_.vocab) + ")");
 }
 
 /// Uploads the pass's metadata (q_len, context and slot of each sequence, and its block table),
@@ -585,6 +832,11 @@ void Model::upload_batch(std::span<const int> tokens, std::span<const StepSequen
 void Model::forward(std::span<const int> tokens, std::span<const StepSequence> sequences) {
     check(tokens, sequences);
     if (tokens.empty()) throw std::invalid_argument("forward: no tokens");
+    on_every_rank([&](Model& m) { m.forward_local(tokens, sequences); });
+}
+
+void Model::forward_local(std::span<const int> tokens, std::span<const StepSequence> sequences) {
+    communication_ = {};
     upload_batch(tokens, sequences);
     const Plan p = plan(sequences);
     if (options_.weights == DType::fp32)
@@ -642,7 +894,12 @@ void Model::forward_pass(const Plan& plan) {
     else
         h = h_.data(), a = act_.data();
 
-    ly::embedding(tokens_.data(), ptr<W>(embed_), x_.data(), T, D, c.vocab);
+    if (options_.tensor_parallel == 1) {
+        ly::embedding(tokens_.data(), ptr<W>(embed_), x_.data(), T, D, c.vocab);
+    } else {  // chapter 10: this rank's rows of the vocabulary, zeros for the others', summed over the ranks
+        ly::embedding_shard(tokens_.data(), ptr<W>(embed_), x_.data(), T, D, options_.tp_rank * c.vocab, c.vocab);
+        all_reduce(x_.data(), std::size_t(T) * D);
+    }
     for (int l = 0; l < c.layers; ++l) {
         const std::size_t Ld = std::size_t(l) * D;
         // attention: norm, Q K V, RoPE at each row's position, K and V into the cache
@@ -679,6 +936,7 @@ void Model::forward_pass(const Plan& plan) {
         } else {
             project(plan, o_.data(), wo_, Ld * q_dim, y_.data(), D, q_dim);
         }
+        all_reduce(y_.data(), std::size_t(T) * D);  // chapter 10: each rank's heads' share of Wo's output
         ly::add(x_.data(), y_.data(), std::size_t(T) * D);
         // feed-forward: norm, gate and up, SwiGLU, down, residual
         ly::rmsnorm(x_.data(), ffn_norm_.data() + Ld, h, T, D, eps);
@@ -686,6 +944,7 @@ void Model::forward_pass(const Plan& plan) {
         project(plan, h, w_up_, Ld * F, up_.data(), F, D);
         ly::swiglu(gate_.data(), up_.data(), a, std::size_t(T) * F);
         project(plan, a, w_down_, Ld * F, y_.data(), D, F);
+        all_reduce(y_.data(), std::size_t(T) * D);  // chapter 10: each rank's share of the FFN's columns
         ly::add(x_.data(), y_.data(), std::size_t(T) * D);
     }
     // the logits of each sequence's last row (a decode batch: every row), or of the rows listed
@@ -708,6 +967,9 @@ void Model::final_logits(const float* x_last, int rows) {
     const ModelConfig& c = config_;
     const int D = c.d_model, V = c.vocab;
     const DeviceMatrix& head = c.tied_embeddings ? embed_ : lm_head_;
+    // split across ranks (chapter 10): this rank's rows of the vocabulary, then every rank's
+    const int tp = options_.tensor_parallel;
+    float* logits = tp > 1 ? local_logits_.data() : logits_.data();
     if (options_.weights == DType::fp32)
         ly::rmsnorm(x_last, final_norm_.data(), h_.data(), rows, D, float(c.norm_eps));
     else
@@ -717,14 +979,20 @@ void Model::final_logits(const float* x_last, int rows) {
         const std::size_t in = std::size_t(r0) * D, out = std::size_t(r0) * V;
         const char* version = n == 1 ? "v3" : "v5";
         if (options_.weights == DType::fp32)
-            kernels::gemv::gemv(version, head.f32.data(), h_.data() + in, logits_.data() + out,
-                                kernels::gemv::Shape{n, V, D});
+            kernels::gemv::gemv(version, head.f32.data(), h_.data() + in, logits + out, kernels::gemv::Shape{n, V, D});
         else if (!lm_head_.packed.empty())  // quantized (tied or not): the GEMV on the packed head
             project_packed(Plan{.projections = Plan::Projections::gemv, .tokens = n}, h16_.data() + in,
-                           lm_head_.packed.front(), logits_.data() + out);
+                           lm_head_.packed.front(), logits + out);
         else
-            kernels::gemv::gemv(version, head.b16.data(), h16_.data() + in, logits_.data() + out,
+            kernels::gemv::gemv(version, head.b16.data(), h16_.data() + in, logits + out,
                                 kernels::gemv::Shape{n, V, D});
+    }
+    if (tp > 1) {
+        options_.collectives->all_gather(options_.tp_rank, local_logits_.data(), gathered_.data(),
+                                         std::size_t(rows) * V);
+        ++communication_.calls;
+        communication_.bytes += double(rows) * V * sizeof(float);
+        ly::interleave_shards(gathered_.data(), logits_.data(), tp, rows, V);
     }
     rows_ = rows;
 }
@@ -751,9 +1019,9 @@ void Model::decode(std::span<const int> tokens) {
         throw std::invalid_argument("decode: " + std::to_string(tokens.size()) +
                                     " tokens, expected B = " + std::to_string(options_.batch));
     for (std::size_t i = 0; i < tokens.size(); ++i)
-        if (tokens[i] < 0 || tokens[i] >= config_.vocab)
+        if (tokens[i] < 0 || tokens[i] >= full_.vocab)
             throw std::invalid_argument("token " + std::to_string(i) + " = " + std::to_string(tokens[i]) +
-                                        " is outside the vocabulary [0, " + std::to_string(config_.vocab) + ")");
+                                        " is outside the vocabulary [0, " + std::to_string(full_.vocab) + ")");
     PD_CHECK_CUDA(cudaMemcpy(tokens_.data(), tokens.data(), tokens.size_bytes(), cudaMemcpyHostToDevice));
     decode(tokens_.data());
 }
@@ -768,6 +1036,14 @@ void Model::decode(const int* tokens_device) {
     std::vector<StepSequence> rows(static_cast<std::size_t>(B));  // one token per sequence, at position length()
     for (int b = 0; b < B; ++b) rows[std::size_t(b)] = {.slot = b, .context = length_, .tokens = 1};
     check({}, rows);
+    if (group_) {  // split across ranks: each rank uploads the tokens to its device
+        std::vector<int> host(static_cast<std::size_t>(B));
+        PD_CHECK_CUDA(cudaMemcpy(host.data(), tokens_device, host.size() * sizeof(int), cudaMemcpyDeviceToHost));
+        on_every_rank([&](Model& m) { m.forward_local(host, rows); });
+        ++length_;
+        return;
+    }
+    communication_ = {};
     if (tokens_device != tokens_.data())
         PD_CHECK_CUDA(
             cudaMemcpyAsync(tokens_.data(), tokens_device, std::size_t(B) * sizeof(int), cudaMemcpyDeviceToDevice));
@@ -788,7 +1064,7 @@ void Model::rewind(int length) {
 }
 
 void Model::argmax(int* out_device) const {
-    ly::argmax(logits_.data(), out_device, rows_ > 0 ? rows_ : options_.batch, config_.vocab);
+    ly::argmax(logits_.data(), out_device, rows_ > 0 ? rows_ : options_.batch, full_.vocab);
 }
 
 void Model::sample(const ly::SamplingParams& p, std::span<const int> streams, std::span<const int> positions,
@@ -800,7 +1076,7 @@ void Model::sample(const ly::SamplingParams& p, std::span<const int> streams, st
                                     " rows of logits");
     PD_CHECK_CUDA(cudaMemcpy(draw_.data(), streams.data(), streams.size_bytes(), cudaMemcpyHostToDevice));
     PD_CHECK_CUDA(cudaMemcpy(draw_.data() + R, positions.data(), positions.size_bytes(), cudaMemcpyHostToDevice));
-    ly::sample(logits_.data(), probs_.data(), out_device, draw_.data(), draw_.data() + R, R, config_.vocab, p);
+    ly::sample(logits_.data(), probs_.data(), out_device, draw_.data(), draw_.data() + R, R, full_.vocab, p);
 }
 
 // [warm_up]

@@ -17,7 +17,7 @@
 #define NCCL_PATCH 0
 #define NCCL_SUFFIX ""
 #define NCCL_VERSION_CODE 22800
-#define NCCL_VERSION(X, Y, Z) (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
+#define NCCL_VERSION(X, Y, Z) (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 /// Defined only by the simulator's nccl.h.
 #define PD_SIM_NCCL 1
 

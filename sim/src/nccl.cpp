@@ -57,9 +57,8 @@ const char* name_of(Kind k) {
     return "?";
 }
 const char* name_of(ncclDataType_t t) {
-    static constexpr const char* kNames[] = {"ncclInt8",    "ncclUint8",   "ncclInt32",   "ncclUint32",
-                                             "ncclInt64",   "ncclUint64",  "ncclFloat16", "ncclFloat32",
-                                             "ncclFloat64", "ncclBfloat16"};
+    static constexpr const char* kNames[] = {"ncclInt8",   "ncclUint8",   "ncclInt32",   "ncclUint32",  "ncclInt64",
+                                             "ncclUint64", "ncclFloat16", "ncclFloat32", "ncclFloat64", "ncclBfloat16"};
     return int(t) >= 0 && int(t) <= int(ncclBfloat16) ? kNames[int(t)] : "an unsupported type";
 }
 const char* name_of(ncclRedOp_t op) {
@@ -132,8 +131,8 @@ struct ncclComm {
     std::shared_ptr<Clique> clique;
     int rank = 0;
     int device = 0;
-    std::uint64_t collectives = 0;                            // issued so far
-    std::map<int, std::uint64_t> sends, recvs;                // issued so far, by peer
+    std::uint64_t collectives = 0;              // issued so far
+    std::map<int, std::uint64_t> sends, recvs;  // issued so far, by peer
 };
 
 namespace {
@@ -165,8 +164,8 @@ float to_float(__nv_bfloat16 v) {
 
 /// The reduction of element i over every rank's copy of the send buffers, in rank order.
 template <typename T>
-void reduce(const std::vector<std::vector<unsigned char>>& sends, std::size_t first, std::size_t count,
-            ncclRedOp_t op, void* out) {
+void reduce(const std::vector<std::vector<unsigned char>>& sends, std::size_t first, std::size_t count, ncclRedOp_t op,
+            void* out) {
     constexpr bool narrow = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
     using Acc = std::conditional_t<narrow, float, T>;
     const int n = int(sends.size());
@@ -259,7 +258,8 @@ void execute(Operation& o) {
                     std::memcpy(static_cast<unsigned char*>(p.recv) + r * bytes, sends[r].data(), bytes);
             break;
         case Kind::reduce_scatter:
-            for (std::size_t r = 0; r < n; ++r) reduce_typed(p0.type, sends, r * p0.count, p0.count, p0.op, o.parts[r].recv);
+            for (std::size_t r = 0; r < n; ++r)
+                reduce_typed(p0.type, sends, r * p0.count, p0.count, p0.op, o.parts[r].recv);
             break;
         case Kind::send:
         case Kind::recv:
@@ -358,8 +358,7 @@ Issued issue(ncclComm_t comm, const Part& part, int peer) {
 ncclResult_t wait(const Issued& is, bool grouped) {
     Clique& c = *is.clique;
     std::unique_lock<std::mutex> lock(c.m);
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds());
     while (!is.op->done)
         if (c.changed.wait_until(lock, deadline) == std::cv_status::timeout && !is.op->done) {
             std::vector<int> missing;
@@ -375,9 +374,10 @@ ncclResult_t wait(const Issued& is, bool grouped) {
             is.op->result = ncclSystemError;
             is.op->error = is.label + ": rank " + std::to_string(is.rank) + " waited " +
                            std::to_string(int(timeout_seconds())) + " s and " + who +
-                           (grouped ? "" : " (a rank skipped the call or called collectives in another order; one "
-                                           "thread driving several ranks must put their calls in "
-                                           "ncclGroupStart/ncclGroupEnd)");
+                           (grouped ? ""
+                                    : " (a rank skipped the call or called collectives in another order; one "
+                                      "thread driving several ranks must put their calls in "
+                                      "ncclGroupStart/ncclGroupEnd)");
             c.changed.notify_all();
         }
     if (is.op->result != ncclSuccess) return fail(is.op->result, is.op->error);
@@ -406,20 +406,24 @@ ncclResult_t call(Kind kind, const void* send, void* recv, std::size_t count, nc
                                              "fp64; no fp8)");
     if (kind != Kind::broadcast && kind != Kind::all_gather && kind != Kind::send && kind != Kind::recv &&
         (int(op) < 0 || int(op) >= int(ncclNumOps)))
-        return fail(ncclInvalidArgument, std::string(name) + ": op " + std::to_string(int(op)) + " is not a built-in one");
-    if ((kind == Kind::broadcast || kind == Kind::send || kind == Kind::recv) && (root_or_peer < 0 || root_or_peer >= n))
-        return fail(ncclInvalidArgument, std::string(name) + ": " + (kind == Kind::broadcast ? "root" : "peer") + " = " +
-                                             std::to_string(root_or_peer) + " must be a rank, 0 ... " +
+        return fail(ncclInvalidArgument,
+                    std::string(name) + ": op " + std::to_string(int(op)) + " is not a built-in one");
+    if ((kind == Kind::broadcast || kind == Kind::send || kind == Kind::recv) &&
+        (root_or_peer < 0 || root_or_peer >= n))
+        return fail(ncclInvalidArgument, std::string(name) + ": " + (kind == Kind::broadcast ? "root" : "peer") +
+                                             " = " + std::to_string(root_or_peer) + " must be a rank, 0 ... " +
                                              std::to_string(n - 1));
     const std::size_t bytes = count * size_of(type);
-    const std::size_t widest = kind == Kind::all_gather || kind == Kind::reduce_scatter ? bytes * std::size_t(n) : bytes;
+    const std::size_t widest =
+        kind == Kind::all_gather || kind == Kind::reduce_scatter ? bytes * std::size_t(n) : bytes;
     if (widest > kMaxMessageBytes)
         return fail(ncclInvalidArgument, std::string(name) + ": " + std::to_string(widest) +
                                              " bytes per rank: the simulator caps a message at 64 MiB per rank");
     const bool sends = kind != Kind::recv && !(kind == Kind::broadcast && comm->rank != root_or_peer);
     const bool receives = kind != Kind::send;
     if (count > 0 && ((sends && send == nullptr) || (receives && recv == nullptr)))
-        return fail(ncclInvalidArgument, std::string(name) + ": a NULL " + (sends && send == nullptr ? "sendbuff" : "recvbuff"));
+        return fail(ncclInvalidArgument,
+                    std::string(name) + ": a NULL " + (sends && send == nullptr ? "sendbuff" : "recvbuff"));
     for (const void* p : {send, static_cast<const void*>(recv)}) {
         const int d = p != nullptr ? device_of_pointer(p) : -1;
         if (d >= 0 && d != comm->device)
@@ -513,8 +517,7 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId id, int
         std::lock_guard<std::mutex> registry_lock(registry_mutex);
         registry.erase(key);
     }
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds());
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_seconds());
     while (c.joined < nranks)
         if (c.changed.wait_until(lock, deadline) == std::cv_status::timeout && c.joined < nranks) {
             std::vector<int> missing;
@@ -541,8 +544,8 @@ ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
     for (int r = 0; r < ndev; ++r) {
         const int d = devlist != nullptr ? devlist[r] : r;
         if (d < 0 || d >= settings().devices)
-            return fail(ncclInvalidArgument, "ncclCommInitAll: devlist[" + std::to_string(r) + "] = " +
-                                                 std::to_string(d) + " is not a device");
+            return fail(ncclInvalidArgument, "ncclCommInitAll: devlist[" + std::to_string(r) +
+                                                 "] = " + std::to_string(d) + " is not a device");
         clique->devices.push_back(d);
     }
     if (const ncclResult_t r = check_devices(*clique, "ncclCommInitAll")) return r;

@@ -82,7 +82,8 @@ int main() {
         cudaStream_t s;
         CUDA_OK(cudaSetDevice(d));
         CUDA_OK(cudaStreamCreate(&s));
-        CUDA_OK(cudaMemcpyPeerAsync(buffers[std::size_t(d)], d, buffers[std::size_t(d - 1)], d - 1, n * sizeof(int), s));
+        CUDA_OK(
+            cudaMemcpyPeerAsync(buffers[std::size_t(d)], d, buffers[std::size_t(d - 1)], d - 1, n * sizeof(int), s));
         CUDA_OK(cudaStreamSynchronize(s));
         CUDA_OK(cudaStreamDestroy(s));
     }
@@ -106,7 +107,8 @@ int main() {
     CHECK(cudaGetLastError() == cudaErrorIllegalAddress);
     const std::string why = pd::sim::last_diagnostic();
     CHECK_MSG(why.find("kernel 'iota' runs on device 0, but its argument 1 points into") != std::string::npos &&
-                  why.find("on device 1") != std::string::npos && why.find("cudaDeviceEnablePeerAccess(1, 0)") != std::string::npos,
+                  why.find("on device 1") != std::string::npos &&
+                  why.find("cudaDeviceEnablePeerAccess(1, 0)") != std::string::npos,
               "diagnostic: %s", why.c_str());
     CUDA_OK(cudaMemcpy(host.data(), buffers[1], n * sizeof(int), cudaMemcpyDeviceToHost));
     CHECK_MSG(host[0] == 1000, "the refused kernel wrote %d", host[0]);

@@ -19,13 +19,13 @@
 #include <thread>
 #include <vector>
 
-#define NCCL_OK(call)                                                                                           \
-    do {                                                                                                        \
-        const ncclResult_t r_ = (call);                                                                         \
-        if (r_ != ncclSuccess) {                                                                                \
+#define NCCL_OK(call)                                                                                         \
+    do {                                                                                                      \
+        const ncclResult_t r_ = (call);                                                                       \
+        if (r_ != ncclSuccess) {                                                                              \
             std::printf("NCCL error %s in %s at %s:%d\n", ncclGetErrorString(r_), #call, __FILE__, __LINE__); \
-            std::exit(1);                                                                                       \
-        }                                                                                                       \
+            std::exit(1);                                                                                     \
+        }                                                                                                     \
     } while (0)
 
 enum class Kind { all_reduce, broadcast, all_gather, reduce_scatter };
@@ -169,8 +169,11 @@ int compare(const Case& c, int n, const std::vector<RankBuffers<T>>& ranks, cons
                                 ? std::fabs(got - want) <= 1e-6f * (1.f + std::fabs(want))
                                 : got == want;
             if (!ok && bad++ < 3)
-                std::printf("  %s %s %s count %zu%s ranks %d (%s): rank %d [%zu] = %g, want %g\n", kKindNames[int(c.kind)],
-                            kOpNames[int(c.op)], std::is_same_v<T, float> ? "fp32" : std::is_same_v<T, int> ? "int32" : "bf16",
+                std::printf("  %s %s %s count %zu%s ranks %d (%s): rank %d [%zu] = %g, want %g\n",
+                            kKindNames[int(c.kind)], kOpNames[int(c.op)],
+                            std::is_same_v<T, float> ? "fp32"
+                            : std::is_same_v<T, int> ? "int32"
+                                                     : "bf16",
                             c.count, c.in_place ? " in place" : "", n, mode, r, i, got, want);
         }
     return bad;
@@ -222,8 +225,9 @@ int run_group(const Case& c, int n) {
 
 template <typename T>
 void run_all(int devices) {
-    const std::vector<ncclRedOp_t> ops = std::is_same_v<T, float> ? std::vector{ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg}
-                                                                   : std::vector{ncclSum, ncclMax};
+    const std::vector<ncclRedOp_t> ops = std::is_same_v<T, float>
+                                             ? std::vector{ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg}
+                                             : std::vector{ncclSum, ncclMax};
     for (int n : {1, 2, 3, 4, 8}) {
         if (n > devices) continue;
         int cases = 0, bad = 0;
@@ -237,8 +241,11 @@ void run_all(int devices) {
                         bad += threads ? run_threads<T>(c, n) : run_group<T>(c, n);
                     }
             }
-        CHECK_MSG(bad == 0, "%d ranks, %s: %d wrong elements over %d cases",
-                  n, std::is_same_v<T, float> ? "fp32" : std::is_same_v<T, int> ? "int32" : "bf16", bad, cases);
+        CHECK_MSG(bad == 0, "%d ranks, %s: %d wrong elements over %d cases", n,
+                  std::is_same_v<T, float> ? "fp32"
+                  : std::is_same_v<T, int> ? "int32"
+                                           : "bf16",
+                  bad, cases);
     }
 }
 
@@ -309,10 +316,12 @@ bool has(const std::string& text, const char* part) {
 void errors() {
     ncclResult_t res[2];
     std::string msg[2];
-    two_ranks([](int r, ncclComm_t c, float* b) { return ncclAllReduce(b, b, r == 0 ? 8 : 9, ncclFloat32, ncclSum, c, nullptr); },
+    two_ranks([](int r, ncclComm_t c,
+                 float* b) { return ncclAllReduce(b, b, r == 0 ? 8 : 9, ncclFloat32, ncclSum, c, nullptr); },
               res, msg);
     CHECK(res[0] == ncclInvalidUsage && res[1] == ncclInvalidUsage);
-    CHECK(has(msg[0] + msg[1], "ncclAllReduce #1 of a clique of 2 ranks: the ranks disagree: rank 0 gave count 8, rank 1 9"));
+    CHECK(has(msg[0] + msg[1],
+              "ncclAllReduce #1 of a clique of 2 ranks: the ranks disagree: rank 0 gave count 8, rank 1 9"));
     two_ranks(
         [](int r, ncclComm_t c, float* b) {
             return r == 0 ? ncclAllReduce(b, b, 8, ncclFloat32, ncclSum, c, nullptr)
@@ -321,20 +330,22 @@ void errors() {
         res, msg);
     CHECK(res[0] == ncclInvalidUsage && res[1] == ncclInvalidUsage);
     CHECK(has(msg[0] + msg[1], "called ncclAllReduce") && has(msg[0] + msg[1], "ncclAllGather"));
-    two_ranks([](int r, ncclComm_t c, float* b) { return ncclAllReduce(b, b, 8, r == 0 ? ncclFloat32 : ncclBfloat16, ncclSum, c, nullptr); },
+    two_ranks([](int r, ncclComm_t c,
+                 float* b) { return ncclAllReduce(b, b, 8, r == 0 ? ncclFloat32 : ncclBfloat16, ncclSum, c, nullptr); },
               res, msg);
-    CHECK(has(msg[0] + msg[1], "gave type ncclFloat32, rank 1 ncclBfloat16") || has(msg[0] + msg[1], "gave type ncclBfloat16, rank 0 ncclFloat32"));
-    two_ranks([](int r, ncclComm_t c, float* b) { return ncclAllReduce(b, b, 8, ncclFloat32, r == 0 ? ncclSum : ncclMax, c, nullptr); },
+    CHECK(has(msg[0] + msg[1], "gave type ncclFloat32, rank 1 ncclBfloat16") ||
+          has(msg[0] + msg[1], "gave type ncclBfloat16, rank 0 ncclFloat32"));
+    two_ranks([](int r, ncclComm_t c,
+                 float* b) { return ncclAllReduce(b, b, 8, ncclFloat32, r == 0 ? ncclSum : ncclMax, c, nullptr); },
               res, msg);
     CHECK(has(msg[0] + msg[1], "operation ncclSum") && has(msg[0] + msg[1], "ncclMax"));
     // rank 1 never joins: rank 0 waits PD_SIM_NCCL_TIMEOUT_SECONDS, then names it
-    two_ranks(
-        [](int r, ncclComm_t c, float* b) {
-            return r == 0 ? ncclAllReduce(b, b, 8, ncclFloat32, ncclSum, c, nullptr) : ncclSuccess;
-        },
-        res, msg);
+    two_ranks([](int r, ncclComm_t c,
+                 float* b) { return r == 0 ? ncclAllReduce(b, b, 8, ncclFloat32, ncclSum, c, nullptr) : ncclSuccess; },
+              res, msg);
     CHECK(res[0] == ncclSystemError && res[1] == ncclSuccess);
-    CHECK(has(msg[0], "ncclAllReduce #1 of a clique of 2 ranks: rank 0 waited") && has(msg[0], "rank 1 never called it"));
+    CHECK(has(msg[0], "ncclAllReduce #1 of a clique of 2 ranks: rank 0 waited") &&
+          has(msg[0], "rank 1 never called it"));
     // one thread, two ranks, no group
     ncclComm_t comms[2];
     NCCL_OK(ncclCommInitAll(comms, 2, nullptr));
@@ -351,7 +362,8 @@ void errors() {
     CUDA_OK(cudaFree(other));
     CUDA_OK(cudaSetDevice(0));
     // the message cap
-    CHECK(ncclAllReduce(b, b, (std::size_t(64) << 20) / 4 + 1, ncclFloat32, ncclSum, comms[0], nullptr) == ncclInvalidArgument);
+    CHECK(ncclAllReduce(b, b, (std::size_t(64) << 20) / 4 + 1, ncclFloat32, ncclSum, comms[0], nullptr) ==
+          ncclInvalidArgument);
     CHECK(has(ncclGetLastError(comms[0]), "caps a message at 64 MiB per rank"));
     CHECK(ncclBroadcast(b, b, 8, ncclFloat32, 2, comms[0], nullptr) == ncclInvalidArgument);
     CHECK(has(ncclGetLastError(comms[0]), "root = 2 must be a rank, 0 ... 1"));

@@ -42,8 +42,8 @@ struct ModelConfig {
     void check(const std::string& what) const;
 };
 
-/// The presets: tiny (the simulator's model), stories15M (llama2.c's 15M story model),
-/// llama-3-8b, llama-3-70b, llama-2-7b (the shapes of the published models), llama-3.1-8b
+/// The presets: tiny (the simulator's model), tiny-tp (its tensor-parallel twin: 8 query and 8 KV heads), stories15M
+/// (llama2.c's 15M story model), llama-3-8b, llama-3-70b, llama-2-7b (the shapes of the published models), llama-3.1-8b
 /// (llama-3-8b's shapes with 128k positions, for long prompts: chapter 07).
 const std::vector<ModelConfig>& model_presets();
 /// The preset named @p name, if any.

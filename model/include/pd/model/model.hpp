@@ -36,12 +36,45 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 namespace pd::model {
+
+/// Chapter 10: what the ranks of a tensor-parallel model exchange, two collectives over fp32
+/// device buffers. Each rank calls them from its own host thread with its device current, and
+/// a call returns when its result is in place (or ordered before the rank's later work on its
+/// stream, as NCCL orders it). pd/model/tensor_parallel.hpp implements them on NCCL.
+class Collectives {
+public:
+    virtual ~Collectives() = default;
+    /// The ranks.
+    virtual int size() const = 0;
+    /// In place: data [count] of every rank becomes the sum over the ranks.
+    /// @param rank the caller  @param data [count] on the rank's device  @param count elements
+    virtual void all_reduce_sum(int rank, float* data, std::size_t count) = 0;
+    /// recv [size() x count] = every rank's send [count], in rank order.
+    /// @param rank the caller  @param send [count]  @param recv [size() x count]  @param count elements per rank
+    virtual void all_gather(int rank, const float* send, float* recv, std::size_t count) = 0;
+};
+
+/// Chapter 10: the shape of one rank's part of @p c split across @p tp ranks as Megatron-LM
+/// splits it: heads / tp query heads, kv_heads / tp KV heads (1, replicated, when tp exceeds them),
+/// ffn_dim / tp, vocab / tp rows of the embedding and the LM head; d_model and the rest whole.
+/// @param c the whole model  @param tp ranks
+/// @throws std::invalid_argument naming ModelOptions.tensor_parallel when a size does not divide
+ModelConfig shard_config(const ModelConfig& c, int tp);
+/// The first of @p c's KV heads that rank @p rank of @p tp holds.
+/// @param c the whole model  @param tp ranks  @param rank the rank
+int first_kv_head(const ModelConfig& c, int tp, int rank);
+/// Rank @p rank's part of @p w (the weights of @p c), laid out as shard_config(c, tp)'s weights:
+/// Wq, Wk, Wv, Wgate, Wup and the LM head by rows (their outputs), Wo and Wdown by columns (their
+/// inputs), the embedding by rows, the norms whole.
+/// @param w the whole model's weights  @param c its shape  @param tp ranks  @param rank the rank
+ModelWeights shard_weights(const ModelWeights& w, const ModelConfig& c, int tp, int rank);
 
 /// How the model runs. Its errors name these fields (ModelOptions.batch = 0 ...); a program
 /// maps them to its flags.
@@ -75,6 +108,15 @@ struct ModelOptions {
     /// Rows of logits one pass produces at most (0: batch, one per sequence). Chapter 09's verify
     /// pass asks for the logits after each of a sequence's k + 1 tokens (StepSequence::logits).
     int max_logit_rows = 0;
+    /// Chapter 10: the ranks the model is split across (Megatron-LM's tensor parallelism), rank r on
+    /// device r: 1 (the whole model on the current device) or a number that divides its query
+    /// heads, ffn_dim and vocabulary (see shard_config()). The Model a program builds is rank 0; it
+    /// builds the others, each on a host thread of its own, and every call on it runs on all.
+    int tensor_parallel = 1;
+    /// How the ranks exchange (required when tensor_parallel > 1): pd::model::nccl_collectives().
+    std::shared_ptr<Collectives> collectives;
+    /// The rank this Model is (set by rank 0 for the ranks it builds; a program leaves it 0).
+    int tp_rank = 0;
 };
 
 /// One sequence of a forward pass: which cache slot it owns, how much of it is filled, and how
@@ -132,7 +174,8 @@ class Model {
 public:
     /// Allocates the weights (uninitialized: call init_synthetic() or load()), the cache and
     /// the activations for passes of up to max_step_tokens tokens. Throws std::invalid_argument
-    /// naming the field out of range (ModelOptions.batch = 0 ...).
+    /// naming the field out of range (ModelOptions.batch = 0 ...). With tensor_parallel > 1 this
+    /// is rank 0 (on the current device), and it builds ranks 1 ... N - 1 on devices 1 ... N - 1.
     Model(const ModelConfig& config, const ModelOptions& options);
     ~Model();
     /// Moves the model (its device memory goes with it). @param other the model to move
@@ -148,7 +191,7 @@ public:
     /// Uploads @p w (rounded to bf16 when the weights are bf16). @throws std::invalid_argument on a size mismatch
     void load(const ModelWeights& w);
     /// The weights as fp32 host arrays (the rounded values when they are bf16): what the
-    /// reference model and `--dump` use.
+    /// reference model and `--dump` use. Split across ranks: rank 0's part.
     ModelWeights download_weights() const;
 
     /// The forward pass: the new tokens of several sequences, prompts, chunks and decode tokens
@@ -197,8 +240,10 @@ public:
 
     /// Positions in the cache of every sequence after prefill() and decode() (0 before).
     int length() const { return length_; }
-    /// The model's shape.
-    const ModelConfig& config() const { return config_; }
+    /// The model's shape (the whole model's, when it is split across ranks).
+    const ModelConfig& config() const { return full_; }
+    /// The shape of this rank's part (config() on one rank).
+    const ModelConfig& rank_config() const { return config_; }
     /// How it runs.
     const ModelOptions& options() const { return options_; }
     /// Positions of each sequence's cache.
@@ -239,11 +284,27 @@ public:
     /// (what the constructor checks before it allocates; the attention versions are checked then).
     static void check_options(const ModelConfig& config, const ModelOptions& options);
     /// Bytes of device memory a model with @p options would take, before allocating it: weights,
-    /// cache and activations.
+    /// cache and activations (split across ranks: each rank's).
     static double device_bytes(const ModelConfig& config, const ModelOptions& options);
+    /// Chapter 10: the seconds the last pass spent in its collectives and their bytes per rank
+    /// (0 on one rank), as the Collectives measured them.
+    struct Communication {
+        int calls = 0;     ///< collectives of the pass
+        double bytes = 0;  ///< bytes each rank contributed
+    };
+    /// The collectives of the last forward pass (zeros on one rank).
+    const Communication& communication() const { return communication_; }
 
 private:
+    struct RankGroup;
     void check(std::span<const int> tokens, std::span<const StepSequence> sequences) const;
+    /// Runs @p f on this rank and, split across ranks, on every other rank in its thread, and waits.
+    void on_every_rank(const std::function<void(Model&)>& f);
+    void forward_local(std::span<const int> tokens, std::span<const StepSequence> sequences);
+    void init_local(std::uint64_t seed);
+    void load_local(const ModelWeights& w);
+    /// Chapter 10: the sum over the ranks of data [count] (nothing on one rank).
+    void all_reduce(float* data, std::size_t count);
     template <typename W>
     void forward_pass(const Plan& plan);
     template <typename W>
@@ -255,8 +316,11 @@ private:
                         float* y);
     void upload_decode_batch();
 
-    ModelConfig config_;
+    ModelConfig full_;    // the whole model
+    ModelConfig config_;  // this rank's part (the whole model on one rank)
     ModelOptions options_;
+    std::unique_ptr<RankGroup> group_;  // rank 0 of several: the other ranks and their threads
+    Communication communication_;
     int max_seq_ = 0, max_step_tokens_ = 0, max_blocks_ = 0, max_logit_rows_ = 0;
     int length_ = 0;
     int rows_ = 0;  // sequences of the last pass: the rows of logits() it wrote
@@ -273,7 +337,7 @@ private:
     DeviceBuffer<char> scratch_;  // the metadata scan's temporary storage
     // activations, for max_step_tokens rows
     DeviceBuffer<float> x_, h_, q_, k_, v_, o_, y_, gate_, up_, act_, qh_, kh_, vh_, oh_, scores_, x_last_, logits_,
-        probs_;
+        probs_, local_logits_, gathered_;
     DeviceBuffer<__nv_bfloat16> h16_, o16_, act16_;
     DeviceBuffer<__nv_bfloat16> dequant_;  // quantized: one matrix dequantized for a pass's GEMM
 };

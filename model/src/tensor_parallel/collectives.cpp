@@ -1,0 +1,165 @@
+/// @file collectives.cpp
+/// @brief Chapter 10's collectives on NCCL (tensor_parallel.hpp): the model's all-reduce and
+/// all-gather, timed, and the all-reduce benchmark with its alpha-beta fit.
+#include "pd/model/tensor_parallel.hpp"
+
+#include "pd/cuda_check.hpp"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+namespace pd::model {
+
+namespace {
+
+/// Throws std::runtime_error naming the call and NCCL's message when @p r is not ncclSuccess.
+void nccl_check(ncclResult_t r, const char* call) {
+    if (r != ncclSuccess)
+        throw std::runtime_error(std::string(call) + ": " + ncclGetErrorString(r) + " (" + ncclGetLastError(nullptr) +
+                                 ")");
+}
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+ncclComm_t comm_of(void* c) {
+    return static_cast<ncclComm_t>(c);
+}
+
+}  // namespace
+
+NcclCollectives::NcclCollectives(int ranks, bool timed) : ranks_(ranks), timed_(timed) {
+    int devices = 0;
+    PD_CHECK_CUDA(cudaGetDeviceCount(&devices));
+    if (ranks < 1 || ranks > devices)
+        throw std::invalid_argument("NcclCollectives: " + std::to_string(ranks) + " ranks, must be in 1 .. the " +
+                                    std::to_string(devices) + " devices present");
+    std::vector<ncclComm_t> comms(static_cast<std::size_t>(ranks));
+    nccl_check(ncclCommInitAll(comms.data(), ranks, nullptr), "ncclCommInitAll");
+    comms_.assign(comms.begin(), comms.end());
+    times_.resize(std::size_t(ranks));
+}
+
+NcclCollectives::~NcclCollectives() {
+    for (void* c : comms_) ncclCommDestroy(comm_of(c));
+}
+
+void NcclCollectives::record(int rank, double seconds) {
+    times_[std::size_t(rank)].push_back(seconds);
+}
+
+void NcclCollectives::all_reduce_sum(int rank, float* data, std::size_t count) {
+    const double t0 = timed_ ? (PD_CHECK_CUDA(cudaDeviceSynchronize()), now_s()) : 0;
+    nccl_check(ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm_of(comms_[std::size_t(rank)]), nullptr),
+               "ncclAllReduce");
+    if (timed_) {
+        PD_CHECK_CUDA(cudaDeviceSynchronize());
+        record(rank, now_s() - t0);
+    }
+}
+
+void NcclCollectives::all_gather(int rank, const float* send, float* recv, std::size_t count) {
+    const double t0 = timed_ ? (PD_CHECK_CUDA(cudaDeviceSynchronize()), now_s()) : 0;
+    nccl_check(ncclAllGather(send, recv, count, ncclFloat32, comm_of(comms_[std::size_t(rank)]), nullptr),
+               "ncclAllGather");
+    if (timed_) {
+        PD_CHECK_CUDA(cudaDeviceSynchronize());
+        record(rank, now_s() - t0);
+    }
+}
+
+double NcclCollectives::seconds() const {
+    std::size_t calls = times_.front().size();
+    for (const std::vector<double>& t : times_) calls = std::min(calls, t.size());
+    double total = 0;
+    for (std::size_t k = 0; k < calls; ++k) {
+        double least = times_.front()[k];
+        for (const std::vector<double>& t : times_) least = std::min(least, t[k]);
+        total += least;
+    }
+    return total;
+}
+
+void NcclCollectives::reset() {
+    for (std::vector<double>& t : times_) t.clear();
+}
+
+std::shared_ptr<NcclCollectives> nccl_collectives(int ranks, bool timed) {
+    return std::make_shared<NcclCollectives>(ranks, timed);
+}
+
+std::vector<AllReduceRow> all_reduce_bench(int ranks, const std::vector<double>& sizes, int warmup, int iters) {
+    if (ranks < 2) throw std::invalid_argument("all_reduce_bench: ranks = " + std::to_string(ranks) + " must be >= 2");
+    if (iters < 1 || warmup < 0)
+        throw std::invalid_argument("all_reduce_bench: iters = " + std::to_string(iters) + " must be >= 1, warmup >= 0");
+    for (double b : sizes)
+        if (!(b >= 4) || std::fmod(b, 4.0) != 0)
+            throw std::invalid_argument("all_reduce_bench: a size of " + std::to_string(b) +
+                                        " bytes is not a positive multiple of 4 (fp32 elements)");
+    NcclCollectives comms(ranks, false);
+    std::vector<AllReduceRow> rows;
+    for (double bytes : sizes) {
+        const std::size_t count = std::size_t(bytes / 4);
+        std::vector<double> seconds(static_cast<std::size_t>(ranks), 0.0);
+        std::vector<std::thread> threads;
+        std::vector<std::exception_ptr> errors(static_cast<std::size_t>(ranks));
+        for (int r = 0; r < ranks; ++r)
+            threads.emplace_back([&, r] {
+                try {
+                    PD_CHECK_CUDA(cudaSetDevice(r));
+                    float* buf = nullptr;
+                    PD_CHECK_CUDA(cudaMalloc(&buf, count * sizeof(float)));
+                    PD_CHECK_CUDA(cudaMemset(buf, 0, count * sizeof(float)));
+                    for (int i = 0; i < warmup; ++i) comms.all_reduce_sum(r, buf, count);
+                    PD_CHECK_CUDA(cudaDeviceSynchronize());
+                    const double t0 = now_s();
+                    for (int i = 0; i < iters; ++i) comms.all_reduce_sum(r, buf, count);
+                    PD_CHECK_CUDA(cudaDeviceSynchronize());
+                    seconds[std::size_t(r)] = (now_s() - t0) / iters;
+                    PD_CHECK_CUDA(cudaFree(buf));
+                } catch (...) {
+                    errors[std::size_t(r)] = std::current_exception();
+                }
+            });
+        for (std::thread& t : threads) t.join();
+        for (const std::exception_ptr& e : errors)
+            if (e) std::rethrow_exception(e);
+        AllReduceRow row;
+        row.bytes = bytes;
+        row.seconds = *std::max_element(seconds.begin(), seconds.end());
+        row.algbw = bytes / row.seconds;
+        row.busbw = row.algbw * 2.0 * (ranks - 1) / ranks;
+        rows.push_back(row);
+    }
+    return rows;
+}
+
+AlphaBeta fit_alpha_beta(const std::vector<AllReduceRow>& rows) {
+    if (rows.size() < 2) throw std::invalid_argument("fit_alpha_beta: needs 2 sizes or more");
+    // weighted least squares, each row weighted by 1 / seconds^2: the relative errors count alike,
+    // so the small messages fix the latency and the large ones the bandwidth
+    double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+    for (const AllReduceRow& r : rows) {
+        const double w = 1.0 / (r.seconds * r.seconds);
+        sw += w;
+        sx += w * r.bytes;
+        sy += w * r.seconds;
+        sxx += w * r.bytes * r.bytes;
+        sxy += w * r.bytes * r.seconds;
+    }
+    const double slope = (sw * sxy - sx * sy) / (sw * sxx - sx * sx);  // seconds per byte
+    AlphaBeta f;
+    f.alpha_s = (sy - slope * sx) / sw;
+    f.beta_bytes_per_s = slope > 0 ? 1.0 / slope : 0;
+    return f;
+}
+
+}  // namespace pd::model
