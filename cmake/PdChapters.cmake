@@ -6,7 +6,9 @@
 #               [SOURCES <files>]        # default: main.cu
 #               [SMOKE_ARGS <args>...]   # CTest smoke test arguments (small, validating)
 #               [TOUR_ARGS <args>...]    # scripts/run: the tour's arguments (default sizes)
-#               [BENCH_ARGS <args>...])  # scripts/gpu-check: benchmark-size arguments
+#               [BENCH_ARGS <args>...]   # scripts/gpu-check: benchmark-size arguments
+#               [COLLECTIVES])           # links pd_collectives_<backend> (NCCL; chapter 10): the
+#                                        # cuda program is left out, with a message, without NCCL
 #
 # Program names: ch<NN_topic> on cuda, ch<NN_topic>-sim on the simulator.
 
@@ -19,21 +21,29 @@ function(pd_chapter_target program backend out_var)
 endfunction()
 
 function(add_chapter name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;SMOKE_ARGS;TOUR_ARGS;BENCH_ARGS" ${ARGN})
+  cmake_parse_arguments(ARG "COLLECTIVES" "" "SOURCES;SMOKE_ARGS;TOUR_ARGS;BENCH_ARGS" ${ARGN})
   if(NOT ARG_SOURCES)
     set(ARG_SOURCES main.cu)
   endif()
   set(program ch${name})
   foreach(backend IN LISTS PD_BACKENDS)
     pd_chapter_target(${program} ${backend} target)
+    set(extra)
+    if(ARG_COLLECTIVES)
+      if(backend STREQUAL "cuda" AND NOT PD_NCCL_FOUND)
+        message(STATUS "${program}: the cuda build is left out (NCCL not found); the simulator's runs")
+        continue()
+      endif()
+      set(extra pd_collectives_${backend})
+    endif()
     if(backend STREQUAL "cuda")
       # A chapter program holds no device code (its kernels live in kernels/ and model/ and come
       # in through pd_kernels_cuda and pd_model_cuda), so the host compiler builds it: nvcc took about 50 s per
       # program for CLI11 and nlohmann-json, g++ a third of that.
       set_source_files_properties(${ARG_SOURCES} PROPERTIES LANGUAGE CXX)
       add_executable(${target} ${ARG_SOURCES})
-      target_link_libraries(${target} PRIVATE pd_model_cuda pd_kernels_cuda pd_serving pd_runtime_cuda pd_reference pd_core
-                                              CUDA::cublas pd_warnings)
+      target_link_libraries(${target} PRIVATE ${extra} pd_model_cuda pd_kernels_cuda pd_serving pd_runtime_cuda
+                                              pd_reference pd_core CUDA::cublas pd_warnings)
       # Smoke test on a GPU; CTest reports it as skipped (exit 77) where there is none.
       add_test(NAME ${program}.cuda.smoke
                COMMAND sh ${PROJECT_SOURCE_DIR}/cmake/run-if-device.sh $<TARGET_FILE:pd_device_query>
@@ -49,7 +59,7 @@ function(add_chapter name)
       endif()
     else()
       # Backends other than cuda provide pd_add_<backend>_chapter(target sources).
-      cmake_language(CALL pd_add_${backend}_chapter ${target} "${ARG_SOURCES}")
+      cmake_language(CALL pd_add_${backend}_chapter ${target} "${ARG_SOURCES}" LIBRARIES ${extra})
       add_test(NAME ${program}.${backend}.smoke COMMAND ${target} ${ARG_SMOKE_ARGS})
       set_tests_properties(${program}.${backend}.smoke PROPERTIES LABELS "${backend};smoke")
     endif()

@@ -107,20 +107,22 @@ endfunction()
 # <target> (the plain simulator) and, with PD_SIM_PROFILE, into <target>-profile (the kernels
 # compiled for the profiler; the program's own code is host code and stays as it is).
 function(pd_add_sim_chapter target sources)
+  cmake_parse_arguments(ARG "" "" "LIBRARIES" ${ARGN})  # more libraries (chapter 10: pd_collectives_sim)
   set(abs_sources)
   foreach(s IN LISTS sources)
     list(APPEND abs_sources "${CMAKE_CURRENT_SOURCE_DIR}/${s}")
   endforeach()
   pd_sim_rewrite_sources(rewritten ${abs_sources})
   add_library(${target}-objects OBJECT ${rewritten})
-  target_link_libraries(${target}-objects PRIVATE pd_model_sim pd_serving pd_runtime_sim pd_reference pd_core
-                                                  pd_warnings)
+  target_link_libraries(${target}-objects PRIVATE ${ARG_LIBRARIES} pd_model_sim pd_serving pd_runtime_sim pd_reference
+                                                  pd_core pd_warnings)
   add_executable(${target} $<TARGET_OBJECTS:${target}-objects>)
-  target_link_libraries(${target} PRIVATE pd_model_sim pd_kernels_sim pd_serving pd_runtime_sim pd_reference pd_core)
+  target_link_libraries(${target} PRIVATE ${ARG_LIBRARIES} pd_model_sim pd_kernels_sim pd_serving pd_runtime_sim
+                                          pd_reference pd_core)
   if(PD_SIM_PROFILE)
     add_executable(${target}-profile EXCLUDE_FROM_ALL $<TARGET_OBJECTS:${target}-objects>)
-    target_link_libraries(${target}-profile PRIVATE pd_model_prof pd_kernels_prof pd_serving pd_runtime_sim
-                                                    pd_reference pd_core)
+    target_link_libraries(${target}-profile PRIVATE ${ARG_LIBRARIES} pd_model_prof pd_kernels_prof pd_serving
+                                                    pd_runtime_sim pd_reference pd_core)
     # linked after the program, so that a twin older than its program is out of date (Bench's
     # --profile refuses to run it then)
     add_dependencies(${target}-profile ${target})

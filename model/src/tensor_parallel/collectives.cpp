@@ -76,15 +76,20 @@ void NcclCollectives::all_gather(int rank, const float* send, float* recv, std::
     }
 }
 
-double NcclCollectives::seconds() const {
+std::vector<double> NcclCollectives::call_seconds() const {
     std::size_t calls = times_.front().size();
     for (const std::vector<double>& t : times_) calls = std::min(calls, t.size());
-    double total = 0;
+    std::vector<double> least(calls);
     for (std::size_t k = 0; k < calls; ++k) {
-        double least = times_.front()[k];
-        for (const std::vector<double>& t : times_) least = std::min(least, t[k]);
-        total += least;
+        least[k] = times_.front()[k];
+        for (const std::vector<double>& t : times_) least[k] = std::min(least[k], t[k]);
     }
+    return least;
+}
+
+double NcclCollectives::seconds() const {
+    double total = 0;
+    for (double t : call_seconds()) total += t;
     return total;
 }
 

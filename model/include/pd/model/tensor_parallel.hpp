@@ -39,6 +39,8 @@ public:
     /// for no other rank, so the least of the ranks' times is the collective's own, and these are
     /// summed over the calls.
     double seconds() const;
+    /// With timing: each call's seconds since reset(), the least over the ranks, in call order.
+    std::vector<double> call_seconds() const;
     /// Forgets the times.
     void reset();
 
