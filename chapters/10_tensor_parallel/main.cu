@@ -61,7 +61,8 @@ int collectives_per_pass(const pd::ModelConfig& c) {
 double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
     double worst = 0;
     for (std::size_t i = 0; i < a.size() && i < b.size(); ++i)
-        worst = std::max(worst, std::isfinite(a[i]) ? std::fabs(double(a[i]) - b[i]) / (1 + std::fabs(double(b[i]))) : 1e30);
+        worst = std::max(worst,
+                         std::isfinite(a[i]) ? std::fabs(double(a[i]) - b[i]) / (1 + std::fabs(double(b[i]))) : 1e30);
     return worst;
 }
 
@@ -121,34 +122,53 @@ pd::Row split_run(pd::Bench& bench, const pd::ModelConfig& config, md::ModelOpti
 // [ch10_allreduce_bench]
 /// nccl-tests' all-reduce table on @p ranks ranks, and on GPUs the alpha-beta fit against the
 /// cost model's all-reduce term. Returns its JSON.
-nlohmann::json allreduce_table(pd::Bench& bench, const Options& o, int ranks) {
+nlohmann::json allreduce_table(pd::Bench& bench, const Options& o, int ranks, bool& passed) {
     std::ostream& out = bench.out();
     std::vector<double> sizes;
     for (double b = o.min_bytes; b <= o.max_bytes; b *= o.factor) sizes.push_back(b);
     const std::vector<md::AllReduceRow> rows =
         md::all_reduce_bench(ranks, sizes, bench.options.warmup, std::max(bench.options.iters, 1));
-    out << "\nall-reduce (fp32 sum, in place) on " << ranks << " ranks" << (bench.sim() ? " (CPU figures)" : "")
-        << ":\n       bytes    time us   algbw GB/s   busbw GB/s\n";
     nlohmann::json table = nlohmann::json::array();
+    std::vector<pd::Row> shown;
     for (const md::AllReduceRow& r : rows) {
-        out << "  " << fmt("%10.0f", r.bytes) << " " << fmt("%10.2f", 1e6 * r.seconds) << " "
-            << fmt("%12.3f", r.algbw / 1e9) << " " << fmt("%12.3f", r.busbw / 1e9) << "\n";
-        table.push_back({{"bytes", r.bytes}, {"seconds", r.seconds}, {"algbw", r.algbw}, {"busbw", r.busbw}});
+        pd::Row row;
+        row.result.kernel = "all-reduce";
+        row.result.passed = r.correct;
+        passed = passed && r.correct;
+        row.point = {{"bytes", fmt("%.0f", r.bytes)},
+                     {"time_us", fmt("%.2f", 1e6 * r.seconds)},
+                     {"algbw", fmt("%.3f", r.algbw / 1e9)},
+                     {"busbw", fmt("%.3f", r.busbw / 1e9)}};
+        shown.push_back(row);
+        table.push_back({{"bytes", r.bytes},
+                         {"seconds", r.seconds},
+                         {"algbw", r.algbw},
+                         {"busbw", r.busbw},
+                         {"passed", r.correct}});
     }
-    out << "algbw = bytes / time; busbw = algbw x 2 (n - 1) / n, the bytes each link carries in a ring "
+    out << "\nall-reduce (fp32 sum, out of place, each result checked) on " << ranks << " ranks"
+        << (bench.sim() ? " (CPU figures)" : "") << ":\n"
+        << pd::render(shown,
+                      {pd::Column::point("bytes", "bytes"), pd::Column::point("time us", "time_us"),
+                       pd::Column::point("algbw GB/s", "algbw"), pd::Column::point("busbw GB/s", "busbw"), "status"})
+        << "algbw = bytes / time; busbw = algbw x 2 (n - 1) / n, the bytes each link carries in a ring "
            "all-reduce (nccl-tests' definitions).\n";
     nlohmann::json j{{"ranks", ranks}, {"rows", table}};
     if (bench.sim() || rows.size() < 2) return j;
     // the fit, against the cost model's term: alpha + 2 (n - 1) / n x bytes / busbw
     const md::AlphaBeta fit = md::fit_alpha_beta(rows);
-    const sv::CostModelConfig cc = sv::cost_model_config(*pd::find_model(o.cost_preset), *pd::roofline::find_gpu(o.gpu), ranks);
+    const sv::CostModelConfig cc =
+        sv::cost_model_config(*pd::find_model(o.cost_preset), *pd::roofline::find_gpu(o.gpu), ranks);
     const double bus = fit.beta_bytes_per_s * 2.0 * (ranks - 1) / ranks;
-    out << "fit: time = " << fmt("%.1f", 1e6 * fit.alpha_s) << " us + bytes / " << fmt("%.1f", fit.beta_bytes_per_s / 1e9)
-        << " GB/s (bus " << fmt("%.1f", bus / 1e9) << " GB/s); the cost model's term: "
-        << fmt("%.1f", 1e6 * cc.allreduce_latency_s) << " us + 2 (n - 1) / n x bytes / "
-        << fmt("%.0f", cc.allreduce_bus_bytes_per_s / 1e9) << " GB/s bus\n";
-    j["fit"] = {{"alpha_s", fit.alpha_s}, {"beta_bytes_per_s", fit.beta_bytes_per_s}, {"bus_bytes_per_s", bus},
-                {"model_alpha_s", cc.allreduce_latency_s}, {"model_bus_bytes_per_s", cc.allreduce_bus_bytes_per_s}};
+    out << "fit: time = " << fmt("%.1f", 1e6 * fit.alpha_s) << " us + bytes / "
+        << fmt("%.1f", fit.beta_bytes_per_s / 1e9) << " GB/s (bus " << fmt("%.1f", bus / 1e9)
+        << " GB/s); the cost model's term: " << fmt("%.1f", 1e6 * cc.allreduce_latency_s)
+        << " us + 2 (n - 1) / n x bytes / " << fmt("%.0f", cc.allreduce_bus_bytes_per_s / 1e9) << " GB/s bus\n";
+    j["fit"] = {{"alpha_s", fit.alpha_s},
+                {"beta_bytes_per_s", fit.beta_bytes_per_s},
+                {"bus_bytes_per_s", bus},
+                {"model_alpha_s", cc.allreduce_latency_s},
+                {"model_bus_bytes_per_s", cc.allreduce_bus_bytes_per_s}};
     return j;
 }
 // [ch10_allreduce_bench]
@@ -171,10 +191,12 @@ nlohmann::json cost_model_shares(pd::Bench& bench, const Options& o) {
             << fmt("%.3f", 1e3 * br.compute_s) << ", memory " << fmt("%.3f", 1e3 * br.memory_s) << ") + all-reduces "
             << fmt("%.3f", 1e3 * br.comm_s) << " ms: communication " << fmt("%.1f", 100 * br.comm_s / br.total_s)
             << "% (" << 2 * c.layers << " all-reduces of " << pd::format_bytes(2.0 * B * c.d_model) << ")\n";
-        shares.push_back({{"batch", B}, {"total_s", br.total_s}, {"comm_s", br.comm_s}, {"share", br.comm_s / br.total_s}});
+        shares.push_back(
+            {{"batch", B}, {"total_s", br.total_s}, {"comm_s", br.comm_s}, {"share", br.comm_s / br.total_s}});
     }
     // memory per GPU: the weights' share and the cache's, and the tokens that fit beside them
-    out << "memory per " << gpu.name << " (" << fmt("%.0f", gpu.memory_gb) << " GB, 90% usable), bf16 weights and cache:\n";
+    out << "memory per " << gpu.name << " (" << fmt("%.0f", gpu.memory_gb)
+        << " GB, 90% usable), bf16 weights and cache:\n";
     nlohmann::json memory = nlohmann::json::array();
     for (int tp = 1; tp <= o.cost_tp; tp *= 2) {
         const pd::ModelConfig part = md::shard_config(c, tp);
@@ -182,19 +204,21 @@ nlohmann::json cost_model_shares(pd::Bench& bench, const Options& o) {
         const double kv = part.kv_bytes_per_token(2), free = 0.9 * gpu.memory_gb * 1e9 - weights;
         const double tokens = free > 0 ? free / kv : 0;
         out << "  TP " << tp << ": weights " << pd::format_bytes(weights) << ", KV " << pd::format_bytes(kv)
-            << " per token -> " << (free > 0 ? fmt("%.0f", tokens) + " tokens (" + fmt("%.0f", tokens / o.cost_context) +
-                                                   " sequences of " + std::to_string(o.cost_context) + ")"
-                                             : std::string("the weights do not fit"))
+            << " per token -> "
+            << (free > 0 ? fmt("%.0f", tokens) + " tokens (" + fmt("%.0f", tokens / o.cost_context) + " sequences of " +
+                               std::to_string(o.cost_context) + ")"
+                         : std::string("the weights do not fit"))
             << "\n";
         memory.push_back({{"tp", tp}, {"weights_bytes", weights}, {"kv_bytes_per_token", kv}, {"tokens", tokens}});
     }
-    return {{"model", c.name}, {"gpu", gpu.name}, {"tp", o.cost_tp}, {"context", o.cost_context}, {"decode", shares},
-            {"memory", memory}};
+    return {{"model", c.name},           {"gpu", gpu.name},  {"tp", o.cost_tp},
+            {"context", o.cost_context}, {"decode", shares}, {"memory", memory}};
 }
 // [ch10_cost_model]
 
 void add_options(pd::Bench& bench, Options& o) {
-    bench.option("--preset", o.preset, "Model shape (tiny-tp: 8 query and 8 KV heads)", CLI::IsMember(pd::model_names()));
+    bench.option("--preset", o.preset, "Model shape (tiny-tp: 8 query and 8 KV heads)",
+                 CLI::IsMember(pd::model_names()));
     bench.option("--batch", o.p.batch, "Sequences B generated together", CLI::Range(1, 64));
     bench.option("--prompt-len", o.p.length, "Prompt tokens P per sequence (random ids)", CLI::Range(1, 1 << 20));
     bench.option("--gen", o.p.gen, "Tokens G to generate per sequence", CLI::Range(1, 1 << 20));
@@ -202,18 +226,21 @@ void add_options(pd::Bench& bench, Options& o) {
         ->check(CLI::Range(1, 8));
     bench.add_dtype_option();
     bench.option("--min-bytes", o.min_bytes, "All-reduce benchmark: the smallest message", CLI::Range(4.0, 1e10));
-    bench.option("--max-bytes", o.max_bytes, "All-reduce benchmark: the largest message (0: none)", CLI::Range(0.0, 1e10));
+    bench.option("--max-bytes", o.max_bytes, "All-reduce benchmark: the largest message (0: none)",
+                 CLI::Range(0.0, 1e10));
     bench.option("--step-factor", o.factor, "All-reduce benchmark: each size is the previous one times this",
                  CLI::Range(1.5, 1e3));
     bench.option("--gpu", o.gpu, "GPU preset of the cost model", CLI::IsMember(pd::roofline::gpu_names()));
-    bench.option("--cost-preset", o.cost_preset, "Model of the cost model's prediction", CLI::IsMember(pd::model_names()));
+    bench.option("--cost-preset", o.cost_preset, "Model of the cost model's prediction",
+                 CLI::IsMember(pd::model_names()));
     bench.option("--cost-tp", o.cost_tp, "GPUs of the cost model's prediction", CLI::Range(1, 64));
     bench.option("--cost-context", o.cost_context, "Context of the cost model's decode step", CLI::Range(1, 1 << 20));
 }
 
 int run(int argc, char** argv) {
     Options o;
-    pd::Bench bench{"10_tensor_parallel", "tensor parallelism on NCCL",
+    pd::Bench bench{"10_tensor_parallel",
+                    "tensor parallelism on NCCL",
                     "Chapter 10: tensor parallelism. The model split across ranks as Megatron-LM splits it (Q, K, V, "
                     "gate and up by columns, O and down by rows, two all-reduces per layer; the vocabulary by rows), "
                     "on NCCL: the same tokens and logits as one rank, the time in computation and in collectives per "
@@ -232,9 +259,9 @@ int run(int argc, char** argv) {
     tps.erase(std::unique(tps.begin(), tps.end()), tps.end());
     for (int tp : tps) {
         if (tp > devices)
-            throw std::invalid_argument("--tp " + std::to_string(tp) + " needs " + std::to_string(tp) + " devices, " +
-                                        std::to_string(devices) + " present" +
-                                        (bench.sim() ? " (the simulator: PD_SIM_DEVICES=" + std::to_string(tp) + ")" : ""));
+            throw std::invalid_argument(
+                "--tp " + std::to_string(tp) + " needs " + std::to_string(tp) + " devices, " + std::to_string(devices) +
+                " present" + (bench.sim() ? " (the simulator: PD_SIM_DEVICES=" + std::to_string(tp) + ")" : ""));
         md::shard_config(config, tp);  // names --tp when a size does not divide
     }
     if (o.max_bytes > 0 && o.min_bytes > o.max_bytes)
@@ -242,11 +269,10 @@ int run(int argc, char** argv) {
     int P = 0;
     const std::vector<int> prompt = md::make_prompts(o.p, config, nullptr, bench.options.seed, P);
     const int B = o.p.batch, G = o.p.gen;
-    const md::ModelOptions mo{.weights = bench.single_dtype(),
-                              .batch = B,
-                              .max_seq = P + G,
-                              .sm_count = std::max(dev.sm_count, 1)};
-    bench.require_fits(md::Model::device_bytes(config, mo), "the whole model (TP = 1, the reference), its cache and activations",
+    const md::ModelOptions mo{
+        .weights = bench.single_dtype(), .batch = B, .max_seq = P + G, .sm_count = std::max(dev.sm_count, 1)};
+    bench.require_fits(md::Model::device_bytes(config, mo),
+                       "the whole model (TP = 1, the reference), its cache and activations",
                        "choose a smaller --preset, or lower --batch, --prompt-len or --gen");
     if (bench.sim())
         pd::require_within(pd::kSimWorkBudget,
@@ -256,8 +282,8 @@ int run(int argc, char** argv) {
     bench.measure_roofs();
     std::ostream& out = bench.out();
     out << "model: " << pd::describe(config) << "\n"
-        << "run: B = " << B << ", prompt P = " << P << ", generate G = " << G << ", " << to_string(mo.weights)
-        << "; " << devices << (devices == 1 ? " device" : " devices") << "; per pass " << collectives_per_pass(config)
+        << "run: B = " << B << ", prompt P = " << P << ", generate G = " << G << ", " << to_string(mo.weights) << "; "
+        << devices << (devices == 1 ? " device" : " devices") << "; per pass " << collectives_per_pass(config)
         << " collectives (2 all-reduces per layer, the embedding's, the logits' all-gather)\n";
 
     // ---- the reference (the whole model on device 0), then each split ----
@@ -270,21 +296,26 @@ int run(int argc, char** argv) {
     for (int tp : tps) rows.push_back(split_run(bench, config, mo, tp, prompt, P, ref, passed));
     out << "\ndecode steps (mean of " << G - 1 << "), each split checked against TP = 1: the same tokens, logits to "
         << (mo.weights == DType::fp32 ? "1e-5" : "chapter 04's bf16 rule") << ":\n"
-        << pd::render(rows,
-                      {pd::Column::name("run"), "dtype", "step ms", pd::Column::point("compute ms", "compute_ms"),
-                       pd::Column::point("comm ms", "comm_ms"), pd::Column::percent("comm", "comm_share"),
-                       pd::Column::point("prefill ms", "prefill_ms"), pd::Column::point("its comm ms", "prefill_comm_ms"),
-                       pd::Column::point("weights/GPU", "weights_gpu"), pd::Column::point("KV/token/GPU", "kv_token_gpu"),
-                       pd::Column::point("max rel diff", "max_rel_diff"), "status"},
-                      bench.options.check_only)
+        << pd::render(
+               rows,
+               {pd::Column::name("run"), "dtype", "step ms", pd::Column::point("compute ms", "compute_ms"),
+                pd::Column::point("comm ms", "comm_ms"), pd::Column::percent("comm", "comm_share"),
+                pd::Column::point("prefill ms", "prefill_ms"), pd::Column::point("its comm ms", "prefill_comm_ms"),
+                pd::Column::point("weights/GPU", "weights_gpu"), pd::Column::point("KV/token/GPU", "kv_token_gpu"),
+                pd::Column::point("max rel diff", "max_rel_diff"), "status"},
+               bench.options.check_only)
         << "comm ms: the collectives' own time (each rank synchronizes before and after a call; the last to arrive "
            "waits for no one, so the least of the ranks' times is taken)"
         << (bench.sim() ? "; on the simulator the ranks' kernels take turns on the CPU, so these are CPU figures" : "")
         << ".\n";
 
     nlohmann::json allreduce = nullptr;
-    if (tps.back() > 1 && o.max_bytes > 0) allreduce = allreduce_table(bench, o, tps.back());
-    else if (tps.back() == 1) out << "\none device: no all-reduce to measure (the simulator: PD_SIM_DEVICES=N)\n";
+    if (tps.back() == 1)
+        out << "\none device: no all-reduce to measure (the simulator: PD_SIM_DEVICES=N)\n";
+    else if (!bench.timing())
+        out << "\n--check-only: the all-reduce benchmark is not run\n";
+    else if (o.max_bytes > 0)
+        allreduce = allreduce_table(bench, o, tps.back(), passed);
     const nlohmann::json cost = cost_model_shares(bench, o);
 
     nlohmann::json report = bench.report({{"preset", config.name},
@@ -297,7 +328,8 @@ int run(int argc, char** argv) {
     report["allreduce"] = allreduce;
     report["cost_model"] = cost;
     if (!passed) {
-        out << "FAILED: a split run's tokens or logits differ from the whole model's\n";
+        out << "FAILED: a split run's tokens or logits differ from the whole model's, or an all-reduce's result from "
+               "the sum\n";
         report["passed"] = false;
     }
     return bench.finish(report);

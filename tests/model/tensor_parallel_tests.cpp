@@ -38,7 +38,8 @@ pd::ModelConfig preset(const char* name) {
 double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
     double worst = 0;
     for (std::size_t i = 0; i < a.size(); ++i)
-        worst = std::max(worst, std::isfinite(a[i]) ? std::fabs(double(a[i]) - b[i]) / (1 + std::fabs(double(b[i]))) : 1e30);
+        worst = std::max(worst,
+                         std::isfinite(a[i]) ? std::fabs(double(a[i]) - b[i]) / (1 + std::fabs(double(b[i]))) : 1e30);
     return worst;
 }
 
@@ -106,7 +107,8 @@ void same_passes(md::Model& whole, md::Model& split, double tol) {
     }
     for (int step = 0; step < 5; ++step) {
         std::vector<md::StepSequence> seqs;
-        for (int s = 0; s < 3; ++s) seqs.push_back({.slot = s, .context = context[std::size_t(s)], .tokens = 1, .blocks = table(s)});
+        for (int s = 0; s < 3; ++s)
+            seqs.push_back({.slot = s, .context = context[std::size_t(s)], .tokens = 1, .blocks = table(s)});
         whole.forward(next, seqs);
         split.forward(next, seqs);
         INFO("decode step " << step);
@@ -135,7 +137,8 @@ TEST_CASE("tensor parallel: each rank's part of the model", "[tp]") {
     CHECK((md::first_kv_head(c, 4, 0) == 0 && md::first_kv_head(c, 4, 1) == 0 && md::first_kv_head(c, 4, 2) == 1 &&
            md::first_kv_head(c, 4, 3) == 1));
     CHECK(md::first_kv_head(c, 2, 1) == 1);
-    CHECK_THROWS_WITH(md::shard_config(c, 3), Contains("ModelOptions.tensor_parallel = 3 must divide the model's query heads = 4"));
+    CHECK_THROWS_WITH(md::shard_config(c, 3),
+                      Contains("ModelOptions.tensor_parallel = 3 must divide the model's query heads = 4"));
     CHECK_THROWS_WITH(md::shard_config(c, 8), Contains("must divide the model's query heads = 4"));
     pd::ModelConfig odd = c;
     odd.heads = 12, odd.kv_heads = 3;
@@ -148,11 +151,11 @@ TEST_CASE("tensor parallel: each rank's part of the model", "[tp]") {
     const pd::ModelWeights r1 = md::shard_weights(w, c, 2, 1);
     const int D = c.d_model, d = c.head_dim, q = c.heads * d;
     CHECK(r1.wq.size() == w.wq.size() / 2);
-    CHECK(r1.wq[0] == w.wq[std::size_t(q / 2) * D]);                            // layer 0, rank 1's first row
+    CHECK(r1.wq[0] == w.wq[std::size_t(q / 2) * D]);  // layer 0, rank 1's first row
     CHECK(r1.wq[std::size_t(q / 2) * D] == w.wq[std::size_t(q) * D + std::size_t(q / 2) * D]);  // layer 1
-    CHECK(r1.wo[0] == w.wo[std::size_t(q / 2)]);                                // row 0, rank 1's first column
+    CHECK(r1.wo[0] == w.wo[std::size_t(q / 2)]);                                    // row 0, rank 1's first column
     CHECK(r1.wo[std::size_t(q / 2)] == w.wo[std::size_t(q) + std::size_t(q / 2)]);  // row 1
-    CHECK(r1.wk[0] == w.wk[std::size_t(d) * D]);                                // KV head 1
+    CHECK(r1.wk[0] == w.wk[std::size_t(d) * D]);                                    // KV head 1
     CHECK(r1.embed[0] == w.embed[std::size_t(c.vocab / 2) * D]);
     CHECK(r1.final_norm == w.final_norm);
 }
@@ -193,8 +196,8 @@ TEST_CASE("tensor parallel: KV heads replicated, pages, bf16 and loaded weights"
     }
     SECTION("tiny-tp in bf16 (weights and cache), TP = 4") {
         const pd::ModelConfig c = preset("tiny-tp");
-        const md::ModelOptions o{.weights = pd::DType::bf16, .kv = pd::DType::bf16, .batch = 3, .max_seq = 64,
-                                 .max_step_tokens = 32};
+        const md::ModelOptions o{
+            .weights = pd::DType::bf16, .kv = pd::DType::bf16, .batch = 3, .max_seq = 64, .max_step_tokens = 32};
         md::Model whole(c, o), split(c, split_options(o, 4));
         whole.init_synthetic(9);
         split.init_synthetic(9);
@@ -217,7 +220,8 @@ TEST_CASE("tensor parallel: chapter 05's engine drives the split model (TP = 2, 
         md::Model m(c, o);
         m.init_synthetic(10);
         md::ModelExecutor executor(m, requests, 5);
-        sv::Scheduler scheduler({.policy = sv::Policy::continuous, .token_budget = 8, .max_seqs = 3, .kv_capacity = 30});
+        sv::Scheduler scheduler(
+            {.policy = sv::Policy::continuous, .token_budget = 8, .max_seqs = 3, .kv_capacity = 30});
         const sv::Timeline t = sv::run_engine(requests, scheduler, executor, true);
         int preemptions = 0;
         for (const auto& r : t.requests) preemptions += r.preemptions;
@@ -239,11 +243,16 @@ TEST_CASE("tensor parallel: bad splits are refused by name", "[tp]") {
     CHECK_THROWS_WITH(md::Model(c, {.batch = 1, .max_seq = 16, .tensor_parallel = 3}),
                       Contains("ModelOptions.tensor_parallel = 3 must divide the model's query heads = 8"));
     need_devices(4);
-    CHECK_THROWS_WITH(md::Model(c, {.weights = pd::DType::bf16, .batch = 1, .max_seq = 16, .quant = "int8",
-                                    .tensor_parallel = 2, .collectives = md::nccl_collectives(2)}),
+    CHECK_THROWS_WITH(md::Model(c, {.weights = pd::DType::bf16,
+                                    .batch = 1,
+                                    .max_seq = 16,
+                                    .quant = "int8",
+                                    .tensor_parallel = 2,
+                                    .collectives = md::nccl_collectives(2)}),
                       Contains("ModelOptions.quant = int8 is not split across ranks"));
-    CHECK_THROWS_WITH(md::Model(c, {.batch = 1, .max_seq = 16, .tensor_parallel = 2, .collectives = md::nccl_collectives(4)}),
-                      Contains("ModelOptions.collectives = 4 ranks must join tensor_parallel = 2 ranks"));
+    CHECK_THROWS_WITH(
+        md::Model(c, {.batch = 1, .max_seq = 16, .tensor_parallel = 2, .collectives = md::nccl_collectives(4)}),
+        Contains("ModelOptions.collectives = 4 ranks must join tensor_parallel = 2 ranks"));
     CHECK_THROWS_WITH(md::Model(c, {.batch = 1, .max_seq = 16, .tensor_parallel = 16}),
                       Contains("must divide the model's query heads = 8"));
 }

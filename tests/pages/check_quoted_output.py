@@ -3,7 +3,8 @@
 
 Every fenced block of a page whose first line is `$ build/bin/<program> <args>` is a quoted run:
 the program (a chapter program, or a test binary whose test prints a worked example) is run
-again (from BIN, with PD_SIM_THREADS=2 as on the pages; the arguments split as a shell would,
+again (from BIN, with PD_SIM_THREADS=2 as on the pages, and the settings written before it, such
+as `PD_SIM_DEVICES=4`; the arguments split as a shell would,
 quotes included; a command quoted twice, for two parts of its output, runs once) and the lines
 of the block must appear, in order and contiguous, in what it prints. In a block:
 
@@ -34,6 +35,8 @@ MEASURED = {
     "time ms", "step ms", "GB/s", "TFLOP/s", "tokens/s", "of roofline", "of copy", "floor ms",
     "vs baseline", "vs cuBLAS", "vs bf16", "x B=1", "x previous S", "scores", "softmax", "P V",
     "scores %", "softmax %", "P V %", "speedup",
+    # chapter 10: the split of a step's time, and the all-reduce benchmark
+    "compute ms", "comm ms", "comm", "prefill ms", "its comm ms", "time us", "algbw GB/s", "busbw GB/s",
 }
 # Chapter 05's columns, measured when the model executor times the steps.
 MEASURED_SERVING = {
@@ -95,7 +98,7 @@ def quoted_runs(path):
     lines = open(path, encoding="utf-8").read().split("\n")
     runs, i = [], 0
     while i < len(lines):
-        if lines[i].startswith("```") and i + 1 < len(lines) and lines[i + 1].startswith("$ build/bin/"):
+        if lines[i].startswith("```") and i + 1 < len(lines) and QUOTED_COMMAND.match(lines[i + 1]):
             j = i + 2
             while j < len(lines) and not lines[j].startswith("```"):
                 j += 1
@@ -103,6 +106,11 @@ def quoted_runs(path):
             i = j
         i += 1
     return runs
+
+
+# `$ build/bin/<program> ...`, after environment settings such as `PD_SIM_DEVICES=4 ` (chapter 10's
+# virtual devices), which the run gets too.
+QUOTED_COMMAND = re.compile(r"^\$ (?:[A-Z_][A-Z0-9_]*=\S+ )*build/bin/")
 
 
 def main():
@@ -116,6 +124,10 @@ def main():
         for line_no, command, quoted in quoted_runs(page):
             where = f"{page}:{line_no}"
             args = shlex.split(command, comments=True)
+            settings = {}
+            while args and re.match(r"^[A-Z_][A-Z0-9_]*=", args[0]):
+                name, value = args.pop(0).split("=", 1)
+                settings[name] = value
             program = os.path.join(bin_dir, os.path.basename(args[0]))
             if not os.path.exists(program):
                 print(f"skipped {where}: {args[0]} is not built here")
@@ -126,9 +138,10 @@ def main():
                 continue
             # a page may quote two parts of one run (the same command, told apart by their comments):
             # the program runs once for both
-            key = (program, tuple(args[1:]))
+            key = (program, tuple(args[1:]), tuple(sorted(settings.items())))
             if key not in runs:
-                runs[key] = subprocess.run([program] + args[1:], capture_output=True, text=True, env=env, timeout=300)
+                runs[key] = subprocess.run([program] + args[1:], capture_output=True, text=True,
+                                           env=dict(env, **settings), timeout=300)
             run = runs[key]
             if run.returncode != 0:
                 failures.append(f"{where}: `{command}` exited with {run.returncode}:\n{run.stderr}")

@@ -66,6 +66,11 @@ void NcclCollectives::all_reduce_sum(int rank, float* data, std::size_t count) {
     }
 }
 
+void NcclCollectives::all_reduce_sum(int rank, const float* send, float* recv, std::size_t count) {
+    nccl_check(ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm_of(comms_[std::size_t(rank)]), nullptr),
+               "ncclAllReduce");
+}
+
 void NcclCollectives::all_gather(int rank, const float* send, float* recv, std::size_t count) {
     const double t0 = timed_ ? (PD_CHECK_CUDA(cudaDeviceSynchronize()), now_s()) : 0;
     nccl_check(ncclAllGather(send, recv, count, ncclFloat32, comm_of(comms_[std::size_t(rank)]), nullptr),
@@ -104,7 +109,8 @@ std::shared_ptr<NcclCollectives> nccl_collectives(int ranks, bool timed) {
 std::vector<AllReduceRow> all_reduce_bench(int ranks, const std::vector<double>& sizes, int warmup, int iters) {
     if (ranks < 2) throw std::invalid_argument("all_reduce_bench: ranks = " + std::to_string(ranks) + " must be >= 2");
     if (iters < 1 || warmup < 0)
-        throw std::invalid_argument("all_reduce_bench: iters = " + std::to_string(iters) + " must be >= 1, warmup >= 0");
+        throw std::invalid_argument("all_reduce_bench: iters = " + std::to_string(iters) +
+                                    " must be >= 1, warmup >= 0");
     for (double b : sizes)
         if (!(b >= 4) || std::fmod(b, 4.0) != 0)
             throw std::invalid_argument("all_reduce_bench: a size of " + std::to_string(b) +
@@ -114,22 +120,35 @@ std::vector<AllReduceRow> all_reduce_bench(int ranks, const std::vector<double>&
     for (double bytes : sizes) {
         const std::size_t count = std::size_t(bytes / 4);
         std::vector<double> seconds(static_cast<std::size_t>(ranks), 0.0);
+        std::vector<char> correct(static_cast<std::size_t>(ranks), 0);
         std::vector<std::thread> threads;
         std::vector<std::exception_ptr> errors(static_cast<std::size_t>(ranks));
+        // rank r's element i: (r + 1) x a multiple of 1/4, so the sum is exact in any order
+        const auto input = [](int r, std::size_t i) { return float(r + 1) * float(int(i % 13) - 6) * 0.25f; };
         for (int r = 0; r < ranks; ++r)
             threads.emplace_back([&, r] {
                 try {
                     PD_CHECK_CUDA(cudaSetDevice(r));
-                    float* buf = nullptr;
-                    PD_CHECK_CUDA(cudaMalloc(&buf, count * sizeof(float)));
-                    PD_CHECK_CUDA(cudaMemset(buf, 0, count * sizeof(float)));
-                    for (int i = 0; i < warmup; ++i) comms.all_reduce_sum(r, buf, count);
+                    std::vector<float> host(count);
+                    for (std::size_t i = 0; i < count; ++i) host[i] = input(r, i);
+                    float *send = nullptr, *recv = nullptr;
+                    PD_CHECK_CUDA(cudaMalloc(&send, count * sizeof(float)));
+                    PD_CHECK_CUDA(cudaMalloc(&recv, count * sizeof(float)));
+                    PD_CHECK_CUDA(cudaMemcpy(send, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+                    PD_CHECK_CUDA(cudaMemset(recv, 0xFF, count * sizeof(float)));  // NaN until written
+                    for (int i = 0; i < warmup; ++i) comms.all_reduce_sum(r, send, recv, count);
                     PD_CHECK_CUDA(cudaDeviceSynchronize());
                     const double t0 = now_s();
-                    for (int i = 0; i < iters; ++i) comms.all_reduce_sum(r, buf, count);
+                    for (int i = 0; i < iters; ++i) comms.all_reduce_sum(r, send, recv, count);
                     PD_CHECK_CUDA(cudaDeviceSynchronize());
                     seconds[std::size_t(r)] = (now_s() - t0) / iters;
-                    PD_CHECK_CUDA(cudaFree(buf));
+                    PD_CHECK_CUDA(cudaMemcpy(host.data(), recv, count * sizeof(float), cudaMemcpyDeviceToHost));
+                    const float ranks_sum = float(ranks) * float(ranks + 1) / 2;  // sum of r + 1
+                    bool ok = true;
+                    for (std::size_t i = 0; i < count && ok; ++i) ok = host[i] == input(0, i) * ranks_sum;
+                    correct[std::size_t(r)] = ok;
+                    PD_CHECK_CUDA(cudaFree(send));
+                    PD_CHECK_CUDA(cudaFree(recv));
                 } catch (...) {
                     errors[std::size_t(r)] = std::current_exception();
                 }
@@ -142,6 +161,7 @@ std::vector<AllReduceRow> all_reduce_bench(int ranks, const std::vector<double>&
         row.seconds = *std::max_element(seconds.begin(), seconds.end());
         row.algbw = bytes / row.seconds;
         row.busbw = row.algbw * 2.0 * (ranks - 1) / ranks;
+        row.correct = std::all_of(correct.begin(), correct.end(), [](char c) { return c != 0; });
         rows.push_back(row);
     }
     return rows;

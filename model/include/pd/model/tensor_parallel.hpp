@@ -33,6 +33,9 @@ public:
     NcclCollectives& operator=(const NcclCollectives&) = delete;
     int size() const override { return ranks_; }
     void all_reduce_sum(int rank, float* data, std::size_t count) override;
+    /// Out of place: recv [count] = the sum over the ranks of send [count] (the benchmark's form).
+    /// @param rank the caller  @param send [count]  @param recv [count]  @param count elements
+    void all_reduce_sum(int rank, const float* send, float* recv, std::size_t count);
     void all_gather(int rank, const float* send, float* recv, std::size_t count) override;
     /// With timing: the seconds of the collectives since reset(). Each call waits for the rank's
     /// queued work before it starts and for its result after it; the last rank to arrive waits
@@ -48,7 +51,7 @@ private:
     void record(int rank, double seconds);
     int ranks_;
     bool timed_;
-    std::vector<void*> comms_;               // ncclComm_t, by rank
+    std::vector<void*> comms_;                // ncclComm_t, by rank
     std::vector<std::vector<double>> times_;  // by rank, by call since reset()
 };
 
@@ -58,15 +61,17 @@ std::shared_ptr<NcclCollectives> nccl_collectives(int ranks, bool timed = false)
 
 /// One message size of the all-reduce benchmark.
 struct AllReduceRow {
-    double bytes = 0;    ///< per rank
-    double seconds = 0;  ///< per call: the mean over the timed calls, the slowest rank's
-    double algbw = 0;    ///< bytes / seconds (nccl-tests' algorithm bandwidth), bytes/s
-    double busbw = 0;    ///< algbw x 2 (N - 1) / N (nccl-tests' bus bandwidth), bytes/s
+    double bytes = 0;      ///< per rank
+    double seconds = 0;    ///< per call: the mean over the timed calls, the slowest rank's
+    double algbw = 0;      ///< bytes / seconds (nccl-tests' algorithm bandwidth), bytes/s
+    double busbw = 0;      ///< algbw x 2 (N - 1) / N (nccl-tests' bus bandwidth), bytes/s
+    bool correct = false;  ///< every rank's result, after the timed calls, is the sum of the inputs
 };
 
 /// nccl-tests' all-reduce benchmark: for each size, @p warmup untimed then @p iters timed
-/// in-place fp32 sum all-reduces on @p ranks ranks (one host thread each), each rank timing its
-/// loop between device synchronizations.
+/// out-of-place fp32 sum all-reduces on @p ranks ranks (one host thread each), each rank timing
+/// its loop between device synchronizations; then every rank's result is checked against the
+/// sum of the inputs (multiples of 1/4, so the sum is exact in any order).
 /// @param ranks N (2 ... the devices present)  @param sizes bytes per rank (multiples of 4)
 /// @param warmup untimed calls  @param iters timed calls
 /// @throws std::invalid_argument on a size or count out of range, std::runtime_error from NCCL
@@ -74,7 +79,7 @@ std::vector<AllReduceRow> all_reduce_bench(int ranks, const std::vector<double>&
 
 /// The latency-bandwidth (alpha-beta) model of a collective: seconds = alpha + bytes / beta.
 struct AlphaBeta {
-    double alpha_s = 0;          ///< latency of one call
+    double alpha_s = 0;           ///< latency of one call
     double beta_bytes_per_s = 0;  ///< the bandwidth the bytes move at
 };
 /// Least squares of seconds against bytes over @p rows. @param rows a benchmark's rows (>= 2 sizes)
