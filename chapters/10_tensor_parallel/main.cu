@@ -45,7 +45,8 @@ struct Options {
     md::PromptSpec p{.batch = 8, .length = 512, .gen = 32};
     double max_bytes = 1 << 30, factor = 2;  // nccl-tests' -b 8 -e 1G -f 2
 #endif
-    std::vector<int> tp;  // empty: 1, 2, 4, 8 up to the devices present
+    std::vector<int> tp;             // empty: 1, 2, 4, 8 up to the devices present
+    std::string allreduce = "nccl";  // or lab 10's ring
     double min_bytes = 8;
     std::string gpu = "H100-SXM", cost_preset = "llama-3-70b";  // chapter 05's worked example
     int cost_tp = 8, cost_context = 1024;
@@ -71,10 +72,13 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 /// logits against @p ref, and returns the row: the mean decode step, its collectives' time
 /// and share, the prefill, and what one GPU holds.
 pd::Row split_run(pd::Bench& bench, const pd::ModelConfig& config, md::ModelOptions mo, int tp,
-                  const std::vector<int>& prompt, int P, const md::Generation& ref, bool& passed) {
+                  const std::string& allreduce, const std::vector<int>& prompt, int P, const md::Generation& ref,
+                  bool& passed) {
     const int B = mo.batch, G = int(ref.ms.size());
     std::shared_ptr<md::NcclCollectives> comms;
-    if (tp > 1) mo.tensor_parallel = tp, mo.collectives = comms = md::nccl_collectives(tp, bench.timing());
+    const md::AllReduceAlgorithm algorithm =
+        allreduce == "ring" ? md::AllReduceAlgorithm::ring : md::AllReduceAlgorithm::nccl;
+    if (tp > 1) mo.tensor_parallel = tp, mo.collectives = comms = md::nccl_collectives(tp, bench.timing(), algorithm);
     md::Model model(config, mo);
     model.init_synthetic(bench.options.seed);
     model.warm_up();
@@ -127,7 +131,8 @@ nlohmann::json allreduce_table(pd::Bench& bench, const Options& o, int ranks, bo
     std::vector<double> sizes;
     for (double b = o.min_bytes; b <= o.max_bytes; b *= o.factor) sizes.push_back(b);
     const std::vector<md::AllReduceRow> rows =
-        md::all_reduce_bench(ranks, sizes, bench.options.warmup, std::max(bench.options.iters, 1));
+        md::all_reduce_bench(ranks, sizes, bench.options.warmup, std::max(bench.options.iters, 1),
+                             o.allreduce == "ring" ? md::AllReduceAlgorithm::ring : md::AllReduceAlgorithm::nccl);
     nlohmann::json table = nlohmann::json::array();
     std::vector<pd::Row> shown;
     for (const md::AllReduceRow& r : rows) {
@@ -146,7 +151,8 @@ nlohmann::json allreduce_table(pd::Bench& bench, const Options& o, int ranks, bo
                          {"busbw", r.busbw},
                          {"passed", r.correct}});
     }
-    out << "\nall-reduce (fp32 sum, out of place, each result checked) on " << ranks << " ranks"
+    out << "\nall-reduce (" << (o.allreduce == "ring" ? "lab 10's ring on ncclSend and ncclRecv" : "ncclAllReduce")
+        << ", fp32 sum, out of place, each result checked) on " << ranks << " ranks"
         << (bench.sim() ? " (CPU figures)" : "") << ":\n"
         << pd::render(shown,
                       {pd::Column::point("bytes", "bytes"), pd::Column::point("time us", "time_us"),
@@ -225,6 +231,9 @@ void add_options(pd::Bench& bench, Options& o) {
     bench.app.add_option("--tp", o.tp, "Ranks to split the model across (default: 1 2 4 8 up to the devices present)")
         ->check(CLI::Range(1, 8));
     bench.add_dtype_option();
+    bench.option("--allreduce", o.allreduce,
+                 "How the all-reduces run: NCCL's, or lab 10's ring (ring_all_reduce on ncclSend and ncclRecv)",
+                 CLI::IsMember({"nccl", "ring"}));
     bench.option("--min-bytes", o.min_bytes, "All-reduce benchmark: the smallest message", CLI::Range(4.0, 1e10));
     bench.option("--max-bytes", o.max_bytes, "All-reduce benchmark: the largest message (0: none)",
                  CLI::Range(0.0, 1e10));
@@ -284,7 +293,8 @@ int run(int argc, char** argv) {
     out << "model: " << pd::describe(config) << "\n"
         << "run: B = " << B << ", prompt P = " << P << ", generate G = " << G << ", " << to_string(mo.weights) << "; "
         << devices << (devices == 1 ? " device" : " devices") << "; per pass " << collectives_per_pass(config)
-        << " collectives (2 all-reduces per layer, the embedding's, the logits' all-gather)\n";
+        << " collectives (2 all-reduces per layer, the embedding's, the logits' all-gather); all-reduce: "
+        << (o.allreduce == "ring" ? "lab 10's ring" : "NCCL's") << "\n";
 
     // ---- the reference (the whole model on device 0), then each split ----
     md::Model whole(config, mo);
@@ -293,7 +303,7 @@ int run(int argc, char** argv) {
     const md::Generation ref = md::generate_cached(whole, prompt, P, G);
     std::vector<pd::Row> rows;
     bool passed = true;
-    for (int tp : tps) rows.push_back(split_run(bench, config, mo, tp, prompt, P, ref, passed));
+    for (int tp : tps) rows.push_back(split_run(bench, config, mo, tp, o.allreduce, prompt, P, ref, passed));
     out << "\ndecode steps (mean of " << G - 1 << "), each split checked against TP = 1: the same tokens, logits to "
         << (mo.weights == DType::fp32 ? "1e-5" : "chapter 04's bf16 rule") << ":\n"
         << pd::render(
@@ -323,6 +333,7 @@ int run(int argc, char** argv) {
                                           {"prompt_len", P},
                                           {"gen", G},
                                           {"tp", tps},
+                                          {"allreduce", o.allreduce},
                                           {"dtype", to_string(mo.weights)}},
                                          rows);
     report["allreduce"] = allreduce;

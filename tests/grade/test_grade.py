@@ -94,6 +94,8 @@ PLANTS = {
         ("& 0xfu) - v.zero) * v.scale;", "& 0xfu) - 8.f) * v.scale;")]),
     "wrong-09": ("rejection_sampler.cpp", [  # the correction drawn from p instead of the residual max(p - q, 0)
         ("w[j] = std::max(double(pi[j]) - double(qi[j]), 0.0);", "w[j] = pi[j];")]),
+    "wrong-10": ("ring_allreduce.cpp", [  # the received chunk stored, not added, in the reduce-scatter: partial sums lost
+        ("        links.accumulate(chunk(r - s - 1));", "        links.store(chunk(r - s - 1));")]),
 }
 
 
@@ -142,6 +144,8 @@ def wrong_fails(n, case):
         return case["zero_point"]
     if n == "09":  # a draft, so rejections, some drawing a token where p <= q (certain in 100,000 steps)
         return case["k"] >= 1
+    if n == "10":  # a ring of 2 or more: every reduce-scatter step overwrites a partial sum (the inputs are never 0 there)
+        return case["ranks"] >= 2
     return None  # 05: whether a step mixes decodes and prefills past the budget depends on the queue
 
 

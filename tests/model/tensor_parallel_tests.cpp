@@ -3,7 +3,8 @@
 // the parts of host weights, and the split model against the whole one: logits of prompts,
 // mixed steps and decode steps equal (fp32 to 1e-5; bf16 to the rule of chapter 04's bf16
 // comparisons) and greedy tokens identical for TP = 2, 4 and 8, with the KV heads divided
-// (tiny-tp: 8 of them) and replicated (tiny: 2 KV heads on 4 ranks), on slots and pages; the
+// (tiny-tp: 8 of them) and replicated (tiny: 2 KV heads on 4 ranks), on slots and pages, with
+// NCCL's all-reduce and with lab 10's ring; the
 // engine of chapter 05 on TP = 2 with preemptions; bad splits refused by name.
 #include "model_check.hpp"
 #include "pd/model/executor.hpp"
@@ -184,6 +185,17 @@ TEST_CASE("tensor parallel: KV heads replicated, pages, bf16 and loaded weights"
         md::Model whole(c, o), split(c, split_options(o, 4));
         whole.init_synthetic(11);
         split.init_synthetic(11);
+        same_passes(whole, split, 1e-5);
+    }
+    SECTION("tiny-tp, TP = 4, every all-reduce lab 10's ring on ncclSend and ncclRecv") {
+        const pd::ModelConfig c = preset("tiny-tp");
+        md::ModelOptions o{.batch = 3, .max_seq = 64, .max_step_tokens = 32};
+        md::Model whole(c, o);
+        o.tensor_parallel = 4;
+        o.collectives = md::nccl_collectives(4, false, md::AllReduceAlgorithm::ring);
+        md::Model split(c, o);
+        whole.init_synthetic(13);
+        split.init_synthetic(13);
         same_passes(whole, split, 1e-5);
     }
     SECTION("tiny-tp on pages, TP = 2, weights loaded from the host") {

@@ -3,7 +3,9 @@
 /// all-gather, timed, and the all-reduce benchmark with its alpha-beta fit.
 #include "pd/model/tensor_parallel.hpp"
 
+#include "layers/layers.hpp"
 #include "pd/cuda_check.hpp"
+#include "pd/serving/ring_allreduce.hpp"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -36,7 +38,12 @@ ncclComm_t comm_of(void* c) {
 
 }  // namespace
 
-NcclCollectives::NcclCollectives(int ranks, bool timed) : ranks_(ranks), timed_(timed) {
+const char* to_string(AllReduceAlgorithm a) {
+    return a == AllReduceAlgorithm::ring ? "ring" : "nccl";
+}
+
+NcclCollectives::NcclCollectives(int ranks, bool timed, AllReduceAlgorithm algorithm)
+    : ranks_(ranks), timed_(timed), algorithm_(algorithm) {
     int devices = 0;
     PD_CHECK_CUDA(cudaGetDeviceCount(&devices));
     if (ranks < 1 || ranks > devices)
@@ -46,11 +53,51 @@ NcclCollectives::NcclCollectives(int ranks, bool timed) : ranks_(ranks), timed_(
     nccl_check(ncclCommInitAll(comms.data(), ranks, nullptr), "ncclCommInitAll");
     comms_.assign(comms.begin(), comms.end());
     times_.resize(std::size_t(ranks));
+    scratch_.assign(std::size_t(ranks), nullptr);
+    scratch_count_.assign(std::size_t(ranks), 0);
 }
 
 NcclCollectives::~NcclCollectives() {
     for (void* c : comms_) ncclCommDestroy(comm_of(c));
+    for (float* p : scratch_) cudaFree(p);
 }
+
+// [ring_links]
+/// Lab 10's ring on this rank: its RingLinks bound to NCCL's send and receive (one group per
+/// step, so that every rank's send meets its neighbour's receive) and to the device's add and copy.
+void NcclCollectives::ring(int rank, float* data, std::size_t count) {
+    const std::size_t r = std::size_t(rank), chunk = count / std::size_t(ranks_) + 1;
+    if (scratch_count_[r] < chunk) {  // one chunk at most, on this rank's device (its thread's)
+        PD_CHECK_CUDA(cudaFree(scratch_[r]));
+        PD_CHECK_CUDA(cudaMalloc(&scratch_[r], chunk * sizeof(float)));
+        scratch_count_[r] = chunk;
+    }
+    float* scratch = scratch_[r];
+    const ncclComm_t comm = comm_of(comms_[r]);
+    serving::RingLinks links;
+    links.rank = rank;
+    links.ranks = ranks_;
+    links.exchange = [&](serving::RingChunk send, std::size_t receive_count) {
+        nccl_check(ncclGroupStart(), "ncclGroupStart");
+        if (send.count > 0)
+            nccl_check(ncclSend(data + send.offset, send.count, ncclFloat32, (rank + 1) % ranks_, comm, nullptr),
+                       "ncclSend");
+        if (receive_count > 0)
+            nccl_check(ncclRecv(scratch, receive_count, ncclFloat32, (rank + ranks_ - 1) % ranks_, comm, nullptr),
+                       "ncclRecv");
+        nccl_check(ncclGroupEnd(), "ncclGroupEnd");
+    };
+    links.accumulate = [&](serving::RingChunk into) {
+        if (into.count > 0) kernels::layers::add(data + into.offset, scratch, into.count);
+    };
+    links.store = [&](serving::RingChunk into) {
+        if (into.count > 0)
+            PD_CHECK_CUDA(
+                cudaMemcpyAsync(data + into.offset, scratch, into.count * sizeof(float), cudaMemcpyDeviceToDevice));
+    };
+    serving::ring_all_reduce(count, links);
+}
+// [ring_links]
 
 void NcclCollectives::record(int rank, double seconds) {
     times_[std::size_t(rank)].push_back(seconds);
@@ -58,8 +105,11 @@ void NcclCollectives::record(int rank, double seconds) {
 
 void NcclCollectives::all_reduce_sum(int rank, float* data, std::size_t count) {
     const double t0 = timed_ ? (PD_CHECK_CUDA(cudaDeviceSynchronize()), now_s()) : 0;
-    nccl_check(ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm_of(comms_[std::size_t(rank)]), nullptr),
-               "ncclAllReduce");
+    if (algorithm_ == AllReduceAlgorithm::ring)
+        ring(rank, data, count);
+    else
+        nccl_check(ncclAllReduce(data, data, count, ncclFloat32, ncclSum, comm_of(comms_[std::size_t(rank)]), nullptr),
+                   "ncclAllReduce");
     if (timed_) {
         PD_CHECK_CUDA(cudaDeviceSynchronize());
         record(rank, now_s() - t0);
@@ -67,6 +117,10 @@ void NcclCollectives::all_reduce_sum(int rank, float* data, std::size_t count) {
 }
 
 void NcclCollectives::all_reduce_sum(int rank, const float* send, float* recv, std::size_t count) {
+    if (algorithm_ == AllReduceAlgorithm::ring) {  // the ring works in place, on recv
+        PD_CHECK_CUDA(cudaMemcpyAsync(recv, send, count * sizeof(float), cudaMemcpyDeviceToDevice));
+        return ring(rank, recv, count);
+    }
     nccl_check(ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm_of(comms_[std::size_t(rank)]), nullptr),
                "ncclAllReduce");
 }
@@ -102,11 +156,12 @@ void NcclCollectives::reset() {
     for (std::vector<double>& t : times_) t.clear();
 }
 
-std::shared_ptr<NcclCollectives> nccl_collectives(int ranks, bool timed) {
-    return std::make_shared<NcclCollectives>(ranks, timed);
+std::shared_ptr<NcclCollectives> nccl_collectives(int ranks, bool timed, AllReduceAlgorithm algorithm) {
+    return std::make_shared<NcclCollectives>(ranks, timed, algorithm);
 }
 
-std::vector<AllReduceRow> all_reduce_bench(int ranks, const std::vector<double>& sizes, int warmup, int iters) {
+std::vector<AllReduceRow> all_reduce_bench(int ranks, const std::vector<double>& sizes, int warmup, int iters,
+                                           AllReduceAlgorithm algorithm) {
     if (ranks < 2) throw std::invalid_argument("all_reduce_bench: ranks = " + std::to_string(ranks) + " must be >= 2");
     if (iters < 1 || warmup < 0)
         throw std::invalid_argument("all_reduce_bench: iters = " + std::to_string(iters) +
@@ -115,7 +170,7 @@ std::vector<AllReduceRow> all_reduce_bench(int ranks, const std::vector<double>&
         if (!(b >= 4) || std::fmod(b, 4.0) != 0)
             throw std::invalid_argument("all_reduce_bench: a size of " + std::to_string(b) +
                                         " bytes is not a positive multiple of 4 (fp32 elements)");
-    NcclCollectives comms(ranks, false);
+    NcclCollectives comms(ranks, false, algorithm);
     std::vector<AllReduceRow> rows;
     for (double bytes : sizes) {
         const std::size_t count = std::size_t(bytes / 4);

@@ -21,13 +21,20 @@
 
 namespace pd::model {
 
+/// How an all-reduce runs: NCCL's ncclAllReduce, or lab 10's ring (serving::ring_all_reduce) on
+/// ncclSend and ncclRecv, with the adds on the device.
+enum class AllReduceAlgorithm { nccl, ring };
+/// "nccl", "ring". @param a the algorithm
+const char* to_string(AllReduceAlgorithm a);
+
 /// NCCL's all-reduce and all-gather as the model's Collectives: one communicator per rank
 /// (ncclCommInitAll over devices 0 ... N - 1), each rank calling from its own thread.
 class NcclCollectives : public Collectives {
 public:
     /// @param ranks N (at most the devices present)  @param timed time each call (see seconds())
+    /// @param algorithm how the all-reduces run
     /// @throws std::runtime_error with NCCL's message when the communicators cannot be made
-    NcclCollectives(int ranks, bool timed);
+    NcclCollectives(int ranks, bool timed, AllReduceAlgorithm algorithm = AllReduceAlgorithm::nccl);
     ~NcclCollectives() override;
     NcclCollectives(const NcclCollectives&) = delete;
     NcclCollectives& operator=(const NcclCollectives&) = delete;
@@ -49,15 +56,20 @@ public:
 
 private:
     void record(int rank, double seconds);
+    void ring(int rank, float* data, std::size_t count);
     int ranks_;
     bool timed_;
+    AllReduceAlgorithm algorithm_;
+    std::vector<float*> scratch_;             // the ring's receive buffer of each rank, on its device
+    std::vector<std::size_t> scratch_count_;  // its elements
     std::vector<void*> comms_;                // ncclComm_t, by rank
     std::vector<std::vector<double>> times_;  // by rank, by call since reset()
 };
 
 /// Rank count N and timing: a shared NcclCollectives for ModelOptions::collectives.
-/// @param ranks N  @param timed whether it times its calls
-std::shared_ptr<NcclCollectives> nccl_collectives(int ranks, bool timed = false);
+/// @param ranks N  @param timed whether it times its calls  @param algorithm how the all-reduces run
+std::shared_ptr<NcclCollectives> nccl_collectives(int ranks, bool timed = false,
+                                                  AllReduceAlgorithm algorithm = AllReduceAlgorithm::nccl);
 
 /// One message size of the all-reduce benchmark.
 struct AllReduceRow {
@@ -73,9 +85,10 @@ struct AllReduceRow {
 /// its loop between device synchronizations; then every rank's result is checked against the
 /// sum of the inputs (multiples of 1/4, so the sum is exact in any order).
 /// @param ranks N (2 ... the devices present)  @param sizes bytes per rank (multiples of 4)
-/// @param warmup untimed calls  @param iters timed calls
+/// @param warmup untimed calls  @param iters timed calls  @param algorithm NCCL's or lab 10's ring
 /// @throws std::invalid_argument on a size or count out of range, std::runtime_error from NCCL
-std::vector<AllReduceRow> all_reduce_bench(int ranks, const std::vector<double>& sizes, int warmup, int iters);
+std::vector<AllReduceRow> all_reduce_bench(int ranks, const std::vector<double>& sizes, int warmup, int iters,
+                                           AllReduceAlgorithm algorithm = AllReduceAlgorithm::nccl);
 
 /// The latency-bandwidth (alpha-beta) model of a collective: seconds = alpha + bytes / beta.
 struct AlphaBeta {
