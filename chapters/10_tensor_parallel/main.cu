@@ -71,13 +71,12 @@ double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
 /// Generates on @p tp ranks (tp = 1: the whole model, @p ref itself), checks the tokens and
 /// logits against @p ref, and returns the row: the mean decode step, its collectives' time
 /// and share, the prefill, and what one GPU holds.
-pd::Row split_run(pd::Bench& bench, const pd::ModelConfig& config, md::ModelOptions mo, int tp,
-                  const std::string& allreduce, const std::vector<int>& prompt, int P, const md::Generation& ref,
-                  bool& passed) {
+pd::Row split_run(pd::Bench& bench, const Options& o, const pd::ModelConfig& config, md::ModelOptions mo, int tp,
+                  const std::vector<int>& prompt, int P, const md::Generation& ref, bool& passed) {
     const int B = mo.batch, G = int(ref.ms.size());
     std::shared_ptr<md::NcclCollectives> comms;
     const md::AllReduceAlgorithm algorithm =
-        allreduce == "ring" ? md::AllReduceAlgorithm::ring : md::AllReduceAlgorithm::nccl;
+        o.allreduce == "ring" ? md::AllReduceAlgorithm::ring : md::AllReduceAlgorithm::nccl;
     if (tp > 1) mo.tensor_parallel = tp, mo.collectives = comms = md::nccl_collectives(tp, bench.timing(), algorithm);
     md::Model model(config, mo);
     model.init_synthetic(bench.options.seed);
@@ -112,6 +111,18 @@ pd::Row split_run(pd::Bench& bench, const pd::ModelConfig& config, md::ModelOpti
         point["comm_ms"] = fmt("%.3f", comm_ms);
         point["compute_ms"] = fmt("%.3f", step_ms - comm_ms);
         point["comm_share"] = comm_ms / step_ms;
+    }
+    // the cost model's share for this model, batch and context on tp GPUs of --gpu: the target
+    // on a multi-GPU machine is a measured share within 20% of it
+    if (tp > 1) {
+        const sv::CostModel cm(sv::cost_model_config(config, *pd::roofline::find_gpu(o.gpu), tp));
+        sv::Step step;
+        for (int b = 0; b < B; ++b) step.items.push_back({.request = b, .tokens = 1, .context = P + G / 2});
+        const sv::CostModel::Breakdown br = cm.breakdown(step);
+        point["model_comm_share"] = br.comm_s / br.total_s;
+        if (bench.timing() && !bench.sim())
+            point["within_20pct"] =
+                std::fabs(comm_ms / step_ms - br.comm_s / br.total_s) <= 0.2 * br.comm_s / br.total_s;
     }
     // the step's cost on one rank: its share of the weights and of the cache
     const pd::Kernel k{.name = "tp " + std::to_string(tp),
@@ -303,21 +314,30 @@ int run(int argc, char** argv) {
     const md::Generation ref = md::generate_cached(whole, prompt, P, G);
     std::vector<pd::Row> rows;
     bool passed = true;
-    for (int tp : tps) rows.push_back(split_run(bench, config, mo, tp, o.allreduce, prompt, P, ref, passed));
+    for (int tp : tps) rows.push_back(split_run(bench, o, config, mo, tp, prompt, P, ref, passed));
+    std::vector<pd::Column> columns = {pd::Column::name("run"),
+                                       "dtype",
+                                       "step ms",
+                                       pd::Column::point("compute ms", "compute_ms"),
+                                       pd::Column::point("comm ms", "comm_ms"),
+                                       pd::Column::percent("comm", "comm_share"),
+                                       pd::Column::percent("model comm", "model_comm_share"),
+                                       pd::Column::point("prefill ms", "prefill_ms"),
+                                       pd::Column::point("its comm ms", "prefill_comm_ms"),
+                                       pd::Column::point("weights/GPU", "weights_gpu"),
+                                       pd::Column::point("KV/token/GPU", "kv_token_gpu"),
+                                       pd::Column::point("max rel diff", "max_rel_diff"),
+                                       "status"};
+    if (!bench.sim())  // on GPUs: the target, a measured share within 20% of the cost model's
+        columns.insert(columns.begin() + 7, pd::Column::point("within 20%", "within_20pct"));
     out << "\ndecode steps (mean of " << G - 1 << "), each split checked against TP = 1: the same tokens, logits to "
         << (mo.weights == DType::fp32 ? "1e-5" : "chapter 04's bf16 rule") << ":\n"
-        << pd::render(
-               rows,
-               {pd::Column::name("run"), "dtype", "step ms", pd::Column::point("compute ms", "compute_ms"),
-                pd::Column::point("comm ms", "comm_ms"), pd::Column::percent("comm", "comm_share"),
-                pd::Column::point("prefill ms", "prefill_ms"), pd::Column::point("its comm ms", "prefill_comm_ms"),
-                pd::Column::point("weights/GPU", "weights_gpu"), pd::Column::point("KV/token/GPU", "kv_token_gpu"),
-                pd::Column::point("max rel diff", "max_rel_diff"), "status"},
-               bench.options.check_only)
+        << pd::render(rows, columns, bench.options.check_only)
         << "comm ms: the collectives' own time (each rank synchronizes before and after a call; the last to arrive "
            "waits for no one, so the least of the ranks' times is taken)"
         << (bench.sim() ? "; on the simulator the ranks' kernels take turns on the CPU, so these are CPU figures" : "")
-        << ".\n";
+        << "; model comm: the cost model's share for this model and batch on as many " << o.gpu
+        << " GPUs (the target: a measured share within 20% of it, on a multi-GPU machine).\n";
 
     nlohmann::json allreduce = nullptr;
     if (tps.back() == 1)

@@ -70,8 +70,9 @@ RingRun run_ring(int n, std::size_t count) {
         if (!cv.wait_for(lock, std::chrono::seconds(5), [&] { return generation != g || broken; })) broken = true;
         cv.notify_all();
         if (broken)
-            throw std::runtime_error("a rank waited 5 s for the others' exchange: the ranks took different numbers "
-                                     "of steps (each must take 2 (n - 1))");
+            throw std::runtime_error(
+                "a rank waited 5 s for the others' exchange: the ranks took different numbers "
+                "of steps (each must take 2 (n - 1))");
     };
     std::vector<std::thread> threads;
     for (int r = 0; r < n; ++r)
@@ -154,7 +155,8 @@ void check_sums(int n, std::size_t count) {
 
 TEST_CASE("lab10: every rank ends with the sum, for 1 to 8 ranks and counts they do not divide", "[lab10]") {
     for (int n : {1, 2, 3, 4, 5, 8})
-        for (std::size_t count : {std::size_t(2), std::size_t(7), std::size_t(64), std::size_t(1000), std::size_t(4099)})
+        for (std::size_t count :
+             {std::size_t(2), std::size_t(7), std::size_t(64), std::size_t(1000), std::size_t(4099)})
             check_sums(n, count);
 }
 

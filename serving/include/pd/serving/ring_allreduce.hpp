@@ -3,7 +3,7 @@
 /// ring can do (RingLinks), so that the same code runs on NCCL's send and receive and the
 /// device's adds (pd::model::NcclCollectives with the ring algorithm: chapter 10's model and its
 /// benchmark) and on host arrays (the lab's tests). Host C++ with no backend, built into
-/// pd_serving from the lab tree (<lab tree>/10_tensor_parallel/ring_allreduce.cpp).
+/// pd_serving from the lab tree (10_tensor_parallel/ring_allreduce.cpp of solutions/ or exercises/).
 ///
 /// The ring (Patarasuk and Yuan, 2009; NCCL's ring algorithm): the count elements are cut into
 /// n chunks. In the reduce-scatter, n - 1 steps, rank r sends chunk (r - s) mod n to rank r + 1
