@@ -77,6 +77,20 @@ int bit_mismatches(const char* what, const T* got, const T* want, std::size_t n)
 
 }  // namespace conformance
 
+namespace conformance {
+/// The devices present; ends the program with exit code 77 (CTest: skipped) when there are fewer
+/// than @p n (a GPU machine with one; the simulator without PD_SIM_DEVICES).
+inline int devices_or_skip(int n) {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
+    if (devices < n) {
+        std::printf("needs %d devices, found %d: skipped\n", n, devices);
+        std::exit(77);
+    }
+    return devices;
+}
+}  // namespace conformance
+
 /// Checks a condition and keeps going.
 #define CHECK(cond) ::conformance::check((cond), #cond, __FILE__, __LINE__)
 

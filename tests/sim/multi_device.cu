@@ -18,12 +18,7 @@ __global__ void iota(int* out, int n, int base) {
 }
 
 int main() {
-    int devices = 0;
-    CUDA_OK(cudaGetDeviceCount(&devices));
-    if (devices < 2) {
-        std::printf("needs 2 devices, found %d: skipped\n", devices);
-        return 77;
-    }
+    const int devices = conformance::devices_or_skip(2);
     const int n = 1000;  // not a multiple of the block
     const int D = devices < 4 ? devices : 4;
 

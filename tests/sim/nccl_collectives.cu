@@ -378,12 +378,7 @@ void errors() {
 #endif
 
 int main() {
-    int devices = 0;
-    CUDA_OK(cudaGetDeviceCount(&devices));
-    if (devices < 2) {
-        std::printf("needs 2 devices, found %d: skipped\n", devices);
-        return 77;
-    }
+    const int devices = conformance::devices_or_skip(2);
     run_all<float>(devices);
     run_all<__nv_bfloat16>(devices);
     run_all<int>(devices);
