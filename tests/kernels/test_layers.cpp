@@ -172,6 +172,71 @@ TEST_CASE("layers: embedding gathers table rows, fp32 and bf16 tables, zeros for
     }
 }
 
+TEST_CASE("layers: a rank's shard of the embedding gives its rows and zeros for the others' tokens (chapter 10)",
+          "[model][embedding][tp]") {
+    std::uint64_t n = 100;
+    for (int shards : {2, 3, 8})
+        for (int T : {1, 7, 33}) {
+            const int V = 168, rows = V / shards, D = 40;  // every rank's rows, in turn
+            const std::uint64_t seed = pd::derive_seed(kSeed, n++);
+            pd::Rng rng(pd::derive_seed(seed, 2));
+            std::vector<int> tokens(static_cast<std::size_t>(T));
+            for (int& t : tokens) t = rng.integer(0, V - 1);
+            for (int r = 0; r < shards; ++r) {
+                const int first = r * rows;
+                const std::vector<float> table =
+                    uniform(std::size_t(rows) * D, -1.f, 1.f, pd::derive_seed(seed, 10 + r));
+                std::vector<double> expected(std::size_t(T) * D, 0.0);
+                for (int t = 0; t < T; ++t) {
+                    const int id = tokens[std::size_t(t)] - first;
+                    if (id < 0 || id >= rows) continue;
+                    for (int c = 0; c < D; ++c) expected[std::size_t(t) * D + c] = table[std::size_t(id) * D + c];
+                }
+                const std::string what =
+                    "embedding_shard " + context(seed, {{"T", T}, {"first", first}, {"rows", rows}});
+                INFO(what);
+                const std::size_t dims[] = {std::size_t(T), std::size_t(D)};
+                pd::DeviceBuffer<int> d_tokens{std::span<const int>(tokens)};
+                pd::DeviceBuffer<float> d_table{std::span<const float>(table)};
+                const auto got = run_poisoned<float>(expected.size(), [&](float* x) {
+                    ly::embedding_shard(d_tokens.data(), d_table.data(), x, T, D, first, rows);
+                });
+                check_fp32(got, expected, pd::Tolerance::exact(), what, dims);
+                CHECK(guard_intact(got, expected.size()));
+            }
+        }
+}
+
+TEST_CASE("layers: interleave_shards puts each row's vocabulary in order after an all-gather (chapter 10)",
+          "[model][tp]") {
+    for (int shards : {1, 2, 3, 8})
+        for (int rows : {1, 5, 64})
+            for (int cols : {1, 7, 300}) {
+                const std::uint64_t seed = pd::derive_seed(kSeed, std::uint64_t(shards * 100000 + rows * 1000 + cols));
+                const std::vector<float> gathered = uniform(std::size_t(shards) * rows * cols, -5.f, 5.f, seed);
+                std::vector<double> expected(gathered.size());
+                for (int s = 0; s < shards; ++s)
+                    for (int r = 0; r < rows; ++r)
+                        for (int c = 0; c < cols; ++c)
+                            expected[(std::size_t(r) * shards + s) * cols + c] =
+                                gathered[(std::size_t(s) * rows + r) * cols + c];
+                const std::string what =
+                    "interleave_shards " + context(seed, {{"shards", shards}, {"rows", rows}, {"cols", cols}});
+                INFO(what);
+                const std::size_t dims[] = {std::size_t(rows), std::size_t(shards) * cols};
+                pd::DeviceBuffer<float> d_in{std::span<const float>(gathered)};
+                const auto got = run_poisoned<float>(
+                    expected.size(), [&](float* x) { ly::interleave_shards(d_in.data(), x, shards, rows, cols); });
+                check_fp32(got, expected, pd::Tolerance::exact(), what, dims);
+                CHECK(guard_intact(got, expected.size()));
+            }
+    float* p = nullptr;
+    CHECK_THROWS_WITH(ly::interleave_shards(p, p, 0, 1, 1), Contains("interleave_shards: shards must be >= 1, got 0"));
+    CHECK_THROWS_WITH(ly::interleave_shards(p, p, 2, 1, 0), Contains("interleave_shards: cols must be >= 1, got 0"));
+    const int* id = nullptr;
+    CHECK_THROWS_WITH(ly::embedding_shard(id, p, p, 2, 4, -1, 4), Contains("embedding: first = -1 must be >= 0"));
+}
+
 // ---- RMSNorm --------------------------------------------------------------------------------
 
 TEST_CASE("layers: rmsnorm matches the reference over ragged widths, fp32 and bf16 outputs", "[model][rmsnorm]") {
