@@ -133,6 +133,19 @@ const std::vector<ModelConfig>& model_presets() {
          .tied_embeddings = false,
          .source = "Meta Llama 3.1 8B config.json (max_position_embeddings 131072; its RoPE scaling of long "
                    "contexts is not modelled): llama-3-8b's shapes, for long prompts on a GPU"},
+        {.name = "llama-2-13b",
+         .vocab = 32000,
+         .d_model = 5120,
+         .layers = 40,
+         .heads = 40,
+         .kv_heads = 40,
+         .head_dim = 128,
+         .ffn_dim = 13824,
+         .max_seq = 4096,
+         .rope_theta = 10000,
+         .norm_eps = 1e-5,
+         .tied_embeddings = false,
+         .source = "Meta Llama 2 13B config.json"},
     };
     return presets;
 }

@@ -164,6 +164,7 @@ public:
             out.insert(out.end(), all.begin() + std::ptrdiff_t(at), all.begin() + std::ptrdiff_t(at + keep));
         return out;
     }
+    KvBlockSpan block_span(int, int) override { throw std::invalid_argument("block_span: the cache is not paged"); }
 
 private:
     at::DecodeShape decode_shape(int sequences, int max_kv_len) const {
@@ -228,6 +229,26 @@ public:
     }
     std::vector<float> download(bool, int) const override {
         throw std::invalid_argument("download_cache: the cache is paged");
+    }
+    KvBlockSpan block_span(int layer, int block) override {
+        if (layer < 0 || layer >= s_.layers)
+            throw std::invalid_argument("block_span: layer = " + std::to_string(layer) + " must be in 0 .. " +
+                                        std::to_string(s_.layers - 1));
+        if (block < 0 || block >= s_.num_blocks)
+            throw std::invalid_argument("block_span: block = " + std::to_string(block) + " must be in 0 .. " +
+                                        std::to_string(s_.num_blocks - 1));
+        // a block is [Hkv, block_size, d] elements of the layer's [num_blocks, Hkv, block_size, d]
+        const std::size_t rows = std::size_t(s_.kv_heads) * std::size_t(s_.block_size),
+                          first = std::size_t(block) * rows;
+        KvBlockSpan span{.k = store_.k_of(layer) + first * std::size_t(s_.head_dim),
+                         .v = store_.v_of(layer) + first * std::size_t(s_.head_dim),
+                         .bytes = rows * std::size_t(s_.head_dim) * sizeof(T)};
+        if (float* ks = store_.k_scales_of(layer)) {  // 8-bit: a scale per row
+            span.k_scales = ks + first;
+            span.v_scales = store_.v_scales_of(layer) + first;
+            span.scale_bytes = rows * sizeof(float);
+        }
+        return span;
     }
 
 private:

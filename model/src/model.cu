@@ -381,6 +381,7 @@ void Model::all_reduce(float* data, std::size_t count) {
 Model::Model(const ModelConfig& config, const ModelOptions& options)
     : full_(config), config_(shard_config(config, options.tensor_parallel)), options_(options) {
     check_options(full_, options_);
+    PD_CHECK_CUDA(cudaGetDevice(&device_));
     const ModelOptions& o = options_;
     max_seq_ = o.max_seq > 0 ? o.max_seq : config_.max_seq;
     max_step_tokens_ = o.max_step_tokens > 0 ? o.max_step_tokens : o.batch * max_seq_;

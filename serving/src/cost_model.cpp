@@ -87,6 +87,10 @@ CostModel::Breakdown CostModel::breakdown(const Step& step) const {
     const StepCost cost = step_cost(shape_, items);
     b.flops = cost.flops;
     b.bytes = cost.bytes;
+    b.dense_flops = cost.dense_flops;
+    b.attention_flops = cost.attention_flops;
+    b.weight_bytes = cost.weight_bytes;
+    b.kv_bytes = cost.kv_bytes;
     const ModelConfig& m = config_.model;
     double tokens = 0;
     for (const StepItem& i : items) tokens += i.tokens;

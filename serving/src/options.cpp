@@ -135,12 +135,17 @@ LengthSpec spec_of(const std::string& dist, double mean, int max_len) {
 
 }  // namespace
 
-std::vector<Request> make_workload(const WorkloadOptions& o, double rate, std::uint64_t seed, int vocab) {
-    if (!o.trace.empty()) return read_trace(o.trace);
-    if (o.scenario == "long-prompt") return long_prompt_scenario();
+WorkloadSpec workload_spec(const WorkloadOptions& o, double rate, std::uint64_t seed) {
     WorkloadSpec w{.requests = o.requests, .rate = rate, .burstiness = o.burstiness, .seed = seed};
     w.prompt = spec_of(o.prompt_dist, o.prompt_len, o.max_len);
     w.output = spec_of(o.output_dist, o.output_len, o.max_len);
+    return w;
+}
+
+std::vector<Request> make_workload(const WorkloadOptions& o, double rate, std::uint64_t seed, int vocab) {
+    if (!o.trace.empty()) return read_trace(o.trace);
+    if (o.scenario == "long-prompt") return long_prompt_scenario();
+    const WorkloadSpec w = workload_spec(o, rate, seed);
     if (o.scenario == "shared-prefix") return shared_prefix_scenario(w, o.system_tokens, o.question_tokens, vocab);
     return poisson_workload(w);
 }

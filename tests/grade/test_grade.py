@@ -96,6 +96,8 @@ PLANTS = {
         ("w[j] = std::max(double(pi[j]) - double(qi[j]), 0.0);", "w[j] = pi[j];")]),
     "wrong-10": ("ring_allreduce.cpp", [  # the received chunk stored, not added, in the reduce-scatter: partial sums lost
         ("        links.accumulate(chunk(r - s - 1));", "        links.store(chunk(r - s - 1));")]),
+    "wrong-11": ("kv_transfer.cpp", [  # after the prefill, the link's previous transfer ignored: transfers overlap
+        ("            t.start_s = std::max(j.prefill_end_s, free);", "            t.start_s = j.prefill_end_s;")]),
 }
 
 
@@ -146,6 +148,8 @@ def wrong_fails(n, case):
         return case["k"] >= 1
     if n == "10":  # rings of 2 or more: every reduce-scatter step overwrites a partial sum
         return True
+    if n == "11":  # after the prefill, two jobs or more: the test queues the second behind the first
+        return not case["layerwise"] and case["jobs"] >= 2
     return None  # 05: whether a step mixes decodes and prefills past the budget depends on the queue
 
 

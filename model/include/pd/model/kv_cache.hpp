@@ -37,6 +37,19 @@ struct BatchView {
     int uniform = 0;  ///< the tokens of every sequence when they are equal, 0 otherwise
 };
 
+/// Where one block of one layer of a paged cache lies on the device (KvCache::block_span()):
+/// what chapter 11 copies to another device, block by block. K and V are each [Hkv, block_size,
+/// d] elements of the cache's type, contiguous; an 8-bit cache also has an fp32 scale per row,
+/// K's and V's each [Hkv, block_size] (null otherwise).
+struct KvBlockSpan {
+    void* k = nullptr;            ///< the block's K
+    void* v = nullptr;            ///< the block's V
+    void* k_scales = nullptr;     ///< its K scales (8-bit caches; null otherwise)
+    void* v_scales = nullptr;     ///< its V scales (8-bit caches; null otherwise)
+    std::size_t bytes = 0;        ///< bytes of k, and of v
+    std::size_t scale_bytes = 0;  ///< bytes of k_scales, and of v_scales (0 without scales)
+};
+
 /// One layer-indexed KV cache on the device.
 class KvCache {
 public:
@@ -63,6 +76,10 @@ public:
     /// The first @p positions of every slot as an fp32 host array [L, slots, Hkv, positions, d]:
     /// K when @p values is false, V when true. @throws std::invalid_argument for a paged cache
     virtual std::vector<float> download(bool values, int positions) const = 0;
+    /// Where block @p block of layer @p layer lies (chapter 11 copies it to another device).
+    /// @param layer 0 ... L - 1  @param block 0 ... num_blocks - 1
+    /// @throws std::invalid_argument for a cache in slots ("the cache is not paged") or an index out of range
+    virtual KvBlockSpan block_span(int layer, int block) = 0;
 };
 
 /// Sizes of a cache: slots of max_seq positions, or (block_size > 0) num_blocks blocks.

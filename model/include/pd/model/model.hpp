@@ -263,6 +263,12 @@ public:
     DeviceBuffer<float>& logits() { return logits_; }
     /// The cache.
     const KvCache& cache() const { return *cache_; }
+    /// The cache, writable: chapter 11 copies blocks into it from another device's model
+    /// (pd/model/kv_transfer_device.hpp).
+    KvCache& cache() { return *cache_; }
+    /// The device the model lives on: the current device when it was built (rank 0's when split).
+    /// Its calls run there: make it current first (cudaSetDevice) when a thread uses several.
+    int device() const { return device_; }
     /// The first @p positions of every slot's cache as an fp32 host array [L, B, Hkv, positions,
     /// d]: K when @p values is false, V when true.
     std::vector<float> download_cache(bool values, int positions) const;
@@ -323,7 +329,8 @@ private:
     Communication communication_;
     int max_seq_ = 0, max_step_tokens_ = 0, max_blocks_ = 0, max_logit_rows_ = 0;
     int length_ = 0;
-    int rows_ = 0;  // sequences of the last pass: the rows of logits() it wrote
+    int device_ = 0;  // the current device when it was built
+    int rows_ = 0;    // sequences of the last pass: the rows of logits() it wrote
     DeviceMatrix embed_, wq_, wk_, wv_, wo_, w_gate_, w_up_, w_down_, lm_head_;
     DeviceBuffer<float> attn_norm_, ffn_norm_, final_norm_;
     std::unique_ptr<KvCache> cache_;

@@ -110,13 +110,17 @@ public:
 
     /// How a step's predicted time is made.
     struct Breakdown {
-        double flops = 0;       ///< dense layers, LM head and attention, all GPUs together
-        double bytes = 0;       ///< weights read, KV cache read and written, all GPUs together
-        double compute_s = 0;   ///< flops / (compute_efficiency x peak FLOP/s)
-        double memory_s = 0;    ///< bytes / (bandwidth_efficiency x bytes/s)
-        double overhead_s = 0;  ///< step_overhead_s (0 for an empty step)
-        double comm_s = 0;      ///< the tensor-parallel all-reduces (0 on one GPU)
-        double total_s = 0;     ///< max(compute_s, memory_s) + overhead_s + comm_s
+        double flops = 0;            ///< dense layers, LM head and attention, all GPUs together
+        double bytes = 0;            ///< weights read, KV cache read and written, all GPUs together
+        double compute_s = 0;        ///< flops / (compute_efficiency x peak FLOP/s)
+        double memory_s = 0;         ///< bytes / (bandwidth_efficiency x bytes/s)
+        double overhead_s = 0;       ///< step_overhead_s (0 for an empty step)
+        double comm_s = 0;           ///< the tensor-parallel all-reduces (0 on one GPU)
+        double total_s = 0;          ///< max(compute_s, memory_s) + overhead_s + comm_s
+        double dense_flops = 0;      ///< of flops: the layers' matrices and the LM head
+        double attention_flops = 0;  ///< of flops: q . k and p v
+        double weight_bytes = 0;     ///< of bytes: the weights read
+        double kv_bytes = 0;         ///< of bytes: the cache read and written
     };
     /// The counts and times of @p step (same preconditions as run()).
     Breakdown breakdown(const Step& step) const;

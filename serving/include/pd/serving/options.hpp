@@ -11,6 +11,7 @@
 #include "pd/model_config.hpp"
 #include "pd/serving/cost_model.hpp"
 #include "pd/serving/types.hpp"
+#include "pd/serving/workload.hpp"
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -90,6 +91,11 @@ bool given(const CLI::App& app, const std::string& name);
 /// these options that set them (SchedulerConfig.token_budget: `--token-budget`; ModelOptions.batch:
 /// `--max-seqs`, a slot per running request; ...), for pd::guarded_main().
 FlagNames serving_flag_names();
+
+/// The synthetic workload @p o describes (its lengths and their distributions) at @p rate
+/// requests per second: what make_workload() draws for the poisson scenario.
+/// @param o the options  @param rate requests per second  @param seed the program's seed
+WorkloadSpec workload_spec(const WorkloadOptions& o, double rate, std::uint64_t seed);
 
 /// The workload @p o describes at @p rate requests per second (poisson and shared-prefix
 /// scenarios) or from its trace (the long-prompt scenario's defaults are the caller's).
