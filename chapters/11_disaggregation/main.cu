@@ -144,7 +144,7 @@ pd::Row real_transfer(pd::Bench& bench, const Options& o, const sv::LinkPreset& 
     row.result.passed = same;
     row.dtype = mo.kv;
     const double per_token = config.kv_bytes_per_token(pd::kv_element_bytes(mo.kv, config.head_dim));
-    row.point = {{"bytes", moved.bytes},
+    row.point = {{"transfer_bytes", moved.bytes},
                  {"expected_bytes", per_token * B * ((P + block - 1) / block) * block},
                  {"copies", moved.copies},
                  {"transfer_ms", moved.seconds * 1e3},
@@ -164,6 +164,7 @@ void add_options(pd::Bench& bench, Options& o) {
     for (const sv::LinkPreset& l : sv::link_presets()) links.push_back(l.name);
     bench.option("--link", o.link, "Link from the prefill pool to the decode pool", CLI::IsMember(links));
     bench.option("--slow-link", o.slow_link, "A second link, to show where disaggregation loses", CLI::IsMember(links));
+    bench.add_dtype_option();
     bench.app.add_flag("--layerwise", o.layerwise, "Send the cache layer by layer while the prefill runs");
     bench.option("--requests", o.w.requests, "Requests of the workload (at least; longer runs at high rates)",
                  CLI::Range(1, 100000));
@@ -274,8 +275,13 @@ int run(int argc, char** argv) {
         throw std::invalid_argument("--prompt-len + --output-len must fit the model's " +
                                     std::to_string(model.max_seq) + " positions");
     for (int tp : o.tps)
-        if (tp > o.gpus)
+        if (!o.review && tp > o.gpus)
             throw std::invalid_argument("--tps " + std::to_string(tp) + " exceeds --gpus " + std::to_string(o.gpus));
+    if (o.review && o.gpus % o.tp != 0)
+        throw std::invalid_argument("--tp " + std::to_string(o.tp) + " must divide --gpus " + std::to_string(o.gpus));
+    if (!o.review && o.gpus < 2)
+        throw std::invalid_argument("--gpus " + std::to_string(o.gpus) +
+                                    ": a prefill pool and a decode pool need 2 GPUs at least (or use --review)");
     bench.title();
     std::ostream& out = bench.out();
     out << "model: " << pd::describe(model) << "\n"
@@ -287,9 +293,6 @@ int run(int argc, char** argv) {
 
     if (o.review) {
         // ---- the design review of one setup ----
-        if (o.gpus % o.tp != 0)
-            throw std::invalid_argument("--tp " + std::to_string(o.tp) + " must divide --gpus " +
-                                        std::to_string(o.gpus));
         sv::ReviewInput in{.cluster = cluster, .slo = slo, .usd_per_gpu_hour = o.price, .link = link};
         in.setup.policy = sv::policy_from(o.policy);
         in.setup.pool = {.gpus = o.gpus, .tp = o.tp, .token_budget = o.token_budget, .max_seqs = o.max_seqs};
@@ -316,7 +319,7 @@ int run(int argc, char** argv) {
             << o.transfer_prompt_len << " tokens prefilled on device 0, the cache moved block by block to device 1 "
             << "(its blocks numbered in reverse), " << o.transfer_gen << " tokens generated there:\n"
             << pd::render(rows,
-                          {C::name("run"), "dtype", C::point("bytes", "bytes"), C::point("copies", "copies"),
+                          {C::name("run"), "dtype", C::point("bytes", "transfer_bytes"), C::point("copies", "copies"),
                            C::point("ms", "transfer_ms"), C::point("GB/s", "gb_per_s"),
                            C::point(o.link + " model ms", "link_model_ms"), "status"},
                           bench.options.check_only)
@@ -340,6 +343,9 @@ int run(int argc, char** argv) {
         sv::search_disaggregated(o.gpus, o.tps, budget, o.max_seqs, link, o.layerwise, cluster, w, slo);
     const std::vector<sv::Placement> slow_all =
         sv::search_disaggregated(o.gpus, o.tps, budget, o.max_seqs, slow, o.layerwise, cluster, w, slo);
+    if (!best(agg))
+        throw std::invalid_argument(model.name + " leaves no room for a KV cache on any setup of --tps on " + gpu.name +
+                                    ": raise --tps");
     const double reference = best(agg) ? best(agg)->capacity.per_gpu : 0;
     std::vector<pd::Row> side = {
         placement_row("aggregated, continuous", best(continuous), reference, cluster, w, slo),

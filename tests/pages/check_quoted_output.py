@@ -37,6 +37,8 @@ MEASURED = {
     "scores %", "softmax %", "P V %", "speedup",
     # chapter 10: the split of a step's time, and the all-reduce benchmark
     "compute ms", "comm ms", "comm", "prefill ms", "its comm ms", "time us", "algbw GB/s", "busbw GB/s",
+    # chapter 11: the real transfer's time (its GB/s above)
+    "ms",
 }
 # Chapter 05's columns, measured when the model executor times the steps.
 MEASURED_SERVING = {
