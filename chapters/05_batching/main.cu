@@ -156,12 +156,11 @@ Cache cache_for(const Options& o, const pd::ModelConfig& model, const sv::CostMo
         kv_per_token = model.kv_bytes_per_token(cost.kv_bytes_per_element);
         const double weights = model.parameter_count() * cost.weight_bytes_per_param;
         if (kv == 0) {
-            const double free_bytes = 0.9 * cost.machine.memory_bytes - weights;  // 10% kept for activations
-            if (free_bytes < kv_per_token)
+            kv = sv::kv_positions(cost);  // 10% of the memory kept for activations
+            if (kv == 0)
                 throw std::invalid_argument(o.s.preset + " (" + pd::format_bytes(weights) +
                                             " of weights) leaves no room for a cache on " + cost.machine.name +
                                             ": raise --tp or set --kv-capacity");
-            kv = static_cast<long long>(free_bytes / kv_per_token);
         }
         executor = sv::CostModel(cost).describe();
     }

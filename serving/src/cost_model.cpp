@@ -59,6 +59,13 @@ CostModelConfig cost_model_config(const ModelConfig& model, const roofline::GpuS
     return c;
 }
 
+long long kv_positions(const CostModelConfig& cost) {
+    const double per_token = cost.model.kv_bytes_per_token(cost.kv_bytes_per_element);
+    const double weights = cost.model.parameter_count() * cost.weight_bytes_per_param;
+    const double free_bytes = 0.9 * cost.machine.memory_bytes - weights;  // 10% kept for activations
+    return free_bytes < per_token ? 0 : static_cast<long long>(free_bytes / per_token);
+}
+
 CostModel::CostModel(const CostModelConfig& config) : config_(config) {
     config_.check();
     // norms at the weights' width: every weight is counted at weight_bytes_per_param

@@ -49,13 +49,6 @@ CostModelConfig instance_cost(const Cluster& c, int tp) {
     return cost;
 }
 
-long long kv_positions(const CostModelConfig& cost) {
-    const double per_token = cost.model.kv_bytes_per_token(cost.kv_bytes_per_element);
-    const double weights = cost.model.parameter_count() * cost.weight_bytes_per_param;
-    const double free_bytes = 0.9 * cost.machine.memory_bytes - weights;  // 10% kept for activations
-    return free_bytes < per_token ? 0 : static_cast<long long>(free_bytes / per_token);
-}
-
 namespace {
 
 void check_pool(const Pool& p, const std::string& name) {

@@ -7,6 +7,7 @@
 // NCCL's all-reduce and with lab 10's ring; the
 // engine of chapter 05 on TP = 2 with preemptions; bad splits refused by name.
 #include "model_check.hpp"
+#include "model_run.hpp"
 #include "pd/model/executor.hpp"
 #include "pd/model/model.hpp"
 #include "pd/model/tensor_parallel.hpp"
@@ -29,43 +30,14 @@ using Catch::Matchers::Contains;
 
 namespace {
 
+using pd::test::argmax_of;
+using pd::test::logits_of;
+using pd::test::max_rel_diff;
+using pd::test::need_devices;
 using pd::test::random_tokens;
 
 pd::ModelConfig preset(const char* name) {
     return *pd::find_model(name);
-}
-
-/// Largest |a - b| / (1 + |b|).
-double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-    double worst = 0;
-    for (std::size_t i = 0; i < a.size(); ++i)
-        worst = std::max(worst,
-                         std::isfinite(a[i]) ? std::fabs(double(a[i]) - b[i]) / (1 + std::fabs(double(b[i]))) : 1e30);
-    return worst;
-}
-
-/// The logits of the last pass: rows x V.
-std::vector<float> logits_of(const md::Model& m) {
-    std::vector<float> all = m.logits().download();
-    all.resize(std::size_t(m.logit_rows()) * std::size_t(m.config().vocab));
-    return all;
-}
-
-/// The greedy tokens of the last pass.
-std::vector<int> argmax_of(const md::Model& m) {
-    pd::DeviceBuffer<int> out(std::size_t(m.logit_rows()));
-    m.argmax(out.data());
-    return out.download();
-}
-
-/// Ends the test with exit code 77 (CTest: skipped, never passed) on a machine with fewer than
-/// @p n devices: a GPU machine with one, or the simulator without PD_SIM_DEVICES.
-void need_devices(int n) {
-    int have = 0;
-    if (cudaGetDeviceCount(&have) != cudaSuccess) have = 0;
-    if (have >= n) return;
-    std::fprintf(stderr, "SKIPPED: %d devices, this test needs %d\n", have, n);
-    std::exit(77);
 }
 
 /// The same passes on the whole model and on the split one: three prompts of ragged lengths

@@ -7,6 +7,7 @@
 // the bytes moved are the blocks'. A wrong mapping of blocks changes the generation (the check
 // can fail). Mismatched models and block lists are refused by name, before any copy.
 #include "model_check.hpp"
+#include "model_run.hpp"
 #include "pd/common.hpp"
 #include "pd/model/kv_transfer_device.hpp"
 #include "pd/model/model.hpp"
@@ -24,6 +25,8 @@
 
 namespace md = pd::model;
 using Catch::Matchers::Contains;
+using pd::test::max_rel_diff;
+using pd::test::need_devices;
 using pd::test::random_tokens;
 
 namespace {
@@ -33,44 +36,21 @@ constexpr int kNumBlocks = 24;    // blocks of each model's cache
 constexpr int kSteps = 6;         // decode steps after the prefill
 const int kLens[3] = {5, 9, 13};  // the prompts: a block and a bit, two and a bit, three and a bit
 
-/// Ends the test with exit code 77 (CTest: skipped, never passed) on a machine with fewer than
-/// @p n devices: a GPU machine with one, or the simulator without PD_SIM_DEVICES.
-void need_devices(int n) {
-    int have = 0;
-    if (cudaGetDeviceCount(&have) != cudaSuccess) have = 0;
-    if (have >= n) return;
-    std::fprintf(stderr, "SKIPPED: %d devices, this test needs %d\n", have, n);
-    std::exit(77);
-}
-
 /// Makes @p m's device current: every call on a model runs on its device.
 void use(const md::Model& m) {
     REQUIRE(cudaSetDevice(m.device()) == cudaSuccess);
 }
 
-/// Largest |a - b| / (1 + |b|).
-double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-    double worst = 0;
-    for (std::size_t i = 0; i < a.size(); ++i)
-        worst = std::max(worst,
-                         std::isfinite(a[i]) ? std::fabs(double(a[i]) - b[i]) / (1 + std::fabs(double(b[i]))) : 1e30);
-    return worst;
-}
-
-/// The logits of the last pass: rows x V.
+/// The logits of @p m's last pass, on its device.
 std::vector<float> logits_of(const md::Model& m) {
     use(m);
-    std::vector<float> all = m.logits().download();
-    all.resize(std::size_t(m.logit_rows()) * std::size_t(m.config().vocab));
-    return all;
+    return pd::test::logits_of(m);
 }
 
-/// The greedy tokens of the last pass.
+/// The greedy tokens of @p m's last pass, on its device.
 std::vector<int> argmax_of(const md::Model& m) {
     use(m);
-    pd::DeviceBuffer<int> out(std::size_t(m.logit_rows()));
-    m.argmax(out.data());
-    return out.download();
+    return pd::test::argmax_of(m);
 }
 
 /// The tiny model with a paged cache on @p device, its weights seeded alike on every device.

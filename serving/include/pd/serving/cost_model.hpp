@@ -93,6 +93,10 @@ struct CostModelConfig {
 /// @pre tp >= 1 (std::invalid_argument otherwise)
 CostModelConfig cost_model_config(const ModelConfig& model, const roofline::GpuSpec& gpu, int tp);
 
+/// Positions of K and V the machine of @p cost holds beside the weights, with 10% of its memory
+/// kept for activations (chapters 05 and 11); 0 when the weights leave no room.
+long long kv_positions(const CostModelConfig& cost);
+
 /// The roofline executor: Executor::run() returns the predicted time of a step, deterministically.
 class CostModel : public Executor {
 public:

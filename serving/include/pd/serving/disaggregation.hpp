@@ -90,10 +90,6 @@ struct Cluster {
 /// The cost model of an instance of @p tp GPUs of @p c.
 CostModelConfig instance_cost(const Cluster& c, int tp);
 
-/// Positions of K and V the machine of @p cost holds beside the weights, with 10% of its memory
-/// kept for activations (chapter 05's rule); 0 when the weights leave no room.
-long long kv_positions(const CostModelConfig& cost);
-
 /// One request's way through a disaggregated setup.
 struct TransferRecord {
     int request = 0;              ///< Request::id
