@@ -133,7 +133,10 @@ struct Capacity {
 /// The knee of @p attainment_at (rate -> share of requests meeting the SLOs): the highest rate
 /// whose attainment is >= @p target, by doubling from @p first until it fails (or reaches
 /// @p max_rate), then @p steps bisections. Assumes attainment falls with the rate.
-/// @param gpus the setup's GPUs (for per_gpu)
+/// @param attainment_at replays the setup at a rate and returns its SLO attainment
+/// @param gpus the setup's GPUs (for per_gpu)  @param target the attainment to meet (DistServe: 0.9)
+/// @param first the first rate tried  @param max_rate the highest rate tried
+/// @param steps bisections after the doubling
 Capacity find_capacity(const std::function<double(double)>& attainment_at, int gpus, double target = 0.9,
                        double first = 0.25, double max_rate = 4096, int steps = 10);
 
