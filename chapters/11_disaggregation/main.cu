@@ -170,6 +170,8 @@ void add_options(pd::Bench& bench, Options& o) {
                  CLI::Range(1, 100000));
     bench.option("--rate", o.w.rate, "Requests per second of the goodput table and of --review",
                  CLI::Range(0.001, 1e6));
+    bench.app.add_option("--trace", o.w.trace,
+                         "--review: the workload from a CSV trace (arrival seconds, prompt tokens, output tokens)");
     bench.option("--prompt-len", o.w.prompt_len, "Mean prompt tokens", CLI::Range(1.0, 1e7));
     bench.option("--output-len", o.w.output_len, "Mean output tokens", CLI::Range(1.0, 1e6));
     bench.option("--prompt-dist", o.w.prompt_dist, "fixed, uniform (+-50%) or lognormal (sigma 1)",
@@ -277,6 +279,8 @@ int run(int argc, char** argv) {
     for (int tp : o.tps)
         if (!o.review && tp > o.gpus)
             throw std::invalid_argument("--tps " + std::to_string(tp) + " exceeds --gpus " + std::to_string(o.gpus));
+    if (!o.review && !o.w.trace.empty())
+        throw std::invalid_argument("--trace needs --review: the searches replay the workload at many rates");
     if (o.review && o.gpus % o.tp != 0)
         throw std::invalid_argument("--tp " + std::to_string(o.tp) + " must divide --gpus " + std::to_string(o.gpus));
     if (!o.review && o.gpus < 2)
@@ -297,10 +301,11 @@ int run(int argc, char** argv) {
         in.setup.policy = sv::policy_from(o.policy);
         in.setup.pool = {.gpus = o.gpus, .tp = o.tp, .token_budget = o.token_budget, .max_seqs = o.max_seqs};
         sv::WorkloadSpec ws = w;
-        in.requests = sv::workload_at(ws, o.w.rate);
+        in.requests = o.w.trace.empty() ? sv::workload_at(ws, o.w.rate) : sv::read_trace(o.w.trace);
         const sv::Review r = sv::review(in);
-        out << "\nthe review of " << in.setup.name() << " at " << o.w.rate << " requests/s (" << in.requests.size()
-            << " requests):\n"
+        out << "\nthe review of " << in.setup.name() << " on "
+            << (o.w.trace.empty() ? fmt("%g requests/s", o.w.rate) : "the trace " + o.w.trace) << " ("
+            << in.requests.size() << " requests):\n"
             << sv::describe(r, in);
         nlohmann::json report = bench.report({{"preset", model.name}, {"gpu", gpu.name}, {"gpus", o.gpus}}, {});
         report["review"] = sv::to_json(r, in);
