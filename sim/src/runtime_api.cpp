@@ -56,6 +56,11 @@ int model_architecture(int arch) {
     return arch;
 }
 
+int device_compute_capability() {
+    const int preset = settings().device.compute_capability;
+    return preset > 0 ? preset : modelled_architecture / 10;
+}
+
 namespace {
 
 std::mutex state_mutex;
@@ -610,6 +615,7 @@ const char* cudaGetErrorName(cudaError_t e) {
         PD_SIM_ERROR(cudaErrorLaunchFailure)
         PD_SIM_ERROR(cudaErrorPeerAccessAlreadyEnabled)
         PD_SIM_ERROR(cudaErrorPeerAccessNotEnabled)
+        PD_SIM_ERROR(cudaErrorPeerAccessUnsupported)
         PD_SIM_ERROR(cudaErrorUnknown)
 #undef PD_SIM_ERROR
         default:
@@ -653,6 +659,10 @@ const char* cudaGetErrorString(cudaError_t e) {
             return "peer access is already enabled";
         case cudaErrorPeerAccessNotEnabled:
             return "peer access has not been enabled";
+        case cudaErrorPeerAccessUnsupported:
+            return "peer access is not supported between these two devices";
+        case cudaErrorIllegalInstruction:
+            return "an illegal instruction was encountered";
         default:
             return "unknown error";
     }
@@ -680,17 +690,21 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
     if (prop == nullptr) return fail(cudaErrorInvalidValue);
     if (!valid_device(device)) return fail(cudaErrorInvalidDevice);
     *prop = cudaDeviceProp{};
+    const DevicePreset& preset = settings().device;
+    const std::string as =
+        preset.name.empty() ? "" : ", as a " + preset.name;  // "pd::sim CPU simulator, as a T4 (...)"
     if (settings().devices > 1)
         std::snprintf(prop->name, sizeof prop->name,
-                      "pd::sim CPU simulator, virtual device %d of %d (%d worker threads)", device, settings().devices,
-                      settings().workers);
+                      "pd::sim CPU simulator%s, virtual device %d of %d (%d worker threads)", as.c_str(), device,
+                      settings().devices, settings().workers);
     else
-        std::snprintf(prop->name, sizeof prop->name, "pd::sim CPU simulator (%d worker threads)", settings().workers);
+        std::snprintf(prop->name, sizeof prop->name, "pd::sim CPU simulator%s (%d worker threads)", as.c_str(),
+                      settings().workers);
     prop->pciDeviceID = device;
     prop->totalGlobalMem = simulated_memory_bytes();
     prop->sharedMemPerBlock = kSharedPerBlock;
-    prop->sharedMemPerBlockOptin = kSharedPerBlockOptin;
-    prop->sharedMemPerMultiprocessor = kSharedPerSM;
+    prop->sharedMemPerBlockOptin = preset.shared_optin;
+    prop->sharedMemPerMultiprocessor = preset.shared_per_sm;
     prop->regsPerBlock = 65536;
     prop->regsPerMultiprocessor = 65536;
     prop->warpSize = pd::sim::kWarpSize;
@@ -702,11 +716,11 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
     prop->maxGridSize[1] = int(kMaxGridDimY);
     prop->maxGridSize[2] = int(kMaxGridDimZ);
     prop->totalConstMem = 64 * 1024;
-    prop->major = modelled_architecture / 100;  // PD_SIM_CUDA_ARCH of the program: 9.0 by default
-    prop->minor = modelled_architecture % 100 / 10;
-    prop->multiProcessorCount = settings().workers;
-    prop->maxThreadsPerMultiProcessor = 2048;
-    prop->maxBlocksPerMultiProcessor = 32;
+    prop->major = device_compute_capability() / 10;  // PD_SIM_CUDA_ARCH of the program (9.0), or the preset's
+    prop->minor = device_compute_capability() % 10;
+    prop->multiProcessorCount = preset.sms > 0 ? preset.sms : settings().workers;
+    prop->maxThreadsPerMultiProcessor = preset.threads_per_sm;
+    prop->maxBlocksPerMultiProcessor = preset.blocks_per_sm;
     prop->l2CacheSize = 0;  // no cache is simulated
     prop->unifiedAddressing = 1;
     prop->managedMemory = 1;
@@ -743,25 +757,28 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
             *value = int(kSharedPerBlock);
             break;
         case cudaDevAttrMaxSharedMemoryPerBlockOptin:
-            *value = int(kSharedPerBlockOptin);
+            *value = int(settings().device.shared_optin);
             break;
         case cudaDevAttrMaxSharedMemoryPerMultiprocessor:
-            *value = int(kSharedPerSM);
+            *value = int(settings().device.shared_per_sm);
             break;
         case cudaDevAttrWarpSize:
             *value = pd::sim::kWarpSize;
             break;
         case cudaDevAttrMultiProcessorCount:
-            *value = settings().workers;
+            *value = settings().device.sms > 0 ? settings().device.sms : settings().workers;
             break;
         case cudaDevAttrComputeCapabilityMajor:
-            *value = modelled_architecture / 100;
+            *value = device_compute_capability() / 10;
             break;
         case cudaDevAttrComputeCapabilityMinor:
-            *value = modelled_architecture % 100 / 10;
+            *value = device_compute_capability() % 10;
             break;
         case cudaDevAttrMaxThreadsPerMultiProcessor:
-            *value = 2048;
+            *value = settings().device.threads_per_sm;
+            break;
+        case cudaDevAttrMaxBlocksPerMultiprocessor:
+            *value = settings().device.blocks_per_sm;
             break;
         case cudaDevAttrMaxRegistersPerBlock:
             *value = 65536;
@@ -801,7 +818,7 @@ cudaError_t cudaDriverGetVersion(int* v) {
 cudaError_t cudaFuncSetAttribute(const void* func, cudaFuncAttribute attr, int value) {
     if (func == nullptr) return fail(cudaErrorInvalidDeviceFunction);
     if (attr == cudaFuncAttributeMaxDynamicSharedMemorySize) {
-        if (value < 0 || std::size_t(value) > kSharedPerBlockOptin) return fail(cudaErrorInvalidValue);
+        if (value < 0 || std::size_t(value) > settings().device.shared_optin) return fail(cudaErrorInvalidValue);
         set_max_dynamic_shared(func, std::size_t(value));
     }
     return cudaSuccess;
@@ -820,9 +837,10 @@ cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, const voi
                                                           std::size_t dynamic_shared) {
     if (blocks == nullptr || func == nullptr || block_size < 1) return fail(cudaErrorInvalidValue);
     // Threads and shared memory only: the simulator knows no register counts.
-    int by_threads = 2048 / block_size;
-    const int by_shared = dynamic_shared > 0 ? int(kSharedPerSM / dynamic_shared) : 32;
-    *blocks = std::max(0, std::min({by_threads, by_shared, 32}));
+    const DevicePreset& d = settings().device;
+    int by_threads = d.threads_per_sm / block_size;
+    const int by_shared = dynamic_shared > 0 ? int(d.shared_per_sm / dynamic_shared) : d.blocks_per_sm;
+    *blocks = std::max(0, std::min({by_threads, by_shared, d.blocks_per_sm}));
     return cudaSuccess;
 }
 
@@ -1058,12 +1076,32 @@ cudaError_t cudaMemcpyPeerAsync(void* dst, int dst_device, const void* src, int 
 cudaError_t cudaDeviceCanAccessPeer(int* can_access, int device, int peer) {
     if (can_access == nullptr) return fail(cudaErrorInvalidValue);
     if (!valid_device(device) || !valid_device(peer)) return fail(cudaErrorInvalidDevice);
-    *can_access = device != peer ? 1 : 0;  // every pair of virtual devices, as on an NVLink machine
+    // every pair of virtual devices, as on an NVLink machine; none with PD_SIM_PEER_ACCESS=0
+    *can_access = device != peer && settings().peer_access ? 1 : 0;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceGetP2PAttribute(int* value, cudaDeviceP2PAttr attr, int src, int dst) {
+    if (value == nullptr) return fail(cudaErrorInvalidValue);
+    if (!valid_device(src) || !valid_device(dst) || src == dst) return fail(cudaErrorInvalidDevice);
+    const int access = settings().peer_access ? 1 : 0;
+    switch (attr) {
+        case cudaDevP2PAttrPerformanceRank:
+            *value = 0;  // one kind of link between every pair: all rank alike
+            break;
+        case cudaDevP2PAttrAccessSupported:
+        case cudaDevP2PAttrNativeAtomicSupported:
+            *value = access;
+            break;
+        default:
+            *value = 0;
+            break;
+    }
     return cudaSuccess;
 }
 cudaError_t cudaDeviceEnablePeerAccess(int peer, unsigned int flags) {
     if (flags != 0) return fail(cudaErrorInvalidValue);
     if (!valid_device(peer) || peer == current_device) return fail(cudaErrorInvalidDevice);
+    if (!settings().peer_access) return fail(cudaErrorPeerAccessUnsupported);
     std::lock_guard<std::mutex> lock(state_mutex);
     if (peer_access[current_device][peer]) {
         last_error = cudaErrorPeerAccessAlreadyEnabled;

@@ -78,6 +78,33 @@ Settings& settings() {
         }
         if (const char* v = std::getenv("PD_SIM_NCCL_TIMEOUT_SECONDS"))
             s.collective_timeout_seconds = std::max(0.1, std::atof(v));
+        if (const char* v = std::getenv("PD_SIM_DEVICE"); v != nullptr && *v != '\0') {
+            const std::string name = v;
+            if (name == "T4") {
+                // NVIDIA's T4 (Turing, sm_75): 40 SMs, 1,024 resident threads and 16 blocks per SM,
+                // 64 KiB of shared memory per SM and per block with the opt-in attribute (CUDA C++
+                // Programming Guide, compute capability 7.5; the T4 datasheet)
+                s.device = {.name = "T4",
+                            .compute_capability = 75,
+                            .shared_optin = 64 * 1024,
+                            .shared_per_sm = 64 * 1024,
+                            .threads_per_sm = 1024,
+                            .blocks_per_sm = 16,
+                            .sms = 40};
+            } else if (name != "default") {
+                std::fprintf(stderr, "pd::sim: PD_SIM_DEVICE = '%s': the presets are default and T4\n", v);
+                std::exit(2);
+            }
+        }
+        if (const char* v = std::getenv("PD_SIM_PEER_ACCESS"); v != nullptr && *v != '\0') {
+            const std::string on = v;
+            if (on != "0" && on != "1") {
+                std::fprintf(stderr, "pd::sim: PD_SIM_PEER_ACCESS = '%s' must be 1 (peer access, the default) or 0\n",
+                             v);
+                std::exit(2);
+            }
+            s.peer_access = on == "1";
+        }
         return s;
     }();
     return s;
@@ -961,7 +988,7 @@ std::string shared_memory_error(const LaunchRequest& r) {
     std::ostringstream out;
     out << r.shared_bytes << " bytes of dynamic shared memory; this kernel's limit is " << limit
         << (attribute ? " (set by cudaFuncSetAttribute)"
-                      : " (raise it up to " + std::to_string(kSharedPerBlockOptin) +
+                      : " (raise it up to " + std::to_string(settings().device.shared_optin) +
                             " with cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, "
                             "bytes))");
     return out.str();
@@ -1073,6 +1100,17 @@ void* shared_variable(void* address, std::size_t bytes, const char* name, const 
 
 void kernel_fault(cudaError_t code, const char* message, const std::source_location& loc) {
     fault_and_stop(code, thread_label(*running_block, self()) + ": " + message + " at " + where(loc));
+}
+
+void require_compute_capability(int needed, const char* instruction, const std::source_location& loc) {
+    const int cc = device_compute_capability();
+    if (cc >= needed) return;
+    const std::string text = std::string(instruction) + " needs compute capability " + std::to_string(needed / 10) +
+                             "." + std::to_string(needed % 10) +
+                             "; the simulated device (PD_SIM_DEVICE=" + settings().device.name + ") has " +
+                             std::to_string(cc / 10) + "." + std::to_string(cc % 10) +
+                             ", where a kernel built for it has a trap in its place";
+    kernel_fault(cudaErrorIllegalInstruction, text.c_str(), loc);
 }
 
 void* dynamic_shared_memory() {

@@ -12,6 +12,18 @@
 
 namespace pd::sim::detail {
 
+/// The device the simulator reports and enforces (PD_SIM_DEVICE): its compute capability and
+/// the limits that differ between GPUs.
+struct DevicePreset {
+    std::string name;                        ///< "" (the default) or a GPU's name ("T4")
+    int compute_capability = 0;              ///< 10 * major + minor; 0: the program's PD_SIM_CUDA_ARCH
+    std::size_t shared_optin = 163 * 1024;   ///< dynamic shared memory per block with the opt-in attribute
+    std::size_t shared_per_sm = 164 * 1024;  ///< shared memory per SM
+    int threads_per_sm = 2048;               ///< resident threads per SM
+    int blocks_per_sm = 32;                  ///< resident blocks per SM
+    int sms = 0;                             ///< SMs reported; 0: one per worker thread
+};
+
 /// Settings read once from the environment.
 struct Settings {
     int workers = 1;               ///< PD_SIM_THREADS (default: hardware threads)
@@ -27,8 +39,18 @@ struct Settings {
     /// PD_SIM_NCCL_TIMEOUT_SECONDS: how long a collective waits for the ranks that have not
     /// joined it before it fails, naming them (nccl.cpp).
     double collective_timeout_seconds = 60;
+    /// PD_SIM_DEVICE: the device preset (default: an sm_90-class device of the program's
+    /// PD_SIM_CUDA_ARCH; T4: compute capability 7.5 with a T4's limits).
+    DevicePreset device;
+    /// PD_SIM_PEER_ACCESS=0: the virtual devices refuse peer access (cudaDeviceCanAccessPeer says
+    /// 0), as on machines whose GPUs sit on different PCIe root complexes.
+    bool peer_access = true;
 };
 Settings& settings();
+
+/// The compute capability the simulated device reports: the preset's, or the architecture the
+/// program's device code was compiled for (10 * major + minor).
+int device_compute_capability();
 
 /// The most virtual devices PD_SIM_DEVICES may ask for.
 inline constexpr int kMaxDevices = 16;
@@ -37,9 +59,10 @@ inline constexpr int kMaxDevices = 16;
 inline constexpr int kMaxThreadsPerBlock = 1024;
 inline constexpr int kMaxBlockDimX = 1024, kMaxBlockDimY = 1024, kMaxBlockDimZ = 64;
 inline constexpr unsigned kMaxGridDimX = 0x7FFFFFFFu, kMaxGridDimY = 65535, kMaxGridDimZ = 65535;
-inline constexpr std::size_t kSharedPerBlock = 48 * 1024;        ///< default limit
-inline constexpr std::size_t kSharedPerBlockOptin = 163 * 1024;  ///< with the opt-in attribute
-inline constexpr std::size_t kSharedPerSM = 164 * 1024;
+inline constexpr std::size_t kSharedPerBlock = 48 * 1024;  ///< default limit (every preset's)
+/// The most dynamic shared memory any preset allows with the opt-in attribute (the size of each
+/// worker's buffer); the device's own limit is settings().device.shared_optin.
+inline constexpr std::size_t kSharedPerBlockOptin = 163 * 1024;
 
 /// The error returned (and cleared) by cudaGetLastError; sticky errors are never cleared.
 void set_error(cudaError_t code);

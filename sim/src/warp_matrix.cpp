@@ -247,6 +247,10 @@ void require_kernel(const char* what, const std::source_location& loc) {
 void mma_m16n8k16(MmaInput input, float* d, const std::uint32_t* a, const std::uint32_t* b, const float* c,
                   const std::source_location& loc) {
     MmaOperands mine{d, a, b, c};
+    require_kernel("mma.sync", loc);
+    // m16n8k16 is an sm_80 shape for both input types (sm_75 has f16 m16n8k8)
+    detail::require_compute_capability(
+        80, input == MmaInput::bf16 ? "mma.sync m16n8k16 with bf16 inputs" : "mma.sync m16n8k16 with f16 inputs", loc);
     if (input == MmaInput::bf16)
         detail::warp_instruction("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32", &execute_mma<MmaInput::bf16>,
                                  &mine, loc);
@@ -279,6 +283,7 @@ void ldmatrix(int count, bool trans, std::uint32_t* regs, const void* row, const
 
 void cp_async(void* dst, const void* src, int bytes, int src_bytes, const std::source_location& loc) {
     require_kernel("cp.async", loc);
+    detail::require_compute_capability(80, "cp.async", loc);
     if (bytes != 4 && bytes != 8 && bytes != 16) {
         const std::string text = "cp.async of " + std::to_string(bytes) +
                                  " bytes: a cp.async copies 4, 8 or 16 bytes (ptxas accepts no other size)";

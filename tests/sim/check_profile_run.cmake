@@ -3,7 +3,8 @@
 #   -DSIMCC=scripts/simcc -DSOURCE=profile_simcc.cu -DPROGRAM=out/profile_simcc -DFILE=out/profile.json
 # 1. without PD_SIM_PROFILE: the readable report on stderr at exit (the kernel and its counts);
 # 2. with PD_SIM_PROFILE=FILE: the JSON list, one object per kernel, with the keys
-#    docs/simulator.md names, and the counts the program's comment works out.
+#    docs/simulator.md names, and the counts the program's comment works out;
+# 3. built without --profile, the program is not instrumented: PD_SIM_PROFILE=FILE writes nothing.
 execute_process(COMMAND ${SIMCC} --profile ${SOURCE} -o ${PROGRAM} RESULT_VARIABLE rc OUTPUT_VARIABLE out
                 ERROR_VARIABLE err TIMEOUT 600)
 if(NOT rc EQUAL 0)
@@ -54,4 +55,14 @@ foreach(i RANGE ${last})
     message(FATAL_ERROR "site ${i} is in ${file}, not the program's source:\n${json}")
   endif()
 endforeach()
-message(STATUS "simcc --profile: the report at exit and ${FILE} as documented")
+execute_process(COMMAND ${SIMCC} ${SOURCE} -o ${PROGRAM}-plain RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
+                TIMEOUT 600)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "simcc failed (${rc}):\n${out}${err}")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -E env PD_SIM_PROFILE=${FILE}-plain ${PROGRAM}-plain RESULT_VARIABLE rc
+                OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT 120)
+if(NOT rc EQUAL 0 OR EXISTS ${FILE}-plain)
+  message(FATAL_ERROR "a build without --profile is instrumented (exit ${rc}):\n${out}${err}")
+endif()
+message(STATUS "simcc --profile: the report at exit and ${FILE} as documented; a plain build is not instrumented")

@@ -192,6 +192,11 @@ unsigned active_mask(const std::source_location& loc);
 /// for the current thread. Does not return.
 [[noreturn]] void kernel_fault(cudaError_t code, const char* message, const std::source_location& loc);
 
+/// Stops the launch, as a GPU's trap would, when the simulated device (PD_SIM_DEVICE) has a
+/// compute capability below @p needed (10 * major + minor: 80 for sm_80): on such a GPU the
+/// code of @p instruction ("bf16 mma.sync m16n8k16") is not there. Returns otherwise.
+void require_compute_capability(int needed, const char* instruction, const std::source_location& loc);
+
 /// Base of this block's dynamic shared memory (sized by the launch).
 void* dynamic_shared_memory();
 
@@ -357,7 +362,9 @@ P convert_argument(A&& arg) {
 template <typename P>
 const void* pointer_argument(const P& arg) {
     if constexpr (std::is_pointer_v<P> && std::is_object_v<std::remove_pointer_t<P>>)
-        return static_cast<const void*>(arg);
+        // (through `const volatile void*`: a `volatile int*` parameter, the flag of a spin loop,
+        // converts to no other void pointer)
+        return const_cast<const void*>(static_cast<const volatile void*>(arg));
     else
         return nullptr;
 }

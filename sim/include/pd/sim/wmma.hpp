@@ -350,6 +350,8 @@ void load_matrix_sync(fragment<Use, m, n, k, T, Layout>& a, const std::type_iden
                   "load_matrix_sync(c, mptr, ldm, mem_row_major) or mem_col_major");
     using namespace ::pd::sim::detail::wmma_impl;
     constexpr bool col = std::is_same_v<Layout, col_major>;
+    if constexpr (std::is_same_v<T, __nv_bfloat16>)  // bf16 tensor cores: sm_80 on (__half: sm_70)
+        ::pd::sim::detail::require_compute_capability(80, "nvcuda::wmma::load_matrix_sync of __nv_bfloat16", loc);
     arrive(Op::Load, mptr, ldm, col ? 1 : 0, loc);
     check_ldm<T>(Op::Load, ldm, loc);
     profile_tile(mptr, Tile<Use, m, n, k>::rows, Tile<Use, m, n, k>::cols, ldm, col, false, false, loc);
@@ -405,6 +407,8 @@ void mma_sync(fragment<accumulator, m, n, k, Td>& d, const fragment<matrix_a, m,
     static_assert(std::is_same_v<Tab, __half> || (std::is_same_v<Td, float> && std::is_same_v<Tc, float>),
                   "nvcuda::wmma::mma_sync: __nv_bfloat16 inputs accumulate in float (c and d)");
     using namespace ::pd::sim::detail::wmma_impl;
+    if constexpr (std::is_same_v<Tab, __nv_bfloat16>)
+        ::pd::sim::detail::require_compute_capability(80, "nvcuda::wmma::mma_sync of __nv_bfloat16", loc);
     arrive(Op::Mma, nullptr, 0, 0, loc);
     ::pd::sim::detail::profile_wmma(2);
     // The lanes of a warp nearly always hold the same tiles (each loaded them whole), and the
