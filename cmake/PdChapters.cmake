@@ -7,10 +7,18 @@
 #               [SMOKE_ARGS <args>...]   # CTest smoke test arguments (small, validating)
 #               [TOUR_ARGS <args>...]    # scripts/run: the tour's arguments (default sizes)
 #               [BENCH_ARGS <args>...]   # scripts/gpu-check: benchmark-size arguments
+#               [SIM_BENCH_ARGS <args>...] # BENCH_ARGS at simulator sizes (default: BENCH_ARGS),
+#                                        # for the T4 preset's tests
 #               [COLLECTIVES])           # links pd_collectives_<backend> (NCCL; chapter 10): the
 #                                        # cuda program is left out, with a message, without NCCL
 #
 # Program names: ch<NN_topic> on cuda, ch<NN_topic>-sim on the simulator.
+#
+# On the simulator each program also runs as on the oldest GPU the project supports, a T4 (the
+# simulator's PD_SIM_DEVICE=T4 preset: compute capability 7.5, no bf16 tensor cores, no
+# cp.async), at its smoke, tour and (simulator-sized) benchmark arguments: <program>.sim.t4.smoke,
+# .t4.tour and .t4.bench (labels sim, t4) must exit 0, the versions that need sm_80 reported as
+# not run.
 
 function(pd_chapter_target program backend out_var)
   if(backend STREQUAL "cuda")
@@ -21,7 +29,10 @@ function(pd_chapter_target program backend out_var)
 endfunction()
 
 function(add_chapter name)
-  cmake_parse_arguments(ARG "COLLECTIVES" "" "SOURCES;SMOKE_ARGS;TOUR_ARGS;BENCH_ARGS" ${ARGN})
+  cmake_parse_arguments(ARG "COLLECTIVES" "" "SOURCES;SMOKE_ARGS;TOUR_ARGS;BENCH_ARGS;SIM_BENCH_ARGS" ${ARGN})
+  if(NOT DEFINED ARG_SIM_BENCH_ARGS)
+    set(ARG_SIM_BENCH_ARGS ${ARG_BENCH_ARGS})
+  endif()
   if(NOT ARG_SOURCES)
     set(ARG_SOURCES main.cu)
   endif()
@@ -62,6 +73,17 @@ function(add_chapter name)
       cmake_language(CALL pd_add_${backend}_chapter ${target} "${ARG_SOURCES}" LIBRARIES ${extra})
       add_test(NAME ${program}.${backend}.smoke COMMAND ${target} ${ARG_SMOKE_ARGS})
       set_tests_properties(${program}.${backend}.smoke PROPERTIES LABELS "${backend};smoke")
+      if(backend STREQUAL "sim")  # as on a T4 (see above)
+        foreach(run IN ITEMS smoke tour bench)
+          string(TOUPPER ${run} kind)
+          set(args ${ARG_${kind}_ARGS})
+          if(run STREQUAL "bench")
+            set(args ${ARG_SIM_BENCH_ARGS})
+          endif()
+          add_test(NAME ${program}.sim.t4.${run} COMMAND ${target} ${args})
+          set_tests_properties(${program}.sim.t4.${run} PROPERTIES LABELS "sim;t4" ENVIRONMENT PD_SIM_DEVICE=T4)
+        endforeach()
+      endif()
     endif()
     list(JOIN ARG_TOUR_ARGS " " tour)
     list(JOIN ARG_BENCH_ARGS " " bench)

@@ -138,7 +138,19 @@ const DeviceInfo& Bench::device() {
         out() << "device: " << device_->name << (sim() ? " (timings are CPU figures, not GPU performance)" : "")
               << "\n";
     device_printed_ = true;
+    // a version asked for by name that this GPU cannot run is bad input (with `all` it is a row
+    // "not run", measure())
+    for (const Version& v : versions_)
+        if (v.name == options.kernel && !too_old_for(v).empty())
+            throw std::invalid_argument("--kernel " + v.name + " " + too_old_for(v));
     return *device_;
+}
+
+std::string Bench::too_old_for(const Version& v) const {
+    const int have = device_ ? 10 * device_->cc_major + device_->cc_minor : 0;
+    if (!device_ || have >= v.min_compute_capability()) return {};
+    return "needs " + compute_capability_text(v.min_compute_capability()) + " (" + v.change + "); " + device_->name +
+           " has " + compute_capability_text(have);
 }
 
 const Roofs& Bench::measure_roofs() {
@@ -245,6 +257,13 @@ Row Bench::measure(const Kernel& k, const Launch& launch, DeviceBuffer<float>& o
     row.cost = k.cost;
     row.tokens = k.tokens;
     row.point = k.point;
+    // A version this GPU is too old for (a T4's sm_75 and the bf16 tensor cores) is a row that
+    // says so, without a verdict: the other versions run on.
+    for (const Version& v : versions_)
+        if (v.name == k.name && !too_old_for(v).empty()) {
+            row.result.not_run = "needs " + compute_capability_text(v.min_compute_capability());
+            return row;
+        }
     // Validate: every element starts as NaN, so one the kernel never writes cannot pass.
     out.fill_bytes(kPoisonByte);
     begin_profile();

@@ -37,7 +37,8 @@ nlohmann::json to_json(const KernelResult& r) {
             {"vs_baseline", opt(r.vs_baseline)},
             {"max_abs_err", opt(r.max_abs_err)},
             {"max_rel_err", opt(r.max_rel_err)},
-            {"passed", r.passed}};
+            {"passed", r.not_run.empty() ? nlohmann::json(r.passed) : nlohmann::json(nullptr)},
+            {"not_run", r.not_run.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.not_run)}};
 }
 
 void Table::add_row(std::vector<std::string> cells) {
@@ -169,7 +170,8 @@ std::optional<std::string> standard_cell(const std::string& header, const Row& r
     const KernelResult& k = r.result;
     if (header == "kernel") return k.kernel;
     if (header == "dtype") return std::string(to_string(r.dtype));
-    if (header == "time ms" || header == "step ms") return k.passed ? format_number(k.time_ms) : "FAILED";
+    if (header == "time ms" || header == "step ms")
+        return k.passed || !k.not_run.empty() ? format_number(k.time_ms) : "FAILED";
     if (header == "GB/s") return format_number(k.gbps);
     if (header == "TFLOP/s") return format_number(k.tflops);
     if (header == "FLOP/byte") {
@@ -184,7 +186,8 @@ std::optional<std::string> standard_cell(const std::string& header, const Row& r
     if (header == "tokens/s") return format_number(r.tokens_per_s());
     if (header == "vs baseline" || header == "vs cuBLAS") return format_number(k.vs_baseline, 3);
     if (header == "max abs err") return format_number(k.max_abs_err, 3);
-    if (header == "status") return std::string(k.passed ? "ok" : "FAILED");
+    if (header == "status")
+        return !k.not_run.empty() ? "not run: " + k.not_run : std::string(k.passed ? "ok" : "FAILED");
     return std::nullopt;
 }
 
@@ -251,7 +254,7 @@ nlohmann::json make_report(const std::string& chapter, const std::string& backen
     bool all_passed = true;
     for (const Row& r : rows) {
         list.push_back(to_json(r, baseline_alias));
-        all_passed = all_passed && r.result.passed;
+        all_passed = all_passed && (r.result.passed || !r.result.not_run.empty());
     }
     return {{"chapter", chapter}, {"backend", backend}, {"device", device},
             {"problem", problem}, {"results", list},    {"passed", all_passed}};

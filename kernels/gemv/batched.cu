@@ -84,21 +84,35 @@ __global__ void __launch_bounds__(kBatchedThreads)
     constexpr int kStepK = kRowVecs * E;     // columns in one step
     constexpr int kXVecs = TB * kRowVecs;    // vectors of X in one step (<= 2048: 32 KiB)
     constexpr int kXPer = ceil_div(kXVecs, kBatchedThreads);
+    // X's slice is prefetched through registers like W's rows, except in bf16 at 64 tokens: its 8
+    // vectors per thread (32 registers) beside the 64 accumulators and the conversions of 8-wide
+    // vectors made ptxas spill (about 240 bytes on sm_75 and sm_90), so that case loads each
+    // step's slice straight into shared memory.
+    constexpr bool kPrefetchX = kXPer <= 4 || E == 4;
     __shared__ uint4 xs[kXVecs];  // xs[t * kRowVecs + v]: token t, vector v of the step
 
     const int lane = threadIdx.x % kWarpSize;
     const int row0 = (blockIdx.x * kBatchedWarps + threadIdx.x / kWarpSize) * R;
     const int steps = ceil_div(k, kStepK);
-    uint4 w_next[R][U], x_next[kXPer];
+    uint4 w_next[R][U], x_next[kPrefetchX ? kXPer : 1];
     load_w_rows<T, R, U, kAligned>(w, row0, n, k, 0, lane, w_next);
-    load_x_slice<T, kRowVecs, kXVecs, kXPer, kAligned>(x, batch, k, 0, x_next);
+    if constexpr (kPrefetchX) load_x_slice<T, kRowVecs, kXVecs, kXPer, kAligned>(x, batch, k, 0, x_next);
     float acc[R][TB] = {};
 
     for (int s = 0; s < steps; ++s) {
         __syncthreads();  // every warp has finished reading xs for step s - 1
 #pragma unroll
-        for (int j = 0; j < kXPer; ++j)
-            if (threadIdx.x + j * kBatchedThreads < kXVecs) xs[threadIdx.x + j * kBatchedThreads] = x_next[j];
+        for (int j = 0; j < kXPer; ++j) {
+            const int v = threadIdx.x + j * kBatchedThreads;
+            if (v >= kXVecs) continue;
+            if constexpr (kPrefetchX) {
+                xs[v] = x_next[j];
+            } else {
+                const int t = v / kRowVecs;
+                xs[v] = t < batch ? load_vec16<T, kAligned>(x + std::size_t(t) * k, s * kStepK + (v % kRowVecs) * E, k)
+                                  : make_uint4(0u, 0u, 0u, 0u);
+            }
+        }
         __syncthreads();  // xs holds step s for every warp
         uint4 wq[R][U];
 #pragma unroll
@@ -107,7 +121,8 @@ __global__ void __launch_bounds__(kBatchedThreads)
             for (int u = 0; u < U; ++u) wq[r][u] = w_next[r][u];
         if (s + 1 < steps) {  // the next step's loads fly while this step computes
             load_w_rows<T, R, U, kAligned>(w, row0, n, k, (s + 1) * kStepK, lane, w_next);
-            load_x_slice<T, kRowVecs, kXVecs, kXPer, kAligned>(x, batch, k, (s + 1) * kStepK, x_next);
+            if constexpr (kPrefetchX)
+                load_x_slice<T, kRowVecs, kXVecs, kXPer, kAligned>(x, batch, k, (s + 1) * kStepK, x_next);
         }
 #pragma unroll
         for (int u = 0; u < U; ++u) {

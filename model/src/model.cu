@@ -10,9 +10,11 @@
 #include "gemv/gemv.hpp"
 #include "layers/layers.hpp"
 #include "layers/sampling.hpp"
+#include "runtime/runtime.hpp"
 
 #include "pd/common.hpp"
 #include "pd/cuda_check.hpp"
+#include "pd/device_helpers.cuh"
 #include "pd/step_cost.hpp"
 
 #include <algorithm>
@@ -382,6 +384,7 @@ Model::Model(const ModelConfig& config, const ModelOptions& options)
     : full_(config), config_(shard_config(config, options.tensor_parallel)), options_(options) {
     check_options(full_, options_);
     PD_CHECK_CUDA(cudaGetDevice(&device_));
+    bf16_tensor_cores_ = has_bf16_tensor_cores();  // below sm_80 (a T4) the bf16 GEMMs stay on the SIMT units
     const ModelOptions& o = options_;
     max_seq_ = o.max_seq > 0 ? o.max_seq : config_.max_seq;
     max_step_tokens_ = o.max_step_tokens > 0 ? o.max_step_tokens : o.batch * max_seq_;
@@ -848,7 +851,7 @@ void Model::forward_local(std::span<const int> tokens, std::span<const StepSeque
 
 /// Y [T, N] = X [T, K] W [N, K]^T for the pass's T rows: chapter 03's GEMV for a decode batch
 /// (v3 for one row, v5 batched), chapter 02's GEMM otherwise (v6 in fp32, v7 on the tensor
-/// cores in bf16).
+/// cores in bf16; below sm_80, bf16 takes the runtime's SIMT form of v6, gemm_bf16()).
 template <typename W>
 void Model::project(const Plan& plan, const W* x, const DeviceMatrix& w, std::size_t offset, float* y, int N, int K) {
     const int T = plan.tokens;
@@ -856,9 +859,19 @@ void Model::project(const Plan& plan, const W* x, const DeviceMatrix& w, std::si
         if (!w.packed.empty()) return project_packed(plan, x, w.packed[offset / (std::size_t(N) * K)], y);
     if (plan.projections == Plan::Projections::gemv)
         kernels::gemv::gemv(T == 1 ? "v3" : "v5", ptr<W>(w, offset), x, y, kernels::gemv::Shape{T, N, K});
+    else if constexpr (std::is_same_v<W, float>)
+        kernels::gemm::gemm("v6", x, ptr<W>(w, offset), y, kernels::gemm::Shape{T, N, K});
     else
-        kernels::gemm::gemm(std::is_same_v<W, float> ? "v6" : "v7", x, ptr<W>(w, offset), y,
-                            kernels::gemm::Shape{T, N, K});
+        gemm_bf16(x, ptr<W>(w, offset), y, kernels::gemm::Shape{T, N, K});
+}
+
+/// A bf16 GEMM: chapter 02's v7 on the tensor cores, or on a GPU without bf16 tensor cores
+/// (compute capability below 8.0) the runtime's gemm_simt_bf16 (v6 on bf16 inputs).
+void Model::gemm_bf16(const bf16* x, const bf16* w, float* y, const kernels::gemm::Shape& s) const {
+    if (bf16_tensor_cores_)
+        kernels::gemm::gemm("v7", x, w, y, s);
+    else
+        kernels::runtime::gemm_simt_bf16(x, w, y, s);
 }
 
 // [project_packed]
@@ -875,7 +888,7 @@ void Model::project_packed(const Plan& plan, const bf16* x, const kernels::quant
                      qt::Shape{std::min(qt::kMaxQuantBatch, T - t0), N, K});
     } else {
         qt::dequantize_device(w, dequant_.data());
-        kernels::gemm::gemm("v7", x, dequant_.data(), y, kernels::gemm::Shape{T, N, K});
+        gemm_bf16(x, dequant_.data(), y, kernels::gemm::Shape{T, N, K});
     }
 }
 // [project_packed]

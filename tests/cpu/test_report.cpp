@@ -178,20 +178,42 @@ TEST_CASE("a row's JSON: every key, nulls where nothing applies", "[report][json
                             "copy_fraction",
                             "tokens_per_s",
                             "baseline",
-                            "profile"}) {
+                            "profile",
+                            "not_run"}) {
         INFO(key);
         CHECK(j.contains(key));
     }
-    CHECK(j.size() == 20);  // nothing else: no alias, no point
+    CHECK(j.size() == 21);  // nothing else: no alias, no point
     CHECK(j["kernel"] == "v3");
     CHECK(j["dtype"] == "bf16");
     CHECK(j["passed"] == false);
     CHECK(j["max_abs_err"] == 0.5);
-    for (const char* key : {"time_ms", "flops", "bytes", "arithmetic_intensity", "floor_ms", "copy_fraction",
-                            "tokens_per_s", "baseline", "vs_baseline", "profile"}) {  // profile: without --profile
+    for (const char* key :
+         {"time_ms", "flops", "bytes", "arithmetic_intensity", "floor_ms", "copy_fraction", "tokens_per_s", "baseline",
+          "vs_baseline", "profile", "not_run"}) {  // profile: without --profile
         INFO(key);
         CHECK(j[key].is_null());
     }
+}
+
+TEST_CASE("a row that did not run has no verdict and fails no report", "[report][json]") {
+    // a version the device is too old for (a T4 and the bf16 tensor cores): passed null, the
+    // reason in not_run and the status column, and the report passes on the rows that ran
+    pd::Row ran, skipped;
+    ran.result = result("v6", true);
+    skipped.result.kernel = "v7";
+    skipped.result.not_run = "needs compute capability 8.0";
+    const nlohmann::json j = pd::to_json(skipped);
+    CHECK(j["passed"].is_null());
+    CHECK(j["not_run"] == "needs compute capability 8.0");
+    CHECK(pd::to_json(ran)["passed"] == true);
+    const std::string table = pd::render({ran, skipped}, {"kernel", "time ms", "status"});
+    CHECK_THAT(table, Contains("not run: needs compute capability 8.0"));
+    CHECK_THAT(table, !Contains("FAILED"));
+    CHECK(pd::make_report("02_prefill_gemm", "sim", {}, {}, {ran, skipped})["passed"] == true);
+    pd::Row wrong = ran;
+    wrong.result.passed = false;
+    CHECK(pd::make_report("02_prefill_gemm", "sim", {}, {}, {wrong, skipped})["passed"] == false);
 }
 
 TEST_CASE("a row's JSON: cost, intensity, tokens/s, the baseline alias and the sweep point", "[report][json]") {
@@ -223,7 +245,7 @@ TEST_CASE("a row's JSON: cost, intensity, tokens/s, the baseline alias and the s
     CHECK(j["tokens"].is_number_integer());
     CHECK(j["n"] == 128);
     CHECK(j["label"] == "T=16");
-    CHECK(j.size() == 20 + 1 + 3);
+    CHECK(j.size() == 21 + 1 + 3);
     // Without an alias there is no extra key; an alias of a missing vs_baseline is null.
     CHECK_FALSE(pd::to_json(r).contains("vs_cublas"));
     r.result.vs_baseline.reset();

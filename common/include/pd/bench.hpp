@@ -160,7 +160,9 @@ public:
     /// True when @p bytes fit in 90% of the free device memory (a sweep stops where they do not).
     bool fits(double bytes) const;
 
-    /// Validates, then times, one kernel: see the file comment. @param k what runs
+    /// Validates, then times, one kernel: see the file comment. A version of the chapter's
+    /// registry that the device is too old for (too_old_for()) is not run: its row says so
+    /// (KernelResult::not_run) and has no verdict. @param k what runs
     /// @param launch enqueues one run  @param out the output it writes (poisoned first)
     /// @param expected the reference  @return the row (its check result, and times when timed)
     Row measure(const Kernel& k, const Launch& launch, DeviceBuffer<float>& out, const Expected& expected);
@@ -214,6 +216,10 @@ public:
     /// the exit code: 0 when every measurement passed, 1 otherwise. "passed" in the JSON covers
     /// every measurement, the sweep's included.
     int finish(nlohmann::json report);
+
+    /// Why this run's device cannot run @p v ("needs compute capability 8.0 (...); <device> has
+    /// 7.5"), or "" when it can (or before device()). @param v a version of this chapter
+    std::string too_old_for(const Version& v) const;
 
 private:
     void place_time(Row& row, const Kernel& k, double ms) const;

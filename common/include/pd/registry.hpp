@@ -48,7 +48,16 @@ struct Version {
     bool takes(DType d) const { return std::find(dtypes.begin(), dtypes.end(), d) != dtypes.end(); }
     /// True when the version runs on the backend this translation unit is built for.
     bool runs_here() const { return backends == Backends::all || std::string_view(backend_name()) == "cuda"; }
+    /// The oldest GPU it runs on, as 10 * major + minor of the compute capability: 80 for the
+    /// tensor-core steps (every one of them takes bf16, whose matrix instructions and cp.async
+    /// came with sm_80; a T4, sm_75, has neither), 0 (any GPU the project supports) otherwise.
+    int min_compute_capability() const { return units == Units::tensor_cores ? 80 : 0; }
 };
+
+/// "compute capability 8.0" for @p cc = 80.
+inline std::string compute_capability_text(int cc) {
+    return "compute capability " + std::to_string(cc / 10) + "." + std::to_string(cc % 10);
+}
 
 /// The names of @p versions, in order (for `--kernel` and messages).
 inline std::vector<std::string> names_of(const std::vector<Version>& versions) {

@@ -33,6 +33,10 @@ struct KernelResult {
     std::optional<double> max_rel_err;
     /// True when the output matched its reference.
     bool passed = false;
+    /// Why the version did not run on this device ("needs compute capability 8.0"), or "" when
+    /// it ran. A row that did not run has no verdict: `passed` is null in its JSON, its status
+    /// says "not run: <why>", and it changes no exit code.
+    std::string not_run;
 };
 
 /// The JSON of one result row (missing values as null).
@@ -151,7 +155,7 @@ std::string render(const std::vector<Row>& rows, const std::vector<Column>& colu
 
 /// Builds the chapter's JSON object: chapter, backend (pass pd::backend_name()), device,
 /// problem, results (to_json of each row, with @p baseline_alias), passed (true when every row
-/// passed; an empty list passes). Extra sections (e.g. "sweep") are added by the caller.
+/// that ran passed; an empty list passes). Extra sections (e.g. "sweep") are added by the caller.
 nlohmann::json make_report(const std::string& chapter, const std::string& backend, const nlohmann::json& device,
                            const nlohmann::json& problem, const std::vector<Row>& rows,
                            const std::string& baseline_alias = "");

@@ -24,6 +24,7 @@
 /// fp32). The cache is fp32 or bf16, slots or pages (kv_cache.hpp).
 #pragma once
 
+#include "gemm/gemm.hpp"
 #include "layers/sampling.hpp"
 #include "pd/buffer.hpp"
 #include "pd/half.hpp"
@@ -315,6 +316,7 @@ private:
     void forward_pass(const Plan& plan);
     template <typename W>
     void project(const Plan& plan, const W* x, const DeviceMatrix& w, std::size_t offset, float* y, int N, int K);
+    void gemm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, const kernels::gemm::Shape& s) const;
     void final_logits(const float* x_last, int rows);
     void upload_batch(std::span<const int> tokens, std::span<const StepSequence> sequences);
     void quantize_weights();
@@ -329,8 +331,9 @@ private:
     Communication communication_;
     int max_seq_ = 0, max_step_tokens_ = 0, max_blocks_ = 0, max_logit_rows_ = 0;
     int length_ = 0;
-    int device_ = 0;  // the current device when it was built
-    int rows_ = 0;    // sequences of the last pass: the rows of logits() it wrote
+    int device_ = 0;                 // the current device when it was built
+    bool bf16_tensor_cores_ = true;  // its compute capability is 8.0 or more: gemm_bf16() runs v7
+    int rows_ = 0;                   // sequences of the last pass: the rows of logits() it wrote
     DeviceMatrix embed_, wq_, wk_, wv_, wo_, w_gate_, w_up_, w_down_, lm_head_;
     DeviceBuffer<float> attn_norm_, ffn_norm_, final_norm_;
     std::unique_ptr<KvCache> cache_;
