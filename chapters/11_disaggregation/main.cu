@@ -133,6 +133,7 @@ pd::Row real_transfer(pd::Bench& bench, const Options& o, const sv::LinkPreset& 
         const md::KvTransferStats s =
             md::transfer_blocks(pre, std::span(src[b]).first(used), dec, std::span(dst[b]).first(used));
         moved.bytes += s.bytes, moved.seconds += s.seconds, moved.copies += s.copies;
+        moved.peer_access = s.peer_access, moved.performance_rank = s.performance_rank;
     }
     const std::vector<int> split = decode(dec, dst, first);
     PD_CHECK_CUDA(cudaSetDevice(0));
@@ -149,6 +150,8 @@ pd::Row real_transfer(pd::Bench& bench, const Options& o, const sv::LinkPreset& 
                  {"copies", moved.copies},
                  {"transfer_ms", moved.seconds * 1e3},
                  {"gb_per_s", moved.seconds > 0 ? moved.bytes / moved.seconds / 1e9 : 0},
+                 {"peer_access", moved.peer_access},
+                 {"p2p_rank", moved.peer_access ? nlohmann::json(moved.performance_rank) : nlohmann::json(nullptr)},
                  {"link_model_ms", (link.latency_s * B + moved.bytes / link.bytes_per_s) * 1e3},
                  {"tokens_equal", same}};
     return row;
@@ -326,9 +329,12 @@ int run(int argc, char** argv) {
             << pd::render(rows,
                           {C::name("run"), "dtype", C::point("bytes", "transfer_bytes"), C::point("copies", "copies"),
                            C::point("ms", "transfer_ms"), C::point("GB/s", "gb_per_s"),
-                           C::point(o.link + " model ms", "link_model_ms"), "status"},
+                           C("peer", [](const pd::Row& r) { return r.point["peer_access"] ? "on" : "off"; }),
+                           C::point("p2p rank", "p2p_rank"), C::point(o.link + " model ms", "link_model_ms"), "status"},
                           bench.options.check_only)
-            << "status: the tokens equal one device's (prefill and decode on device 0)"
+            << "peer: peer access between the devices (off: every copy is staged through host memory, and GB/s "
+               "measures that); p2p rank: cudaDevP2PAttrPerformanceRank (0: the machine's fastest kind of link); "
+               "status: the tokens equal one device's (prefill and decode on device 0)"
             << (bench.sim() ? "; on the simulator a copy is a host memcpy, so its time is a CPU figure" : "") << ".\n";
     } else {
         out << "\nthe real transfer needs two devices, " << devices << " present"

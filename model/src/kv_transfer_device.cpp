@@ -9,6 +9,7 @@
 #include <chrono>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pd::model {
@@ -80,6 +81,24 @@ private:
     int device_ = 0;
 };
 
+/// Enables peer access from device @p a to @p b and back where the runtime allows both: true
+/// when both are on (an access enabled earlier counts, its error cleared).
+bool enable_peer_access(int a, int b) {
+    int ab = 0, ba = 0;
+    PD_CHECK_CUDA(cudaDeviceCanAccessPeer(&ab, a, b));
+    PD_CHECK_CUDA(cudaDeviceCanAccessPeer(&ba, b, a));
+    if (ab == 0 || ba == 0) return false;
+    for (const auto& [from, to] : {std::pair{a, b}, std::pair{b, a}}) {
+        PD_CHECK_CUDA(cudaSetDevice(from));
+        const cudaError_t e = cudaDeviceEnablePeerAccess(to, 0);
+        if (e == cudaErrorPeerAccessAlreadyEnabled)
+            (void)cudaGetLastError();  // on from an earlier transfer: clear the error it left
+        else
+            PD_CHECK_CUDA(e);
+    }
+    return true;
+}
+
 }  // namespace
 
 // [kv_transfer_device]
@@ -95,6 +114,10 @@ KvTransferStats transfer_blocks(Model& from, std::span<const int> from_blocks, M
     DeviceGuard guard;
     const int src = from.device(), dst = to.device();
     KvTransferStats stats;
+    if (src != dst && enable_peer_access(src, dst)) {  // else each copy goes through host memory
+        stats.peer_access = true;
+        PD_CHECK_CUDA(cudaDeviceGetP2PAttribute(&stats.performance_rank, cudaDevP2PAttrPerformanceRank, src, dst));
+    }
     const auto start = std::chrono::steady_clock::now();
     for (int layer = 0; layer < from.config().layers; ++layer)
         for (std::size_t i = 0; i < from_blocks.size(); ++i) {

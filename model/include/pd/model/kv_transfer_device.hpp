@@ -17,12 +17,20 @@ struct KvTransferStats {
     double bytes = 0;    ///< bytes copied: K and V (and the scales of an 8-bit cache) of every layer and block
     double seconds = 0;  ///< host clock from the first copy to the receiver's device having finished the last
     int copies = 0;      ///< cudaMemcpyPeer calls made
+    /// Peer access between the two devices was on (transfer_blocks() enables it where
+    /// cudaDeviceCanAccessPeer allows): the copies go device to device over the link. Off, the
+    /// runtime stages each copy through host memory, and the time measures that.
+    bool peer_access = false;
+    /// cudaDevP2PAttrPerformanceRank of the sender to the receiver (0 is the fastest kind of
+    /// link on the machine), or -1 without peer access.
+    int performance_rank = -1;
 };
 
 /// Copies, for every layer and every i, block @p from_blocks [i] of @p from's cache into block
 /// @p to_blocks [i] of @p to's cache with cudaMemcpyPeer (K, V, and the scales of an 8-bit
-/// cache), from from.device() to to.device(), and waits for the receiver's device. The caller's
-/// current device is unchanged.
+/// cache), from from.device() to to.device(), and waits for the receiver's device. First it
+/// enables peer access in both directions where cudaDeviceCanAccessPeer allows (access already
+/// enabled counts as enabled). The caller's current device is unchanged.
 /// @param from the sender, a paged model  @param from_blocks its blocks to copy
 /// @param to the receiver, the same shape, cache type and block size  @param to_blocks where
 /// each block goes (distinct ids of its cache)
