@@ -49,6 +49,8 @@ struct Sequence {
     std::vector<int> blocks;  // pages: its block table
     std::vector<int> draft;   // this step's proposal
     std::vector<float> q;     // this step's draft distributions [draft.size(), V] (draft model, sampled)
+    std::vector<int> top5;    // greedy: the 5 best ids of the row that emitted each generated token
+    int off_truth = -1;       // oracle: the first generated position off the truth (-1: none yet)
 };
 
 /// The blocks of a paged cache, handed out and taken back as a stack.
@@ -89,6 +91,22 @@ std::vector<int> choose(Model& m, const ly::SamplingParams& p, const std::vector
     std::vector<int> all = out.download();
     all.resize(streams.size());
     return all;
+}
+
+/// The ids of the 5 largest logits of each of the first @p rows rows of @p m's last pass,
+/// largest first (ties to the smaller id): [rows, 5].
+std::vector<int> top5_rows(const Model& m, std::size_t rows) {
+    const std::size_t V = std::size_t(m.config().vocab), n = std::min<std::size_t>(5, V);
+    const std::vector<float> logits = m.logits().download();
+    std::vector<int> out(rows * 5, -1), ids(V);
+    for (std::size_t r = 0; r < rows; ++r) {
+        const float* l = logits.data() + r * V;
+        for (std::size_t v = 0; v < V; ++v) ids[v] = int(v);
+        std::partial_sort(ids.begin(), ids.begin() + std::ptrdiff_t(n), ids.end(),
+                          [&](int a, int b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+        std::copy(ids.begin(), ids.begin() + std::ptrdiff_t(n), out.begin() + std::ptrdiff_t(r * 5));
+    }
+    return out;
 }
 
 /// The draft model's proposals, k_s tokens for each sequence s, greedy or sampled (keeping the
@@ -232,12 +250,21 @@ SpecGeneration generate_speculative(Model& target, Model* draft, std::span<const
     }
     g.prefill_ms = once([&] { target.forward(prompt, items); });
     const std::vector<int> first = choose(target, o.sampling, streams, positions, out);
+    const bool oracle = o.proposer == "oracle";
+    const auto left_truth = [&](Sequence& q, int s, int at, int token) {  // oracle: the first position off it
+        if (oracle && q.off_truth < 0 && token != truth[std::size_t(at) * B + std::size_t(s)]) q.off_truth = at;
+    };
+    if (greedy) {
+        const std::vector<int> best = top5_rows(target, std::size_t(B));
+        for (int s = 0; s < B; ++s) seqs[std::size_t(s)].top5.assign(best.begin() + 5 * s, best.begin() + 5 * (s + 1));
+    }
     if (draft) g.prefill_ms += once([&] { draft->forward(prompt, draft_items); });
     for (int s = 0; s < B; ++s) {
         Sequence& q = seqs[std::size_t(s)];
         q.tokens.push_back(first[std::size_t(s)]);
         q.context = q.draft_context = P;
         q.generated = 1;
+        left_truth(q, s, 0, first[std::size_t(s)]);
     }
 
     while (std::any_of(seqs.begin(), seqs.end(), [&](const Sequence& q) { return q.generated < G; })) {
@@ -282,6 +309,7 @@ SpecGeneration generate_speculative(Model& target, Model* draft, std::span<const
         const std::vector<int> picked = choose(target, o.sampling, streams, positions, out);
         std::vector<float> p;
         if (!greedy && k_max > 0) p = target.probs().download();
+        const std::vector<int> best = greedy ? top5_rows(target, picked.size()) : std::vector<int>{};
 
         // 3. accept, and 4. roll back: the cache keeps the last token and the accepted drafts
         std::size_t row = 0;
@@ -310,11 +338,18 @@ SpecGeneration generate_speculative(Model& target, Model* draft, std::span<const
                     std::span<const float>(p).subspan(row * std::size_t(V), std::size_t(n + 1) * V), q.q, q.draft, V,
                     u);
             }
-            if (n > 0) g.stats.record(n, v.accepted);
-            ++g.sequence_steps;
-            g.step_tokens += v.accepted + 1;
+            if (q.off_truth < 0) {  // (an oracle's metrics stop where its sequence left the truth)
+                if (n > 0) g.stats.record(n, v.accepted);
+                ++g.sequence_steps;
+                g.step_tokens += v.accepted + 1;
+            }
+            if (greedy)  // the rows that emitted the accepted drafts and the token after them
+                q.top5.insert(q.top5.end(), best.begin() + std::ptrdiff_t(5 * row),
+                              best.begin() + std::ptrdiff_t(5 * (row + std::size_t(v.accepted) + 1)));
             q.tokens.insert(q.tokens.end(), q.draft.begin(), q.draft.begin() + v.accepted);
             q.tokens.push_back(v.token);
+            for (int i = 0; i <= v.accepted; ++i)
+                left_truth(q, s, q.generated + i, q.tokens[std::size_t(P + q.generated + i)]);
             q.generated += v.accepted + 1;
             q.context += 1 + v.accepted;  // its last token and the accepted drafts are cached
             if (paged) blocks.release(q, q.context);
@@ -324,14 +359,45 @@ SpecGeneration generate_speculative(Model& target, Model* draft, std::span<const
     }
 
     g.tokens.assign(std::size_t(G) * B, -1);
+    if (greedy) g.top5.assign(std::size_t(G) * B * 5, -1);
     for (int s = 0; s < B; ++s) {
         const Sequence& q = seqs[std::size_t(s)];
-        for (int i = 0; i < G; ++i) g.tokens[std::size_t(i) * B + std::size_t(s)] = q.tokens[std::size_t(P + i)];
+        for (int i = 0; i < G; ++i) {
+            g.tokens[std::size_t(i) * B + std::size_t(s)] = q.tokens[std::size_t(P + i)];
+            if (greedy)
+                std::copy_n(q.top5.begin() + 5 * i, 5, g.top5.begin() + std::ptrdiff_t((std::size_t(i) * B + s) * 5));
+        }
         g.context.push_back(q.context);
         g.blocks_held += int(q.blocks.size());
+        if (oracle) g.off_truth.push_back(q.off_truth < 0 ? G : q.off_truth);
     }
     return g;
 }
 // [generate_speculative]
+
+std::string compare_spec_tokens(const SpecGeneration& plain, const SpecGeneration& spec, int B, DType d, bool& passed) {
+    passed = plain.tokens.size() == spec.tokens.size() && plain.top5.size() == spec.top5.size() &&
+             plain.top5.size() == plain.tokens.size() * 5;
+    if (!passed) return "the generations differ in length, or one has no top-5 ids (a sampled run?) (FAILED)";
+    const int G = int(plain.tokens.size()) / B;
+    const auto in_top5 = [](const SpecGeneration& g, std::size_t at, int token) {
+        return std::find(g.top5.begin() + std::ptrdiff_t(5 * at), g.top5.begin() + std::ptrdiff_t(5 * at + 5), token) !=
+               g.top5.begin() + std::ptrdiff_t(5 * at + 5);
+    };
+    int diverged = 0;
+    for (int s = 0; s < B; ++s)
+        for (int i = 0; i < G; ++i) {
+            const std::size_t at = std::size_t(i) * B + std::size_t(s);
+            if (plain.tokens[at] == spec.tokens[at]) continue;
+            ++diverged;
+            passed = passed && d == DType::bf16 && in_top5(plain, at, spec.tokens[at]) &&
+                     in_top5(spec, at, plain.tokens[at]);
+            break;  // after a divergence the two sequences differ: nothing more to compare
+        }
+    const std::string seqs = std::to_string(B) + (B == 1 ? " sequence" : " sequences");
+    if (diverged == 0) return "identical tokens at all " + std::to_string(G) + " positions of " + seqs;
+    return std::to_string(diverged) + " of " + seqs + " diverged" +
+           (passed ? " (at a near tie: each side's token in the other's top 5)" : " (FAILED)");
+}
 
 }  // namespace pd::model

@@ -170,3 +170,55 @@ TEST_CASE("speculative: bad options are refused by name", "[speculative]") {
                       Contains("SamplingParams.top_p"));
     CHECK_THROWS_WITH(md::draft_config(tiny(), 2), Contains("SpecOptions.draft_layers = 2 must be in 1 .. 1"));
 }
+
+TEST_CASE("speculative: bf16 tokens may leave plain decoding's only at a near tie (top 5 both ways)", "[speculative]") {
+    // A planted near tie: one sequence, 4 positions; at position 2 the runs pick different tokens.
+    // Where each is among the other run's 5 best (the roundings of a verify pass and of a decode
+    // step split two almost equal logits differently), bf16 passes and fp32 does not; where one
+    // is not, both fail; what follows the divergence is not compared.
+    md::SpecGeneration plain, spec;
+    plain.tokens = {7, 8, 9, 1};
+    spec.tokens = {7, 8, 11, 3};
+    plain.top5 = {7, 1, 2, 3, 4, /**/ 8, 1, 2, 3, 4, /**/ 9, 11, 2, 3, 4, /**/ 1, 0, 2, 3, 4};
+    spec.top5 = {7, 1, 2, 3, 4, /**/ 8, 1, 2, 3, 4, /**/ 11, 9, 2, 3, 4, /**/ 3, 0, 2, 4, 5};
+    bool passed = false;
+    CHECK_THAT(md::compare_spec_tokens(plain, spec, 1, pd::DType::bf16, passed), Contains("1 of 1 sequence diverged"));
+    CHECK(passed);
+    md::compare_spec_tokens(plain, spec, 1, pd::DType::fp32, passed);
+    CHECK_FALSE(passed);
+    spec.top5[11] = 12;  // plain's token 9 no longer among the speculative run's 5 best
+    CHECK_THAT(md::compare_spec_tokens(plain, spec, 1, pd::DType::bf16, passed), Contains("FAILED"));
+    CHECK_FALSE(passed);
+    CHECK_THAT(md::compare_spec_tokens(plain, plain, 1, pd::DType::fp32, passed), Contains("identical tokens"));
+    CHECK(passed);
+}
+
+TEST_CASE(
+    "speculative: greedy runs keep the top 5 ids of each emitted token's row, and the oracle's metrics stop where "
+    "its truth is wrong",
+    "[speculative]") {
+    const std::vector<int> prompt = repeating_prompts(95);
+    md::Model target(tiny(), target_options(false));
+    target.init_synthetic(96);
+    const md::SpecGeneration plain = md::generate_speculative(target, nullptr, prompt, P, G, {});
+    REQUIRE(plain.top5.size() == plain.tokens.size() * 5);
+    for (std::size_t at = 0; at < plain.tokens.size(); ++at) {
+        INFO("position " << at / B << " of sequence " << at % B);
+        CHECK(plain.top5[5 * at] == plain.tokens[at]);  // greedy: the best id is the token chosen
+    }
+    const md::SpecOptions o{.proposer = "oracle", .k = 3, .accept_rate = 1.0};
+    const md::SpecGeneration right = md::generate_speculative(target, nullptr, prompt, P, G, o, plain.tokens);
+    CHECK(right.off_truth == std::vector<int>(B, G));
+    CHECK(right.stats.acceptance_rate() == 1.0);
+    // a truth that is wrong for sequence 1 from position 4 on (as a plain run's tokens are for a
+    // speculative run that left them at a near tie): the tokens are still the target's, and its
+    // metrics count only the steps before position 4
+    std::vector<int> truth = plain.tokens;
+    for (int i = 4; i < G; ++i) truth[std::size_t(i) * B + 1] = (truth[std::size_t(i) * B + 1] + 1) % tiny().vocab;
+    const md::SpecGeneration wrong = md::generate_speculative(target, nullptr, prompt, P, G, o, truth);
+    CHECK(wrong.tokens == plain.tokens);
+    CHECK(wrong.off_truth == std::vector<int>{G, 4, G});
+    CHECK(wrong.stats.acceptance_rate() == 1.0);  // every counted step had the right truth
+    CHECK(wrong.sequence_steps < right.sequence_steps);
+    CHECK(wrong.stats.draft_tokens < right.stats.draft_tokens);
+}

@@ -51,10 +51,28 @@ struct SpecGeneration {
     int blocks_held = 0;             ///< pages: blocks the sequences hold at the end
     long long sequence_steps = 0;    ///< verify steps summed over the sequences (a pass of S sequences: S)
     long long step_tokens = 0;       ///< tokens those steps produced (all but each sequence's first)
+    /// Greedy runs: the ids of the 5 largest logits of the target's row that emitted each token,
+    /// largest first [G, B, 5] (compare_spec_tokens() needs them; empty when sampled).
+    std::vector<int> top5;
+    /// Oracle runs: the first generated position at which each sequence left the oracle's truth
+    /// (its tokens are the target's greedy choices, which the truth, a plain run's tokens, should
+    /// be), G when it never did [B]. The acceptance metrics (stats, sequence_steps,
+    /// step_tokens) count only the steps before it: past it the truth proposes another
+    /// sequence's tokens. Empty for the other proposers.
+    std::vector<int> off_truth;
     /// Tokens per target step of a sequence: step_tokens / sequence_steps (1 for plain decoding;
     /// vLLM's mean acceptance length when every step carries a draft of k tokens).
     double tokens_per_step() const { return sequence_steps > 0 ? double(step_tokens) / double(sequence_steps) : 0.0; }
 };
+
+/// Greedy speculation's tokens against plain decoding's, by the rule of compare_generations():
+/// fp32, the same tokens at every position; bf16 (whose verify pass, a GEMM and varlen flash
+/// attention, rounds differently from a decode step's GEMV and decode attention), the same tokens
+/// up to a first divergence, where each side's token is among the other side's top 5 (a near tie
+/// between two tokens that the roundings split differently). Returns a one-line verdict and sets
+/// @p passed. @param plain the baseline (proposer "none")  @param spec a speculative run
+/// @param B sequences  @param d the rule (fp32 or bf16)  @param passed the verdict
+std::string compare_spec_tokens(const SpecGeneration& plain, const SpecGeneration& spec, int B, DType d, bool& passed);
 
 /// The draft model's shape: the target's first @p layers (sharing its embedding, final norm and
 /// LM head). @param target the target's shape  @param layers 1 ... target.layers - 1
