@@ -4,7 +4,8 @@
   test_grade.py BUILD SCENARIO
 
 SCENARIO: solution-NN (the reference solution: full marks), stubs-NN (exercises/: no correctness
-point), slow-NN (correct, more sectors or bank conflicts: full correctness, part of the
+point), home-0700 (lab 02's solution graded from a checkout in a directory only its owner may
+enter, by a submission that tries to read the checkout and a file beside it), slow-NN (correct, more sectors or bank conflicts: full correctness, part of the
 performance points), wrong-NN (a bug that some shapes show: it fails exactly the hidden cases
 whose shape has it), and for lab 02 loop, segfault, flood (megabytes of output), compile-error and archive (a .tar.gz with
 other files, whose lab file tries the network and to write into the project's tree).
@@ -232,9 +233,87 @@ def hidden_cases(lab):
         return json.loads((pathlib.Path(tmp) / f"{lab}.json").read_text())["cases"]
 
 
+# A lab file that, before any test runs, tries to read the checkout and a file beside it: the
+# home-0700 scenario's submission, which must get full marks (it aborts when it can read either).
+# (Its compile reads nothing of the checkout either: in the closed home it could not.)
+HOME_PROBE = """#include <cstdio>
+#include <cstdlib>
+namespace {
+const bool home_probed = [] {
+    for (const char* path : {"CHECKOUT_FILE", "BESIDE_FILE"})
+        if (std::FILE* f = std::fopen(path, "r")) {
+            std::fprintf(stderr, "the submission read %s\\n", path);
+            std::abort();
+        }
+    return true;
+}();
+}  // namespace
+"""
+
+# The home-0700 scenario runs the grader in a mount namespace of its own in which the checkout's
+# parent directory is a tmpfs of mode 0700 (as a home is: root's, and every user's on Debian) with
+# the parent's entries bound back into it, so the caller (root) reaches everything as before while
+# the sandbox's user cannot enter the checkout, and a file beside the checkout that the sandbox
+# must not read. Nothing of the real directories changes mode.
+HOME_SETUP = r"""set -eu
+P="$1"; D="$2"; shift 2
+mkdir "$D/orig"
+mount --bind "$P" "$D/orig"
+mount -t tmpfs -o mode=0700 pd-home "$P"
+for e in "$D"/orig/* "$D"/orig/.[!.]* "$D"/orig/..?*; do
+  [ -e "$e" ] || [ -L "$e" ] || continue
+  name="$(basename "$e")"
+  if [ -L "$e" ]; then ln -s "$(readlink "$e")" "$P/$name"; continue; fi
+  if [ -d "$e" ]; then mkdir "$P/$name"; else : > "$P/$name"; fi
+  mount --bind "$e" "$P/$name"
+done
+printf 'a secret beside the checkout
+' > "$P/pd-grade-secret"
+chmod 0644 "$P/pd-grade-secret"
+exec "$@"
+"""
+
+
+def home_0700(n, lab, tmp):
+    """Grades a planted submission of lab @p n from a checkout inside a 0700 directory (see
+    HOME_SETUP); exits 77 (skipped) where that cannot be arranged: not root, no mount namespace,
+    or a checkout whose parent is / (no directory above it to close)."""
+    parent = ROOT.parent
+    if os.geteuid() != 0 or not shutil.which("unshare") or parent == pathlib.Path("/") or \
+            not pathlib.Path(BUILD).resolve().is_relative_to(parent):
+        print("skipped: needs root, unshare and a checkout (and build) below a directory other than /")
+        sys.exit(77)
+    if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
+        print("skipped: this machine allows no mount namespace")
+        sys.exit(77)
+    # the namespace's own temporary directories, outside the closed one (the grader stages there)
+    outside = next(d for d in ("/tmp", "/var/tmp", "/dev/shm") if not pathlib.Path(d).resolve().is_relative_to(parent))
+    aside = pathlib.Path(tempfile.mkdtemp(prefix="pd-home-", dir=outside))
+    try:
+        sub = tmp / "submission"
+        planted_text(lab, sub, "namespace pd::kernels::gemm {", "namespace pd::kernels::gemm {",
+                     header=HOME_PROBE.replace("CHECKOUT_FILE", str(ROOT / "CMakeLists.txt"))
+                     .replace("BESIDE_FILE", str(parent / "pd-grade-secret")))
+        inner = [sys.executable, str(pathlib.Path(__file__).resolve()), BUILD, "home-0700-inner", str(sub), str(tmp)]
+        env = {**os.environ, "TMPDIR": outside}
+        proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", HOME_SETUP, "home-setup",
+                               str(parent), str(aside)] + inner, env=env, timeout=900)
+        sys.exit(proc.returncode)
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
+
+
 def main():
     global BUILD
     BUILD, scenario = sys.argv[1], sys.argv[2]
+    if scenario == "home-0700-inner":  # (inside home_0700()'s namespace)
+        sub, tmp = pathlib.Path(sys.argv[3]), pathlib.Path(sys.argv[4])
+        doc, _ = grade("02", sub, tmp / "results")
+        expect("user nobody" in doc["output"] or "not the grader's" in doc["output"],
+               "the sandbox runs as another user (root's grading)", doc)
+        expect(doc["score"] == 100, "a checkout in a 0700 home: full marks for a submission that tries to read the "
+               "checkout and a file beside it (its compile and its tests read only the grader's stage)", doc)
+        return
     tmp = pathlib.Path(tempfile.mkdtemp(prefix=f"pd-grade-test-{scenario}-"))
     try:
         run(scenario, tmp)
@@ -244,7 +323,7 @@ def main():
 
 def run(scenario, tmp):
     kind, _, n = scenario.partition("-")
-    if not n.isdigit():  # the scenarios of one submission (lab 02): loop, compile-error, ...
+    if not n.isdigit() or scenario == "home-0700":  # the scenarios of one submission (lab 02): loop, compile-error, ...
         kind, n = scenario, "02"
     lab = LABS[n]
     os.chmod(tmp, 0o755)
@@ -323,6 +402,8 @@ def run(scenario, tmp):
         doc, _ = grade(n, sub, out)
         expect(doc["score"] == 0 and f"gemm_smem_tiled.cu:{line}:" in doc["output"] and str(ROOT) not in doc["output"],
                f"a compile error: no point, shown at gemm_smem_tiled.cu:{line}", doc)
+    elif scenario == "home-0700":
+        home_0700(n, lab, tmp)
     elif scenario == "archive":
         # a .tar.gz whose lab file (the solution with PROBE, which tries the network and to write
         # into the project's tree before any test runs) sits above an older copy, beside a file
