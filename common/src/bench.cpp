@@ -113,7 +113,7 @@ void Bench::title() {
     titled_ = true;
     out() << "Chapter " << chapter_.substr(0, 2) << ": " << title_ << "  [backend " << backend_name() << ", seed "
           << options.seed << "]\n";
-    dump_dir_ = prepare_dump_dir(options);
+    if (!options.dump.empty()) dump_.open(options.dump, "--dump");
 }
 
 const DeviceInfo* Bench::device_if_present(std::string& reason) {
@@ -365,8 +365,7 @@ nlohmann::json Bench::report(nlohmann::json problem, const std::vector<Row>& row
 
 void Bench::dump_text(const std::string& name, const std::string& text) const {
     if (!dumping()) return;
-    record_dump_file(dump_dir_, name);
-    write_file_atomically(dump_dir_ + name, [&](std::ostream& f) { f << text; });
+    write_file_atomically(dump_.path(name), [&](std::ostream& f) { f << text; });
 }
 
 nlohmann::json Bench::json(const std::vector<Row>& rows) const {
@@ -379,6 +378,7 @@ int Bench::finish(nlohmann::json report) {
     if (!profiled_.empty()) out() << render_profile(profiled_, profile_gpu(options.gpu));
     report["passed"] = all_passed_ && report.value("passed", true);
     if (!options.json.empty()) write_json(report, options.json);
+    dump_.commit();  // the run's files replace the earlier dump's
     if (!report["passed"].get<bool>()) out() << "FAILED: a version did not match its reference\n";
     return report["passed"].get<bool>() ? kExitOk : kExitMismatch;
 }

@@ -69,6 +69,18 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv) {
                   << "Run with --help for the options and their ranges.\n";
         return kExitBadInput;
     }
+    // CLI11 turns an empty value into 0 for a number option, and a set of allowed numbers
+    // (CLI::IsMember) lets it through: `--group ''` would reach a division by zero. Refuse it.
+    for (const CLI::Option* o : app.get_options()) {
+        const std::string type = o->get_type_name();
+        if (!type.starts_with("INT") && !type.starts_with("UINT") && !type.starts_with("FLOAT")) continue;
+        for (const std::string& value : o->results())
+            if (value.find_first_not_of(" \t") == std::string::npos) {
+                std::cerr << app.get_name() << ": error: " << o->get_name() << " '" << value
+                          << "': a number expected (--help lists the option's range)\n";
+                return kExitBadInput;
+            }
+    }
     // NaN passes every CLI::Range (each comparison with it is false): refuse it for every
     // number option here, before a program could carry it into a formula.
     for (const CLI::Option* o : app.get_options()) {
@@ -138,14 +150,6 @@ int guarded_main(int (*run)(int, char**), int argc, char** argv, const FlagNames
 
 std::ostream& text_out(const CommonOptions& options) {
     return options.json == "-" ? std::cerr : std::cout;
-}
-
-std::string prepare_dump_dir(const CommonOptions& options) {
-    if (options.dump.empty()) return {};
-    prepare_dump_directory(options.dump, "--dump");
-    std::string dir = options.dump;
-    if (dir.back() != '/') dir.push_back('/');
-    return dir;
 }
 
 }  // namespace pd

@@ -93,6 +93,11 @@ std::vector<float> NpyArray::as_float() const {
 }
 
 NpyArray read_npy(const std::string& path) {
+    try {
+        require_regular_file(path);  // (a pipe would block the open)
+    } catch (const std::invalid_argument& e) {
+        throw std::runtime_error(e.what());  // read_npy's I/O errors are runtime errors
+    }
     std::ifstream f(path, std::ios::binary);
     if (!f) throw std::runtime_error("cannot open " + path);
     const auto bad = [&](const std::string& what) { throw std::runtime_error(path + ": " + what); };

@@ -57,7 +57,8 @@ void add_serving_options(CLI::App& app, ServingOptions& o, const Choices& polici
         ->check(CLI::IsMember(scenario_names))
         ->capture_default_str();
     app.add_option("--trace", w.trace,
-                   "CSV trace: arrival seconds, prompt tokens, output tokens (instead of --scenario)");
+                   "CSV trace: arrival seconds, prompt tokens, output tokens (instead of --scenario)")
+        ->check(input_file());
     app.add_option("--requests", w.requests, "Requests of the generated workload")
         ->check(CLI::Range(1, 1000000))
         ->capture_default_str();

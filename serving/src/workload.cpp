@@ -2,6 +2,7 @@
 // long-prompt scenario.
 #include "pd/serving/workload.hpp"
 
+#include "pd/files.hpp"
 #include "pd/rng.hpp"
 
 #include <algorithm>
@@ -163,6 +164,7 @@ bool is_name(std::string_view field) {
 }  // namespace
 
 std::vector<Request> read_trace(const std::string& path) {
+    pd::require_regular_file(path);  // a directory or a pipe: refused before the open (a FIFO would block)
     std::ifstream in(path, std::ios::binary);
     if (!in) throw std::invalid_argument(path + ": cannot open");
     const auto fail = [&](int line, const std::string& what) {

@@ -1,5 +1,6 @@
 // The shared options: valid values parse, bad ones return exit code 2 with the option named.
 #include "pd/cli.hpp"
+#include "pd/files.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -60,15 +61,11 @@ TEST_CASE("bad shared options exit with code 2 and name the option", "[cli][erro
     const auto file = std::filesystem::temp_directory_path() / "pd_test_cli_file";
     std::ofstream(file) << "x";
     const std::vector<Case> cases = {
-        {{"--iters", "0"}, "--iters"},
-        {{"--iters", "-3"}, "--iters"},
-        {{"--iters", "many"}, "--iters"},
-        {{"--warmup", "-1"}, "--warmup"},
-        {{"--kernel", "v9"}, "--kernel"},
-        {{"--seed", "-1"}, "--seed"},
-        {{"--json", "/nonexistent-dir/out.json"}, "--json"},
-        {{"--dump", file.string()}, "--dump"},
-        {{"--no-such-option"}, "--no-such-option"},
+        {{"--iters", ""}, "--iters"},          {{"--iters", "0"}, "--iters"},
+        {{"--iters", "-3"}, "--iters"},        {{"--iters", "many"}, "--iters"},
+        {{"--warmup", "-1"}, "--warmup"},      {{"--kernel", "v9"}, "--kernel"},
+        {{"--seed", "-1"}, "--seed"},          {{"--json", "/nonexistent-dir/out.json"}, "--json"},
+        {{"--dump", file.string()}, "--dump"}, {{"--no-such-option"}, "--no-such-option"},
     };
     for (const auto& c : cases) {
         INFO(c.args[0] << " " << (c.args.size() > 1 ? c.args[1] : ""));
@@ -97,12 +94,14 @@ TEST_CASE("JSON to stdout moves the text to stderr", "[cli]") {
 }
 
 TEST_CASE("the dump directory is created", "[cli]") {
-    pd::CommonOptions o;
-    CHECK(pd::prepare_dump_dir(o).empty());
     const auto dir = std::filesystem::temp_directory_path() / "pd_test_dump" / "nested";
     std::filesystem::remove_all(dir.parent_path());
-    o.dump = dir.string();
-    CHECK(pd::prepare_dump_dir(o) == dir.string() + "/");
-    CHECK(std::filesystem::is_directory(dir));
+    {
+        pd::DumpDirectory d;
+        d.open(dir.string(), "--dump");
+        CHECK(d.dir() == dir.string() + "/");
+        CHECK(std::filesystem::is_directory(dir));
+    }  // committed at the normal end of its scope
+    CHECK(std::filesystem::exists(dir / ".pd-dump"));
     std::filesystem::remove_all(dir.parent_path());
 }

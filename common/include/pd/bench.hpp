@@ -191,18 +191,19 @@ public:
     void add_profile(Row& row, nlohmann::json profile);
 
     /// True with `--dump DIR`.
-    bool dumping() const { return !dump_dir_.empty(); }
-    /// Writes @p data as `DIR/STEM.npy` (STEM: @p stem) with @p shape when dumping (float, double, int64).
+    bool dumping() const { return dump_.active(); }
+    /// Writes @p data as `DIR/STEM.npy` (STEM: @p stem) with @p shape when dumping (float, double,
+    /// int64). The run's files replace the earlier dump's when it ends (finish(), or the normal end
+    /// of the program): a refused or failed run leaves the earlier dump whole (pd::DumpDirectory).
     template <typename T>
     void dump(const std::string& stem, std::span<const T> data, std::vector<std::size_t> shape) const {
         if (!dumping()) return;
-        record_dump_file(dump_dir_, stem + ".npy");
-        write_npy<T>(dump_dir_ + stem + ".npy", data, std::move(shape));
+        write_npy<T>(dump_.path(stem + ".npy"), data, std::move(shape));
     }
     /// Writes @p text as `DIR/NAME` when dumping (a file beside the arrays, e.g. config.json).
     void dump_text(const std::string& name, const std::string& text) const;
     /// The `--dump` directory, with a trailing '/' ("" without `--dump`).
-    const std::string& dump_dir() const { return dump_dir_; }
+    const std::string& dump_dir() const { return dump_.dir(); }
 
     /// JSON rows carry vs_baseline also under this name (chapters 02 and 03: "vs_cublas").
     std::string baseline_alias;
@@ -232,7 +233,7 @@ private:
     bool titled_ = false;
     std::optional<DeviceInfo> device_;
     bool device_printed_ = false;  // the device line, once
-    std::string dump_dir_;
+    DumpDirectory dump_;
     bool all_passed_ = true;
 };
 

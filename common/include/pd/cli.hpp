@@ -60,6 +60,9 @@ int bad_input(const CLI::App& app, const std::string& message);
 /// | host memory a run plans to hold (timelines, caches' books) | `PD_HOST_MEMORY_GIB` | 4 GiB |
 /// | work a run asks of the simulator (the model's FLOPs; a kernel's, pd::sim_launch_work()) | `PD_SIM_WORK_GFLOP` |
 /// 100 GFLOP (minutes on 2 cores) |
+/// | work a run asks of the serving cost model (request-steps: each request once per step it is in,
+/// summed over every replay; pd::serving::replay_work()) | `PD_COST_MODEL_WORK` | 2e9 request-steps (about two
+/// minutes on 2 cores) |
 struct Budget {
     const char* variable;   ///< the environment variable that raises it
     double default_value;   ///< in the variable's unit
@@ -71,6 +74,9 @@ struct Budget {
 inline constexpr Budget kHostMemoryBudget{"PD_HOST_MEMORY_GIB", 4, double(1ull << 30), "GiB", "host memory"};
 /// The arithmetic a run asks of the simulator: `PD_SIM_WORK_GFLOP`, 100 GFLOP by default.
 inline constexpr Budget kSimWorkBudget{"PD_SIM_WORK_GFLOP", 100, 1e9, "GFLOP", "simulator work"};
+/// The replays a run asks of the serving cost model: `PD_COST_MODEL_WORK`, in billions of
+/// request-steps, 2 by default.
+inline constexpr Budget kCostModelBudget{"PD_COST_MODEL_WORK", 2, 1e9, "billion request-steps", "cost-model work"};
 
 /// The budget's value (bytes or FLOPs): its variable when set, else its default.
 /// @throws std::invalid_argument naming the variable when it is set but not a positive number
@@ -100,10 +106,5 @@ std::string with_flags(std::string message, const FlagNames& names);
 /// and gives kExitBadInput; any other exception (a CUDA error, an I/O failure) prints
 /// "<program>: ..." and gives kExitMismatch. The program's name is the file name of argv[0].
 int guarded_main(int (*run)(int, char**), int argc, char** argv, const FlagNames& names = {});
-
-/// Prepares the `--dump` directory if one was given (prepare_dump_directory(): new, empty, or an
-/// earlier dump, whose files are removed); returns its path with a trailing '/'. Throws
-/// std::invalid_argument naming `--dump` when it cannot be used (exit code 2).
-std::string prepare_dump_dir(const CommonOptions& options);
 
 }  // namespace pd

@@ -9,7 +9,8 @@
 
 namespace CLI {
 class App;
-}
+class Validator;
+}  // namespace CLI
 
 namespace pd {
 
@@ -20,22 +21,65 @@ namespace pd {
 /// Throws std::runtime_error naming @p path when it cannot be written.
 void write_file_atomically(const std::string& path, const std::function<void(std::ostream&)>& write);
 
+/// Throws std::invalid_argument naming @p path unless it is a regular file that exists: a
+/// directory, a pipe (whose open would wait for a writer), a device or a missing path is refused
+/// before a reader opens it.
+void require_regular_file(const std::string& path);
+
+/// A CLI11 check for an option that names a file the program reads: an existing regular file
+/// (require_regular_file()), so that the refusal names the option when the options are parsed.
+CLI::Validator input_file();
+
 /// The help group of every option that names a file or directory the program writes.
 inline constexpr const char* kOutputGroup = "Outputs";
 
-/// Checks the options of @p app in kOutputGroup that were given: none is empty, a file option
-/// (type name other than DIR) names no directory, does not end in '/' and lies in a directory
-/// that exists, and no two name the same path. Returns "" when they are fine, else the message naming the options.
+/// Checks the options of @p app in kOutputGroup that were given, before any work: none is empty;
+/// a file option (type name other than DIR) names a regular file or a new path, never a
+/// directory, a device, a pipe or a file of /proc (whose rename would replace the node), does not
+/// end in '/', lies in a directory that exists and in which the program can create a file (the
+/// output is written beside it, then renamed); a directory option names a directory or a new path
+/// that can be created; no two name the same path, and no output is a file that another option of
+/// the same run reads (an input, such as `--checkpoint`). Returns "" when they are fine, else the
+/// message naming the options.
 std::string check_output_options(const CLI::App& app);
 
-/// Prepares @p dir (with a trailing '/') for a dump: creates it, or, when it exists, requires
-/// it to be empty or to hold an earlier dump of these programs (the file `.pd-dump` lists what
-/// that dump wrote), whose files are removed, so that the directory holds this run's files
-/// only. Throws std::invalid_argument naming @p flag otherwise.
-void prepare_dump_directory(const std::string& dir, const std::string& flag);
+/// A `--dump` directory written whole or not at all. The directory must be new, empty, or hold an
+/// earlier dump of these programs (its `.pd-dump` file lists that dump's files). The run writes
+/// its files into a staging directory inside it (`DIR/.pd-dump-new-PID/`); commit() then replaces
+/// the earlier dump's files with them and lists them in `.pd-dump`. A run that ends otherwise
+/// (refused with exit code 2 after the dump was opened, stopped by an exception, interrupted by a
+/// signal) leaves the earlier dump as it was: the destructor removes the staging directory (and
+/// the directory itself when the run created it and it stayed empty), unless it runs at the
+/// normal end of a scope, which commits; a staging directory left by a killed run is removed by
+/// the next run's open().
+class DumpDirectory {
+public:
+    DumpDirectory() = default;
+    DumpDirectory(const DumpDirectory&) = delete;
+    DumpDirectory& operator=(const DumpDirectory&) = delete;
+    /// Commits at the normal end of its scope; discards when the scope is left by an exception.
+    ~DumpDirectory();
 
-/// Records @p name, a file about to be written into the dump directory @p dir, in its
-/// `.pd-dump` list (before it is written: an interrupted run's files are listed too).
-void record_dump_file(const std::string& dir, const std::string& name);
+    /// Checks @p dir and opens the staging directory (creating @p dir when it is new). Throws
+    /// std::invalid_argument naming @p flag when it cannot be used: a directory that holds
+    /// files of no earlier dump, a path that is not a directory, one that cannot be created.
+    /// @param dir the directory  @param flag the option, for messages ("--dump")
+    void open(const std::string& dir, const std::string& flag);
+    /// True once open() succeeded (and until commit() or discard()).
+    bool active() const { return !staging_.empty(); }
+    /// The directory, with a trailing '/' (what the run's messages name).
+    const std::string& dir() const { return dir_; }
+    /// Where the run writes the file @p name now: its staging directory.
+    std::string path(const std::string& name) const;
+    /// Replaces the earlier dump's files by this run's and lists them in `.pd-dump`.
+    void commit();
+    /// Removes this run's files; the earlier dump stays.
+    void discard();
+
+private:
+    std::string dir_, staging_;
+    bool created_ = false;
+    int exceptions_ = 0;  // std::uncaught_exceptions() at open(): more at the destructor means unwinding
+};
 
 }  // namespace pd
