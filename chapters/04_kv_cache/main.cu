@@ -184,8 +184,10 @@ void add_options(pd::Bench& bench, Options& o) {
     bench.option("--sweep-max", o.sweep_max, "Longest context of the sweep", CLI::Range(2, 1 << 20));
     bench.app
         .add_option("--checkpoint", o.checkpoint, "A llama2.c checkpoint (e.g. stories15M.bin) instead of --preset")
-        ->excludes("--preset");
-    bench.app.add_option("--tokenizer", o.tokenizer, "Its tokenizer.bin (for --prompt and to print the text)");
+        ->excludes("--preset")
+        ->check(pd::input_file());
+    bench.app.add_option("--tokenizer", o.tokenizer, "Its tokenizer.bin (for --prompt and to print the text)")
+        ->check(pd::input_file());
     bench.app.add_option("--prompt", o.p.text, "Prompt text (needs --tokenizer)");
     md::add_sampling_options(bench, o.sampling);
 }

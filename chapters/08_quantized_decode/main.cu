@@ -317,7 +317,8 @@ int run(int argc, char** argv) {
         ->capture_default_str();
     bench.app
         .add_option("--checkpoint", o.checkpoint, "A llama2.c checkpoint (e.g. stories15M.bin) instead of --model")
-        ->excludes("--model");
+        ->excludes("--model")
+        ->check(pd::input_file());
     bench.option("--kv-dtype", o.kv_dtype, "The model's KV cache: bf16, or 8 bits with a scale per token and KV head",
                  CLI::IsMember({"bf16", "fp8", "int8"}));
     bench.option("--context", o.context, "Context of the decode step (positions attended)", CLI::Range(1, 1 << 20));
@@ -334,7 +335,8 @@ int run(int argc, char** argv) {
         throw std::invalid_argument("--n x --k = " + std::to_string(shape.w_elements()) + " elements exceeds 2^31 - 1");
 
     std::optional<pd::llama2c::Checkpoint> ckpt;
-    if (!o.checkpoint.empty()) ckpt = pd::llama2c::read_checkpoint(o.checkpoint);
+    if (!o.checkpoint.empty())
+        ckpt = pd::llama2c::read_checkpoint(o.checkpoint, !o.bytes_only);  // --bytes-only: its shape
     const pd::ModelConfig config = ckpt ? ckpt->config : *pd::find_model(o.model);
     if (o.context > config.max_seq)
         throw std::invalid_argument("--context " + std::to_string(o.context) + " is past the model's " +

@@ -1,6 +1,8 @@
 // llama2.c checkpoints (a 28-byte int32 header, then fp32 tensors) and tokenizers (scored pieces).
 #include "pd/llama2c.hpp"
 
+#include "pd/cli.hpp"
+
 #include <algorithm>
 #include <bit>
 #include <charconv>
@@ -87,7 +89,7 @@ std::optional<std::uint64_t> checked_elements(const std::vector<std::size_t>& sh
 
 }  // namespace
 
-Checkpoint read_checkpoint(const std::string& path) {
+Checkpoint read_checkpoint(const std::string& path, bool weights) {
     const std::uint64_t file_bytes = file_size_or_fail(path);
     std::ifstream file = open_or_fail(path);
     if (file_bytes < kHeaderBytes)
@@ -159,6 +161,15 @@ Checkpoint read_checkpoint(const std::string& path) {
                        (file_bytes < expected ? "truncated, " + std::to_string(expected - file_bytes) + " bytes missing"
                                               : std::to_string(file_bytes - expected) + " trailing bytes"));
     }
+    if (!weights) {  // the shape alone (a program that only counts bytes): nothing more is read
+        c.check(path);
+        return ck;
+    }
+    // what the weights will hold in host memory (the RoPE tables are skipped; a shared classifier
+    // is a copy of the embedding), against the budget before anything is allocated
+    const double host_bytes = double(floats - rope_floats + (shared ? V * D : 0)) * sizeof(float);
+    require_within(kHostMemoryBudget, host_bytes, path + ": its weights in host memory",
+                   "use a smaller checkpoint, or raise the budget for a larger one");
 
     // The size matches, so every read below is within the file.
     const auto read_floats = [&](std::vector<float>& v, std::uint64_t n) {
@@ -265,6 +276,9 @@ Tokenizer::Tokenizer(std::vector<std::string> pieces, std::vector<float> scores)
     if (pieces_.empty()) throw std::invalid_argument("Tokenizer: the vocabulary is empty");
     if (pieces_.size() > std::size_t(std::numeric_limits<int>::max()))
         throw std::invalid_argument("Tokenizer: too many pieces");
+    for (std::size_t id = 0; id < scores_.size(); ++id)  // (the merges rank pairs by score)
+        if (!std::isfinite(scores_[id]))
+            throw std::invalid_argument("Tokenizer: the score of piece " + std::to_string(id) + " is not finite");
     ids_.reserve(pieces_.size());
     for (int id = 0; id < vocab_size(); ++id) ids_.try_emplace(pieces_[id], id);  // keeps the first (lowest) id
 }
@@ -338,6 +352,11 @@ float Tokenizer::score(int id) const {
     return scores_[id];
 }
 
+int Tokenizer::id_of(const std::string& bytes) const {
+    const auto it = ids_.find(bytes);
+    return it == ids_.end() ? -1 : it->second;
+}
+
 std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos) const {
     if ((bos && bos_id >= vocab_size()) || (eos && eos_id >= vocab_size()))
         throw std::invalid_argument("Tokenizer::encode: BOS/EOS need a vocabulary of at least 3 tokens, this one has " +
@@ -368,21 +387,52 @@ std::vector<int> Tokenizer::encode(const std::string& text, bool bos, bool eos) 
     }
 
     // 2. Byte-pair merges: each round replaces the best-scoring adjacent pair that is itself a
-    //    piece, until no pair is. O(n^2) lookups, fine for prompts.
-    while (true) {
-        int best_id = -1;
-        std::size_t best_at = 0;
-        for (std::size_t k = 0; k + 1 < tokens.size(); ++k) {
-            const auto it = ids_.find(pieces_[tokens[k]] + pieces_[tokens[k + 1]]);
-            if (it != ids_.end() && (best_id < 0 || scores_[it->second] > scores_[best_id])) {
-                best_id = it->second;
-                best_at = k;
-            }
+    //    piece (the leftmost of equal scores), until no pair is: llama2.c's rule. Instead of
+    //    scanning every pair each round (quadratic in the text), the candidate pairs wait in a
+    //    heap, best first, and a merge adds only its two new neighbours' pairs; a pair whose
+    //    tokens have changed since it was queued is skipped when it comes up. The same merges, in
+    //    the same order, in O(n log n).
+    struct Node {
+        int token, prev, next, version = 0;
+    };
+    struct Pair {
+        float score;
+        int left, right, left_version, right_version, merged;
+    };
+    const auto worse = [](const Pair& a, const Pair& b) {  // the heap's top: highest score, then leftmost
+        return a.score < b.score || (a.score == b.score && a.left > b.left);
+    };
+    std::vector<Node> nodes;
+    nodes.reserve(tokens.size());
+    for (std::size_t k = 0; k < tokens.size(); ++k) nodes.push_back({tokens[k], int(k) - 1, int(k) + 1});
+    std::vector<Pair> heap;
+    const auto queue = [&](int left) {
+        const int right = left < 0 ? -1 : nodes[std::size_t(left)].next;
+        if (left < 0 || right >= int(nodes.size())) return;
+        const Node &l = nodes[std::size_t(left)], &r = nodes[std::size_t(right)];
+        if (const auto it = ids_.find(pieces_[l.token] + pieces_[r.token]); it != ids_.end()) {
+            heap.push_back({scores_[it->second], left, right, l.version, r.version, it->second});
+            std::push_heap(heap.begin(), heap.end(), worse);
         }
-        if (best_id < 0) break;
-        tokens[best_at] = best_id;
-        tokens.erase(tokens.begin() + static_cast<std::ptrdiff_t>(best_at) + 1);
+    };
+    for (int k = 0; k + 1 < int(nodes.size()); ++k) queue(k);
+    while (!heap.empty()) {
+        std::pop_heap(heap.begin(), heap.end(), worse);
+        const Pair p = heap.back();
+        heap.pop_back();
+        Node &l = nodes[std::size_t(p.left)], &r = nodes[std::size_t(p.right)];
+        if (l.next != p.right || l.version != p.left_version || r.version != p.right_version) continue;  // stale
+        l.token = p.merged;
+        ++l.version;
+        r.version = -1;  // gone
+        l.next = r.next;
+        if (r.next < int(nodes.size())) nodes[std::size_t(r.next)].prev = p.left;
+        queue(l.prev);
+        queue(p.left);
     }
+    tokens.clear();
+    for (int k = nodes.empty() ? int(nodes.size()) : 0; k < int(nodes.size()); k = nodes[std::size_t(k)].next)
+        tokens.push_back(nodes[std::size_t(k)].token);
 
     if (bos) tokens.insert(tokens.begin(), bos_id);
     if (eos) tokens.push_back(eos_id);

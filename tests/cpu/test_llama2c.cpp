@@ -426,3 +426,51 @@ TEST_CASE("bad tokenizer files are rejected with the path and the problem", "[ll
     CHECK_THROWS_AS(Tokenizer({"a", "b"}, {0.f}), std::invalid_argument);
     CHECK_THROWS_AS(Tokenizer({}, {}), std::invalid_argument);
 }
+
+namespace {
+
+/// llama2.c's merge loop as written there, every round a scan of every pair (quadratic): the
+/// reference the tokenizer's heap of pairs must agree with, merge for merge.
+std::vector<int> encode_by_scans(const Tokenizer& t, std::vector<int> tokens) {
+    while (true) {
+        int best_id = -1;
+        std::size_t best_at = 0;
+        for (std::size_t k = 0; k + 1 < tokens.size(); ++k) {
+            const int id = t.id_of(std::string(t.piece(tokens[k])) + std::string(t.piece(tokens[k + 1])));
+            if (id >= 0 && (best_id < 0 || t.score(id) > t.score(best_id))) {
+                best_id = id;
+                best_at = k;
+            }
+        }
+        if (best_id < 0) return tokens;
+        tokens[best_at] = best_id;
+        tokens.erase(tokens.begin() + static_cast<std::ptrdiff_t>(best_at) + 1);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("llama2.c tokenizer: the merges are llama2.c's on seeded texts, and long texts take linear time",
+          "[llama2c]") {
+    // texts of the hand vocabulary's letters and spaces, where many pairs merge and compete (equal
+    // scores among them): the heap must merge what the scans merge, in the same order
+    const Tokenizer t = hand_vocab();
+    std::mt19937_64 rng(20261206);
+    const std::string letters = " helo";
+    for (int n : {1, 2, 3, 7, 31, 200, 1000}) {
+        std::string text;
+        for (int i = 0; i < n; ++i) text += letters[rng() % letters.size()];
+        INFO("text '" << text << "'");
+        std::vector<int> singles;  // " " + text, one token per letter before any merge
+        for (char c : " " + text) singles.push_back(t.id_of(std::string(1, c)));
+        CHECK(t.encode(text, false) == encode_by_scans(t, singles));
+    }
+    // 100,000 characters: quadratic merging took minutes; the heap, milliseconds (the suite's
+    // timeout fails a return of the quadratic loop)
+    std::string big;
+    for (int i = 0; i < 100000; ++i) big += letters[rng() % letters.size()];
+    const std::vector<int> ids = t.encode(big, false);
+    CHECK(t.decode_all(ids) == " " + big);
+    // a score that is not a number has no order: refused when the vocabulary is built
+    CHECK_THROWS_WITH(Tokenizer({"<unk>", "<s>", "</s>", "a"}, {0, 0, 0, std::nanf("")}), Contains("not finite"));
+}

@@ -49,9 +49,13 @@ struct Checkpoint {
 ///   shorter than the 28-byte header, has a size below 1 in the header (vocab_size: 0), dim not
 ///   divisible by n_heads, n_heads not a multiple of n_kv_heads, an odd head_dim, weights larger
 ///   than 2^40 bytes (checked before anything is allocated), a file size different from the
-///   one the header implies (truncated, or trailing bytes; both sizes are in the message), or a
-///   NaN or infinite weight (the tensor, the count and the first element are in the message).
-Checkpoint read_checkpoint(const std::string& path);
+///   one the header implies (truncated, or trailing bytes; both sizes are in the message), weights
+///   whose host memory passes pd::kHostMemoryBudget (`PD_HOST_MEMORY_GIB`; checked from the header
+///   before anything is allocated), or a NaN or infinite weight (the tensor, the count and the
+///   first element are in the message).
+/// @param weights false: check the header and the file's size and return the config alone
+///   (empty weights), reading nothing more (a program that only counts bytes)
+Checkpoint read_checkpoint(const std::string& path, bool weights = true);
 
 /// Writes @p weights in the llama2.c checkpoint format that read_checkpoint() reads back.
 ///
@@ -85,7 +89,8 @@ public:
     /// A vocabulary from its pieces and scores (id = index).
     /// @param pieces the bytes of each token; for duplicates, lookups find the lowest id
     /// @param scores the merge score of each token (higher merges first)
-    /// @throws std::invalid_argument when the sizes differ or the vocabulary is empty
+    /// @throws std::invalid_argument when the sizes differ, the vocabulary is empty or a score is
+    ///   not finite (the merges rank pairs by score)
     Tokenizer(std::vector<std::string> pieces, std::vector<float> scores);
 
     /// Writes the vocabulary as `tokenizer.bin` (max_token_length = the longest piece).
@@ -109,6 +114,9 @@ public:
     /// @throws std::invalid_argument when @p id is not in [0, vocab_size())
     float score(int id) const;
 
+    /// The id of the piece @p bytes (the lowest one for duplicates), or -1 when no token has it.
+    int id_of(const std::string& bytes) const;
+
     /// Encodes @p text to token ids with byte-pair merges, as llama2.c does:
     /// 1. BOS first if @p bos;
     /// 2. a space in front of non-empty text (the "dummy prefix": a word at the start is then
@@ -116,7 +124,8 @@ public:
     /// 3. each UTF-8 code point becomes its piece, or, when it has none, one byte token per byte
     ///    (id byte + 3, the `<0xXX>` pieces);
     /// 4. while some adjacent pair concatenates to a piece, the pair whose piece has the highest
-    ///    score (the first such pair on ties) becomes that piece;
+    ///    score (the first such pair on ties) becomes that piece (the candidate pairs kept in a
+    ///    heap: O(n log n) in the text's length, where llama2.c's scans are quadratic);
     /// 5. EOS last if @p eos.
     /// @param text UTF-8 text (invalid UTF-8 falls back to byte tokens)
     /// @param bos prepend BOS (id 1)

@@ -31,8 +31,8 @@ struct PromptSpec {
 };
 
 /// The prompts [B, P] of @p s for the model @p c, and their length in @p P. A text that cannot
-/// fit the model's max_seq with `gen` is refused before it is encoded (encoding is quadratic in
-/// the text's length): each token covers at most the tokenizer's longest piece.
+/// fit the model's max_seq with `gen` is refused before it is encoded (a long text is work for
+/// nothing): each token covers at most the tokenizer's longest piece.
 /// @param s what to generate  @param c the model's shape  @param tok the tokenizer (null: random ids)
 /// @param seed the program's seed  @param P the prompt's tokens
 /// @throws std::invalid_argument naming PromptSpec's fields when the prompt and the generation pass max_seq
