@@ -201,11 +201,14 @@ void add_options(pd::Bench& bench, Options& o) {
     bench.app.add_flag("--sweep-batch", o.sweep,
                        "Also the speed-up against the batch, B = 1 ... 64, on the cost model");
     bench.app.add_option("--checkpoint", o.checkpoint, "A llama2.c checkpoint as the target (e.g. stories110M.bin)")
-        ->excludes("--preset");
-    bench.app.add_option(
-        "--draft-checkpoint", o.draft_checkpoint,
-        "A smaller llama2.c checkpoint with the same tokenizer as the draft model (e.g. stories15M.bin)");
-    bench.app.add_option("--tokenizer", o.tokenizer, "The checkpoints' tokenizer.bin (for --prompt)");
+        ->excludes("--preset")
+        ->check(pd::input_file());
+    bench.app
+        .add_option("--draft-checkpoint", o.draft_checkpoint,
+                    "A smaller llama2.c checkpoint with the same tokenizer as the draft model (e.g. stories15M.bin)")
+        ->check(pd::input_file());
+    bench.app.add_option("--tokenizer", o.tokenizer, "The checkpoints' tokenizer.bin (for --prompt)")
+        ->check(pd::input_file());
     bench.app.add_option("--prompt", o.p.text, "Prompt text (needs --tokenizer)");
     bench.app.add_flag("--engine", o.engine,
                        "Also chapter 05's engine with speculative decoding: plain, always and under the rule, against "
@@ -251,6 +254,16 @@ int run(int argc, char** argv) {
                                     " is too large; choose ngram or oracle, or a smaller --preset");
     const bool use_draft = bench.selects(sv::proposer_versions()[1]) && draft_fits;
     if (use_draft && !draft_ckpt) md::draft_config(config, o.draft_layers);  // names --draft-layers when out of range
+    // each sequence holds its prompt, its tokens and a verify pass's k drafts past them
+    if (P + G + k_max > config.max_seq)
+        throw std::invalid_argument("--prompt-len + --gen + the largest --k = " + std::to_string(P + G + k_max) +
+                                    " pass the " + std::to_string(config.max_seq) + " positions of " + config.name);
+    // the oracle proposes another token than the target's with probability 1 - a: it needs two
+    if (config.vocab < 2 && bench.selects("oracle") && o.sampling.greedy())
+        throw std::invalid_argument("--checkpoint " + config.name +
+                                    " has a vocabulary of 1 token: the oracle (--kernel "
+                                    "all or oracle) proposes other tokens than the target's; choose --kernel ngram "
+                                    "or draft");
     const md::ModelOptions mo{.weights = bench.dtypes().front(),
                               .batch = B,
                               .max_seq = P + G + k_max,

@@ -20,6 +20,7 @@
 // serving/ (disaggregation.hpp, review.hpp, lab 11's kv_transfer.hpp); the model and the peer
 // copy in model/.
 #include "pd/bench.hpp"
+#include "pd/model/generate.hpp"
 #include "pd/model/kv_transfer_device.hpp"
 #include "pd/model/model.hpp"
 #include "pd/rng.hpp"
@@ -87,6 +88,19 @@ pd::Row real_transfer(pd::Bench& bench, const Options& o, const sv::LinkPreset& 
                         .sm_count = std::max(bench.device().sm_count, 1),
                         .block_size = block,
                         .num_blocks = B * per_seq + 1};
+    // the same model on each device, and two generations: checked before either is built
+    const std::string advice =
+        "choose a smaller --transfer-preset, or lower --transfer-prompts, "
+        "--transfer-prompt-len or --transfer-gen";
+    if (P + G > config.max_seq)
+        throw std::invalid_argument("--transfer-prompt-len + --transfer-gen = " + std::to_string(P + G) + " pass the " +
+                                    std::to_string(config.max_seq) + " positions of " + config.name);
+    bench.require_fits(md::Model::device_bytes(config, mo), "the real transfer's model, its cache and activations",
+                       advice);
+    if (bench.sim())
+        pd::require_within(pd::kSimWorkBudget,
+                           2 * md::generation_flops(config, {.batch = B, .length = P, .gen = G}, P, true, false, 0),
+                           "the real transfer on the simulator", advice);
     pd::Rng rng(bench.options.seed);
     std::vector<int> tokens(std::size_t(B) * P);
     for (int& t : tokens) t = static_cast<int>(rng.next() % std::uint64_t(config.vocab));
@@ -173,8 +187,10 @@ void add_options(pd::Bench& bench, Options& o) {
                  CLI::Range(1, 100000));
     bench.option("--rate", o.w.rate, "Requests per second of the goodput table and of --review",
                  CLI::Range(0.001, 1e6));
-    bench.app.add_option("--trace", o.w.trace,
-                         "--review: the workload from a CSV trace (arrival seconds, prompt tokens, output tokens)");
+    bench.app
+        .add_option("--trace", o.w.trace,
+                    "--review: the workload from a CSV trace (arrival seconds, prompt tokens, output tokens)")
+        ->check(pd::input_file());
     bench.option("--prompt-len", o.w.prompt_len, "Mean prompt tokens", CLI::Range(1.0, 1e7));
     bench.option("--output-len", o.w.output_len, "Mean output tokens", CLI::Range(1.0, 1e6));
     bench.option("--prompt-dist", o.w.prompt_dist, "fixed, uniform (+-50%) or lognormal (sigma 1)",
@@ -289,6 +305,22 @@ int run(int argc, char** argv) {
     if (!o.review && o.gpus < 2)
         throw std::invalid_argument("--gpus " + std::to_string(o.gpus) +
                                     ": a prefill pool and a decode pool need 2 GPUs at least (or use --review)");
+    // the cost model's replays, counted before any of them runs
+    sv::ReviewInput in{.cluster = cluster, .slo = slo, .usd_per_gpu_hour = o.price, .link = link};
+    in.setup.policy = sv::policy_from(o.policy);
+    in.setup.pool = {.gpus = o.gpus, .tp = o.tp, .token_budget = o.token_budget, .max_seqs = o.max_seqs};
+    if (o.review) {
+        sv::WorkloadSpec ws = w;
+        in.requests = o.w.trace.empty() ? sv::workload_at(ws, o.w.rate) : sv::read_trace(o.w.trace);
+        pd::require_within(pd::kCostModelBudget, sv::review_work(in), "the review of " + in.setup.name(),
+                           "lower --requests, --output-len or --gpus, or shorten the --trace");
+    } else {
+        const int budget = *std::max_element(o.budgets.begin(), o.budgets.end());
+        pd::require_within(
+            pd::kCostModelBudget,
+            sv::search_work(o.gpus, {sv::Policy::continuous, sv::Policy::chunked}, o.budgets, o.tps, budget, 2, w),
+            "the placement searches", "lower --requests, --output-len or --gpus, or search fewer --budgets and --tps");
+    }
     bench.title();
     std::ostream& out = bench.out();
     out << "model: " << pd::describe(model) << "\n"
@@ -300,11 +332,6 @@ int run(int argc, char** argv) {
 
     if (o.review) {
         // ---- the design review of one setup ----
-        sv::ReviewInput in{.cluster = cluster, .slo = slo, .usd_per_gpu_hour = o.price, .link = link};
-        in.setup.policy = sv::policy_from(o.policy);
-        in.setup.pool = {.gpus = o.gpus, .tp = o.tp, .token_budget = o.token_budget, .max_seqs = o.max_seqs};
-        sv::WorkloadSpec ws = w;
-        in.requests = o.w.trace.empty() ? sv::workload_at(ws, o.w.rate) : sv::read_trace(o.w.trace);
         const sv::Review r = sv::review(in);
         out << "\nthe review of " << in.setup.name() << " on "
             << (o.w.trace.empty() ? fmt("%g requests/s", o.w.rate) : "the trace " + o.w.trace) << " ("

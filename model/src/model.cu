@@ -170,6 +170,19 @@ const W* ptr(const DeviceMatrix& m, std::size_t offset = 0) {
 
 // ---- chapter 10: the parts of the ranks ------------------------------------------------------
 
+double split_fp32_tolerance(const ModelConfig& c) {
+    const double K = std::max({c.d_model, c.ffn_dim, c.heads * c.head_dim}), P = 2.0 * c.layers + 1;
+    return 8 * std::ldexp(1.0, -24) * std::sqrt(K) * std::sqrt(P);
+}
+
+double max_rel_diff(std::span<const float> a, std::span<const float> b) {
+    double worst = 0;
+    for (std::size_t i = 0; i < a.size() && i < b.size(); ++i)
+        worst = std::max(worst,
+                         std::isfinite(a[i]) ? std::fabs(double(a[i]) - b[i]) / (1 + std::fabs(double(b[i]))) : 1e30);
+    return worst;
+}
+
 ModelConfig shard_config(const ModelConfig& c, int tp) {
     if (tp < 1) reject("tensor_parallel", std::to_string(tp), "must be >= 1");
     const auto divides = [&](int n, const char* what) {

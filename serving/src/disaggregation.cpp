@@ -354,6 +354,26 @@ std::vector<Placement> best_first(std::vector<Placement> all) {
 
 }  // namespace
 
+double replay_work(double requests, double prompt, double output, int budget) {
+    return requests * (output + std::ceil(prompt / std::max(budget, 1)));
+}
+
+double search_work(int gpus, const std::vector<Policy>& policies, const std::vector<int>& budgets,
+                   const std::vector<int>& tps, int token_budget, int links, const WorkloadSpec& base) {
+    constexpr double kReplays = 25;  // find_capacity(): doublings from 0.25 to 4096, then 10 bisections
+    const double n = std::max(double(base.requests), 4000.0), P = base.prompt.mean, O = base.output.mean;
+    double work = 0;
+    for (int tp : tps) {
+        if (tp < 1 || gpus % tp != 0) continue;
+        for (int budget : budgets) work += double(policies.size()) * kReplays * replay_work(n, P, O, budget);
+    }
+    double splits = 0;  // as search_disaggregated() enumerates them
+    for (int p = 1; p < gpus; ++p)
+        for (int tp_p : tps)
+            for (int tp_d : tps) splits += tp_p >= 1 && tp_d >= 1 && p % tp_p == 0 && (gpus - p) % tp_d == 0;
+    return work + links * splits * kReplays * replay_work(n, P, O, token_budget);
+}
+
 std::vector<Placement> search_aggregated(int gpus, const std::vector<Policy>& policies, const std::vector<int>& budgets,
                                          const std::vector<int>& tps, int max_seqs, const Cluster& cluster,
                                          const WorkloadSpec& base, const Slo& slo) {

@@ -64,6 +64,15 @@ double part_time(const CostModel& cm, const Step& step, bool prefill) {
 
 }  // namespace
 
+double review_work(const ReviewInput& in) {
+    double prompt = 0, output = 0;
+    for (const Request& q : in.requests) prompt += q.prompt_tokens, output += q.output_tokens;
+    const double n = double(in.requests.size()), splits = 2.0 * std::max(in.setup.pool.gpus - 1, 0);
+    constexpr double kRemedies = 10;  // the setup and each remedy of the chapters, replayed once
+    return (kRemedies + splits) *
+           replay_work(n, n > 0 ? prompt / n : 0, n > 0 ? output / n : 0, in.setup.pool.token_budget);
+}
+
 Review review(const ReviewInput& in) {
     if (in.setup.disaggregated) throw std::invalid_argument("review: the setup as served must be aggregated");
     if (!(in.slo.ttft_s > 0 && in.slo.tpot_s > 0)) throw std::invalid_argument("review: the SLO needs both bounds");

@@ -20,11 +20,7 @@ namespace pd::test {
 
 /// Largest |a - b| / (1 + |b|) (1e30 where a is not finite).
 inline double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-    double worst = 0;
-    for (std::size_t i = 0; i < a.size(); ++i)
-        worst = std::max(worst,
-                         std::isfinite(a[i]) ? std::fabs(double(a[i]) - b[i]) / (1 + std::fabs(double(b[i]))) : 1e30);
-    return worst;
+    return pd::model::max_rel_diff(a, b);
 }
 
 /// The logits of @p m's last pass: rows x V (on the current device).

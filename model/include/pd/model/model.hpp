@@ -68,6 +68,19 @@ public:
 /// @param c the whole model  @param tp ranks
 /// @throws std::invalid_argument naming ModelOptions.tensor_parallel when a size does not divide
 ModelConfig shard_config(const ModelConfig& c, int tp);
+/// The largest |a - b| / (1 + |b|) over two runs' logits (max_rel_diff()) that a split of @p c
+/// across ranks may show against the whole model in fp32. A split changes the order of the sums
+/// (each rank sums its part of the O and down projections, the all-reduce adds the parts), so the
+/// logits differ by rounding, which grows like the square root of a sum's length K and of the
+/// number of products P on the path to them (each adds its own): the bound is 8 u sqrt(K) sqrt(P)
+/// with u = 2^-24, K the longest reduction (d_model, ffn_dim, heads x head_dim) and P = 2 layers
+/// + 1. stories15M (K = 768, P = 13) gives 4.8e-5, where its splits showed up to 2.2e-5; a wrong
+/// split gives differences of order 1.
+/// @param c the whole model
+double split_fp32_tolerance(const ModelConfig& c);
+/// The largest |a[i] - b[i]| / (1 + |b[i]|) over two runs' logits (1e30 where a is not finite).
+/// @param a one run's  @param b the other's, as many
+double max_rel_diff(std::span<const float> a, std::span<const float> b);
 /// The first of @p c's KV heads that rank @p rank of @p tp holds.
 /// @param c the whole model  @param tp ranks  @param rank the rank
 int first_kv_head(const ModelConfig& c, int tp, int rank);

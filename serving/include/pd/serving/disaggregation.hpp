@@ -155,6 +155,24 @@ struct Placement {
     bool fits = true;   ///< false: the weights leave no room for a cache (not replayed)
 };
 
+/// The cost model's work of replaying @p requests requests of @p prompt and @p output tokens
+/// under a token budget of @p budget, in request-steps: a request takes part in about output +
+/// ceil(prompt / budget) steps, and each step costs the scheduler and the cost model about the
+/// same per request in it (what pd::kCostModelBudget is checked against).
+/// @param requests requests replayed  @param prompt their mean prompt  @param output their mean
+/// output  @param budget the token budget of a step
+double replay_work(double requests, double prompt, double output, int budget);
+
+/// The work of search_aggregated() on @p policies x @p budgets x @p tps and of
+/// search_disaggregated() with @p token_budget over @p links links, on @p base's workload:
+/// every setup's find_capacity() replays it at most 25 times (14 doublings from 0.25 to 4,096
+/// requests/s and 10 bisections) with up to max(base.requests, 4,000) requests (workload_at()).
+/// @param gpus the GPUs  @param policies the policies searched  @param budgets their budgets
+/// @param tps the TPs searched  @param token_budget the disaggregated pools' budget
+/// @param links how many links are searched  @param base the workload
+double search_work(int gpus, const std::vector<Policy>& policies, const std::vector<int>& budgets,
+                   const std::vector<int>& tps, int token_budget, int links, const WorkloadSpec& base);
+
 /// Every aggregated setup of @p gpus GPUs with a policy of @p policies, a budget of @p budgets
 /// and a TP of @p tps dividing @p gpus, each with its capacity, best first.
 std::vector<Placement> search_aggregated(int gpus, const std::vector<Policy>& policies, const std::vector<int>& budgets,

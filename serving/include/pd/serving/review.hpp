@@ -99,6 +99,12 @@ struct Review {
     double prefill_share = 0;      ///< of the GPU time, prefill's
 };
 
+/// The cost model's work of review() on @p in, in request-steps (replay_work()): the setup, each
+/// remedy and every split of its GPUs for the disaggregation remedy, each replayed once on the
+/// workload. What pd::kCostModelBudget is checked against before a review.
+/// @param in what review() takes
+double review_work(const ReviewInput& in);
+
 /// Reviews @p in (see the file's description).
 /// @throws std::invalid_argument for a setup that is not aggregated, an SLO without both
 ///         bounds, a price <= 0 or an empty workload
