@@ -616,6 +616,7 @@ const char* cudaGetErrorName(cudaError_t e) {
         PD_SIM_ERROR(cudaErrorPeerAccessAlreadyEnabled)
         PD_SIM_ERROR(cudaErrorPeerAccessNotEnabled)
         PD_SIM_ERROR(cudaErrorPeerAccessUnsupported)
+        PD_SIM_ERROR(cudaErrorLaunchTimeout)
         PD_SIM_ERROR(cudaErrorUnknown)
 #undef PD_SIM_ERROR
         default:
@@ -663,6 +664,8 @@ const char* cudaGetErrorString(cudaError_t e) {
             return "peer access is not supported between these two devices";
         case cudaErrorIllegalInstruction:
             return "an illegal instruction was encountered";
+        case cudaErrorLaunchTimeout:
+            return "the launch timed out and was terminated";
         default:
             return "unknown error";
     }

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdlib>
 #include <functional>
@@ -95,6 +96,15 @@ Settings& settings() {
                 std::fprintf(stderr, "pd::sim: PD_SIM_DEVICE = '%s': the presets are default and T4\n", v);
                 std::exit(2);
             }
+        }
+        if (const char* v = std::getenv("PD_SIM_WORK_GFLOP"); v != nullptr && *v != '\0') {
+            char* end = nullptr;
+            const double g = std::strtod(v, &end);
+            if (end == v || *end != '\0' || !(g > 0) || !std::isfinite(g)) {
+                std::fprintf(stderr, "pd::sim: PD_SIM_WORK_GFLOP = '%s' must be a positive number of GFLOP\n", v);
+                std::exit(2);
+            }
+            s.launch_work_budget = g * 1e9;
         }
         if (const char* v = std::getenv("PD_SIM_PEER_ACCESS"); v != nullptr && *v != '\0') {
             const std::string on = v;
@@ -1143,6 +1153,21 @@ void launch(const LaunchRequest& req) {
     if (!too_much_shared.empty()) {
         set_last_diagnostic("invalid launch: " + too_much_shared);
         set_error(cudaErrorInvalidValue);
+        return;
+    }
+    // A launch a GPU runs in seconds can take the simulator days: refused past the work budget.
+    const double threads =
+        double(req.grid.x) * req.grid.y * req.grid.z * double(req.block.x) * req.block.y * req.block.z;
+    if (600 * threads > settings().launch_work_budget) {
+        std::ostringstream text;
+        text << "launch of " << kernel_name(req.kernel) << " refused: its " << threads << " threads would take about "
+             << 600 * threads / 1e9
+             << " GFLOP of simulator work (600 per thread started) before their own, more than its budget of "
+             << settings().launch_work_budget / 1e9
+             << " GFLOP (PD_SIM_WORK_GFLOP raises it); a GPU runs it, the simulator would take hours";
+        set_last_diagnostic(text.str());
+        std::fprintf(stderr, "pd::sim: %s\n", text.str().c_str());
+        set_error(cudaErrorLaunchTimeout);
         return;
     }
     // Host threads (one per virtual device, as NCCL programs run) launch one at a time: each

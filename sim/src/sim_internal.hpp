@@ -45,6 +45,11 @@ struct Settings {
     /// PD_SIM_PEER_ACCESS=0: the virtual devices refuse peer access (cudaDeviceCanAccessPeer says
     /// 0), as on machines whose GPUs sit on different PCIe root complexes.
     bool peer_access = true;
+    /// PD_SIM_WORK_GFLOP, in FLOPs: the most simulator work one launch may ask for, counting 600
+    /// per thread it starts (pd::sim_launch_work()'s cost of a thread), so that a launch of 2^31
+    /// blocks is refused at once, by name, instead of running for hours; the chapter programs
+    /// check their whole run against the same budget before they start.
+    double launch_work_budget = 100e9;
 };
 Settings& settings();
 

@@ -85,8 +85,8 @@ void check(const gemm::Shape& s, std::uint64_t seed, bool integers, std::size_t 
 TEST_CASE("runtime: gemm_simt_bf16 is v6 on bf16 inputs, over ragged shapes", "[runtime]") {
     // v6's tiles are 128 x 128, 8 deep: T, N and K of 1, 3, 17, 127, 129, 200 leave partial tiles
     // in every direction; K % 4 == 0 takes the 8-byte loads, other K the scalar ones.
-    const std::vector<gemm::Shape> shapes = {{1, 1, 1},     {3, 17, 64},  {17, 64, 127},   {127, 129, 200},
-                                             {129, 200, 1}, {200, 1, 3},  {1, 200, 17},    {64, 3, 127},
+    const std::vector<gemm::Shape> shapes = {{1, 1, 1},      {3, 17, 64},     {17, 64, 127},  {127, 129, 200},
+                                             {129, 200, 1},  {200, 1, 3},     {1, 200, 17},   {64, 3, 127},
                                              {200, 127, 64}, {257, 260, 131}, {130, 140, 136}};
     std::uint64_t n = 0;
     for (const gemm::Shape& s : shapes) {

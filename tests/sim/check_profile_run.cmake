@@ -55,6 +55,7 @@ foreach(i RANGE ${last})
     message(FATAL_ERROR "site ${i} is in ${file}, not the program's source:\n${json}")
   endif()
 endforeach()
+file(REMOVE ${FILE}-plain)
 execute_process(COMMAND ${SIMCC} ${SOURCE} -o ${PROGRAM}-plain RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err
                 TIMEOUT 600)
 if(NOT rc EQUAL 0)

@@ -102,9 +102,9 @@ int main() {
                               {"mma.sync m16n8k16 with bf16 inputs needs compute capability 8.0",
                                "the simulated device (PD_SIM_DEVICE=T4) has 7.5", conformance::at(__FILE__, kMmaLine)});
     cp_async_copy<<<1, 32>>>(src, out);
-    conformance::expect_fault("cp.async", cudaErrorIllegalInstruction,
-                              {"cp.async needs compute capability 8.0", "PD_SIM_DEVICE=T4",
-                               conformance::at(__FILE__, kCopyLine)});
+    conformance::expect_fault(
+        "cp.async", cudaErrorIllegalInstruction,
+        {"cp.async needs compute capability 8.0", "PD_SIM_DEVICE=T4", conformance::at(__FILE__, kCopyLine)});
     wmma_bf16<<<1, 32>>>(ab, ab, c);
     conformance::expect_fault("bf16 WMMA", cudaErrorIllegalInstruction,
                               {"nvcuda::wmma::load_matrix_sync of __nv_bfloat16 needs compute capability 8.0",

@@ -99,18 +99,27 @@ inline const int registered_architecture = model_architecture(PD_SIM_CUDA_ARCH);
 // `__shared__ float PD_SIM_SHARED_NAME(s)[32]; PD_SIM_SHARED_BIND(s)`. The plain simulator
 // keeps the name and registers the variable; code compiled for the profiler names it apart and
 // reaches it through a reference (shared_reference()).
+/// Refuses, when the program is compiled, a static `__shared__` variable @p name over 48 KiB, as
+/// ptxas refuses it (a 2 GiB array would otherwise fail at link time, or take the machine's memory).
+#define PD_SIM_SHARED_LIMIT(name)                                                                          \
+    static_assert(sizeof(name) <= 48 * 1024,                                                               \
+                  "a static __shared__ variable of more than 48 KiB: ptxas refuses it (a kernel's static " \
+                  "shared memory is at most 48 KiB); use extern __shared__ and cudaFuncSetAttribute above it");
 #if defined(PD_SIM_PROFILED)
 /// The name pd_sim_rewrite gives a `__shared__` variable's own declaration (a renamed one under
 /// the profiler, whose accesses then go through PD_SIM_SHARED_BIND's reference).
 #define PD_SIM_SHARED_NAME(name) pd_sim_shared_##name
 /// What follows a `__shared__` declaration: registers the variable with the simulator (the
 /// profiler: binds @p name to it as a reference, so that its accesses are counted).
-#define PD_SIM_SHARED_BIND(name) auto& name = ::pd::sim::detail::shared_reference(pd_sim_shared_##name, #name);
+#define PD_SIM_SHARED_BIND(name)              \
+    PD_SIM_SHARED_LIMIT(pd_sim_shared_##name) \
+    auto& name = ::pd::sim::detail::shared_reference(pd_sim_shared_##name, #name);
 #else
 /// The name pd_sim_rewrite gives a `__shared__` variable's own declaration: its own.
 #define PD_SIM_SHARED_NAME(name) name
 /// What follows a `__shared__` declaration: registers the variable with the simulator.
 #define PD_SIM_SHARED_BIND(name)                                                                                  \
+    PD_SIM_SHARED_LIMIT(name)                                                                                     \
     ::pd::sim::detail::shared_variable(const_cast<void*>(static_cast<const volatile void*>(&name)), sizeof(name), \
                                        #name);
 #endif
