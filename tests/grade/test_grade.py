@@ -18,11 +18,13 @@ import json
 import os
 import pathlib
 import shutil
+import struct
 import subprocess
 import sys
 import tarfile
 import tempfile
 import xml.etree.ElementTree as ET
+import zipfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 GRADE = ROOT / "scripts" / "grade"
@@ -323,7 +325,7 @@ def main():
 
 def run(scenario, tmp):
     kind, _, n = scenario.partition("-")
-    if not n.isdigit() or scenario == "home-0700":  # the scenarios of one submission (lab 02): loop, compile-error, ...
+    if not n.isdigit() or scenario in ("home-0700", "bad-archives"):  # the scenarios of one submission (lab 02): loop, compile-error, ...
         kind, n = scenario, "02"
     lab = LABS[n]
     os.chmod(tmp, 0o755)
@@ -402,6 +404,14 @@ def run(scenario, tmp):
         doc, _ = grade(n, sub, out)
         expect(doc["score"] == 0 and f"gemm_smem_tiled.cu:{line}:" in doc["output"] and str(ROOT) not in doc["output"],
                f"a compile error: no point, shown at gemm_smem_tiled.cu:{line}", doc)
+    elif scenario == "bad-archives":
+        # archives the grader cannot read: it writes its results all the same, 0 points and the reason
+        for how in ("crc", "encrypted", "method", "size"):
+            archive = damaged_zip(lab, tmp / f"{how}.zip", how)
+            doc, _ = grade(n, archive, tmp / f"results-{how}")
+            expect(doc["score"] == 0 and "cannot be read" in doc["output"] and
+                   all("cannot be read" in t["output"] for t in doc["tests"]),
+                   f"a zip with {how} damaged: results written, no point, the reason said", doc)
     elif scenario == "home-0700":
         home_0700(n, lab, tmp)
     elif scenario == "archive":
@@ -429,6 +439,38 @@ def run(scenario, tmp):
             expect(not target_written, "a submission cannot write into the project's tree", doc)
     else:
         sys.exit(f"unknown scenario {scenario}")
+
+
+def damaged_zip(lab, out, how):
+    """A zip of lab @p lab's solution (stored, not compressed) with one field damaged: the data
+    (a bad CRC), the encryption flag, the compression method (99: no such method) or the size
+    (declared smaller than the data)."""
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as z:
+        for src in sorted((ROOT / "solutions" / lab).iterdir()):
+            if src.suffix in (".cu", ".cpp"):
+                z.write(src, arcname=f"handin/{src.name}")
+    data = bytearray(out.read_bytes())
+    local = [i for i in range(len(data) - 4) if data[i:i + 4] == b"PK\x03\x04"]
+    central = [i for i in range(len(data) - 4) if data[i:i + 4] == b"PK\x01\x02"]
+    for at in local:
+        name_len, extra_len = struct.unpack_from("<HH", data, at + 26)
+        if how == "crc":
+            data[at + 30 + name_len + extra_len] ^= 0xFF  # the first byte of the file's data
+        elif how == "encrypted":
+            data[at + 6] |= 1
+        elif how == "method":
+            struct.pack_into("<H", data, at + 8, 99)
+        elif how == "size":
+            struct.pack_into("<II", data, at + 18, 10, 10)
+    for at in central:
+        if how == "encrypted":
+            data[at + 8] |= 1
+        elif how == "method":
+            struct.pack_into("<H", data, at + 10, 99)
+        elif how == "size":
+            struct.pack_into("<II", data, at + 20, 10, 10)
+    out.write_bytes(bytes(data))
+    return out
 
 
 def planted_text(lab, sub, old, new, header=""):
