@@ -42,8 +42,8 @@ struct Options {
 /// One decode step in one input type: the weight stack W [L, N, K] and the tokens X [B, K]
 /// (drawn in fp32, uniform in [-1, 1); bf16: rounded), and Y [L, B, N]. The first and the last
 /// matrix's outputs are checked: the first catches indexing errors, the last offset errors
-/// across the stack; bf16 by the FlashAttention rule (error <= 2 x that of the reference of the
-/// rounded inputs, against the reference of the unrounded ones).
+/// across the stack; bf16 by the low-precision rule of pd::compare_to_lowp_reference() (error <=
+/// 2 x that of the reference of the rounded inputs, both against the reference of the unrounded ones).
 struct Problem {
     gv::Shape s;
     int layers = 1;
@@ -227,8 +227,8 @@ int run(int argc, char** argv) {
             << " FLOP/byte (2 FLOPs per weight per token)\n";
     }
     // [ch03_cost]
-    out << "reference: CPU, double accumulation, the first and the last matrix of the stack; bf16 by the "
-           "FlashAttention rule (error <= 2 x that of the bf16-rounded reference)\n\n";
+    out << "reference: CPU, double accumulation, the first and the last matrix of the stack; bf16 within 2x "
+           "the error of rounding the inputs (the reference of the bf16 inputs against that of the fp32 ones)\n\n";
 
     // ---- every version: validated, then timed ----
     std::optional<pd::CublasHandle> cublas;  // no cuBLAS on the simulator, none needed with --check-only

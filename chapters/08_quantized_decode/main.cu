@@ -57,8 +57,10 @@ struct Options {
 // [ch08_bytes]
 /// Bytes a decode step of @p c reads from its weights in @p format: every linear layer's
 /// matrix (the LM head too), each at its own K, and one embedding row.
-double decode_weight_bytes(const pd::ModelConfig& c, Format format, int group) {
-    const auto matrix = [&](int n, int k) { return double(n) * k * qt::Layout{format, k, group}.bytes_per_weight(n); };
+double decode_weight_bytes(const pd::ModelConfig& c, Format format, int group, bool zero_point) {
+    const auto matrix = [&](int n, int k) {
+        return double(n) * k * qt::Layout{format, k, group, format == Format::int4 && zero_point}.bytes_per_weight(n);
+    };
     const int D = c.d_model, q = c.heads * c.head_dim, kv = c.kv_heads * c.head_dim;
     const double layer =
         matrix(q, D) + 2 * matrix(kv, D) + matrix(D, q) + 2 * matrix(c.ffn_dim, D) + matrix(D, c.ffn_dim);
@@ -69,19 +71,20 @@ double decode_weight_bytes(const pd::ModelConfig& c, Format format, int group) {
 // [ch08_cost]
 /// The bytes a decode step of @p config reads per sequence at @p context, per weight format, with
 /// a bf16 and an 8-bit KV cache (what fewer bytes per weight and per cached element buy).
-void print_bytes(std::ostream& out, const pd::ModelConfig& config, int context, int group) {
+void print_bytes(std::ostream& out, const pd::ModelConfig& config, int context, int group, bool zero_point) {
     const double kv_elements = 2.0 * config.layers * config.kv_heads * config.head_dim * context;
     const double kv_bf16 = 2 * kv_elements,
                  kv_8bit = kv_elements * (1 + 4.0 / config.head_dim);  // fp32 scale per (token, head)
-    const double bf16_weights = decode_weight_bytes(config, Format::bf16, group);
+    const double bf16_weights = decode_weight_bytes(config, Format::bf16, group, zero_point);
     out << "bytes one decode step of " << config.name << " reads per sequence at a context of " << context
-        << " (int4 in groups of " << group << "; an 8-bit cache keeps an fp32 scale per token and KV head):\n"
+        << " (int4 in groups of " << group << (zero_point ? " with a zero point" : "")
+        << "; an 8-bit cache keeps an fp32 scale per token and KV head):\n"
         << "  weights  bytes/param  weights     +bf16 KV    +8-bit KV   fewer than bf16 (weights, +8-bit KV)\n";
     const auto pad = [](std::string text, std::size_t width) {
         return text.append(width > text.size() ? width - text.size() : 0, ' ');
     };
     for (Format f : qt::all_formats()) {
-        const double w = decode_weight_bytes(config, f, group);
+        const double w = decode_weight_bytes(config, f, group, zero_point);
         out << "  " << pad(qt::to_string(f), 7) << fmt("%12.3f", w / config.parameter_count()) << "  "
             << pad(pd::format_bytes(w), 10) << "  " << pad(pd::format_bytes(w + kv_bf16), 10) << "  "
             << pad(pd::format_bytes(w + kv_8bit), 10) << "  " << fmt("%.2fx, ", bf16_weights / w)
@@ -348,7 +351,7 @@ int run(int argc, char** argv) {
     std::ostream& out = bench.out();
     if (o.bytes_only) {  // the table alone: nothing runs, no device needed
         bench.title();
-        print_bytes(out, config, o.context, o.group);
+        print_bytes(out, config, o.context, o.group, o.zero_point);
         return bench.finish(
             bench.report({{"model", config.name}, {"context", o.context}, {"group", o.group}}, {}, nullptr));
     }
@@ -357,7 +360,7 @@ int run(int argc, char** argv) {
     const double device_bytes = 4.0 * shape.w_elements() + 3.1 * o.layers * double(shape.w_elements()) +
                                 4.0 * o.layers * qt::kMaxQuantBatch * o.n + 2.0 * qt::kMaxQuantBatch * o.k;
     bench.device();
-    print_bytes(out, config, o.context, o.group);
+    print_bytes(out, config, o.context, o.group, o.zero_point);
     bench.require_fits(device_bytes, "the weight stacks, X and Y", "lower --layers, --n or --k");
     // Host memory: two fp32 draws, their bf16 copies and dequantized references, per format.
     pd::require_within(pd::kHostMemoryBudget, 24.0 * double(shape.w_elements()),

@@ -73,6 +73,34 @@ double expected_length(const sv::AcceptanceStats& s, double a) {
 }
 // [ch09_formula]
 
+/// Leviathan's formula alone, at a = --accept-rate and a verify pass that costs a decode step
+/// (c_v = 1): the speed-up at k = 1 ... 12 for a draft step of 5% and of 20% of a target step,
+/// and the best k of each. The runs' `formula` column is the same formula for the drafts they
+/// made (shorter near the end of a run), their `model x` the cost model's c_draft and c_v.
+std::string formula_key(int k) {
+    std::string key = "k";
+    return key.append(std::to_string(k));
+}
+std::vector<pd::Row> formula_rows(double a) {
+    std::vector<pd::Row> rows;
+    for (double c_draft : {0.05, 0.20}) {
+        pd::Row r;
+        r.result.kernel = "oracle";
+        r.result.passed = true;
+        r.point = {{"c_draft", pd::fmt("%.2f", c_draft)}};
+        int best = 1;
+        for (int k = 1; k <= 12; ++k) {
+            const double x = sv::predicted_speedup(a, k, c_draft, 1.0);
+            r.point[formula_key(k)] = pd::fmt("%.2f", x);
+            if (x > sv::predicted_speedup(a, best, c_draft, 1.0)) best = k;
+        }
+        r.point["best_k"] = best;
+        r.point["best_speedup"] = pd::fmt("%.2f", sv::predicted_speedup(a, best, c_draft, 1.0));
+        rows.push_back(r);
+    }
+    return rows;
+}
+
 // [ch09_cv]
 /// c_v = T(k + 1 tokens) / T(1 token): one verify pass of B sequences at context P against one
 /// decode step, both timed on the model (null when not timing).
@@ -390,6 +418,18 @@ int run(int argc, char** argv) {
             out << r.result.kernel << " k = " << r.point["k"] << ": " << r.point["tokens"].get<std::string>()
                 << (r.result.kernel == "oracle" ? "; its acceptance counts the steps before" : "") << "\n";
 
+    std::vector<pd::Row> formula;
+    if (std::any_of(rows.begin(), rows.end(), [](const pd::Row& r) { return r.result.kernel == "oracle"; })) {
+        formula = formula_rows(o.accept_rate);
+        std::vector<pd::Column> columns = {pd::Column::point("c_draft", "c_draft")};
+        for (int k = 1; k <= 12; ++k) columns.push_back(pd::Column::point("k=" + std::to_string(k), formula_key(k)));
+        columns.push_back(pd::Column::point("best k", "best_k"));
+        columns.push_back(pd::Column::point("speed-up", "best_speedup"));
+        out << "\nthe formula alone at a = " << o.accept_rate
+            << ", a verify pass as dear as a decode step: speed-up (1 - a^(k+1)) / ((1 - a)(k c_draft + 1))\n"
+            << pd::render(formula, columns);
+    }
+
     std::vector<pd::Row> sweep;
     if (o.sweep) {
         sweep = sweep_batch(bench, cm, o, config, mo.weights, P);
@@ -439,6 +479,7 @@ int run(int argc, char** argv) {
                                           {"cost_context", C},
                                           {"dtype", to_string(mo.weights)}},
                                          rows);
+    report["formula"] = bench.json(formula);
     report["sweep"] = bench.json(sweep);
     report["engine"] = bench.json(engine);
     if (!passed) {

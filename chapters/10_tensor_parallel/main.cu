@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -92,6 +93,22 @@ pd::Row split_run(pd::Bench& bench, const Options& o, const pd::ModelConfig& con
     model.warm_up();
     if (comms) comms->reset();
     const md::Generation g = tp > 1 ? md::generate_cached(model, prompt, P, G) : ref;
+    nlohmann::json point{{"tp", tp}};
+    if (tp > 1 && algorithm == md::AllReduceAlgorithm::ring) {
+        // lab 10: the same split on NCCL's all-reduce, untimed, to compare the ring's logits with, bit for bit
+        md::ModelOptions on_nccl = mo;
+        on_nccl.collectives = md::nccl_collectives(tp, false, md::AllReduceAlgorithm::nccl);
+        md::Model twin(config, on_nccl);
+        twin.init_synthetic(bench.options.seed);
+        const md::Generation n = md::generate_cached(twin, prompt, P, G);
+        std::size_t differ = 0;
+        for (std::size_t i = 0; i < g.logits.size() && i < n.logits.size(); ++i)
+            differ += std::memcmp(&g.logits[i], &n.logits[i], sizeof(float)) != 0;
+        point["ring_vs_nccl"] = {{"logits", g.logits.size()},
+                                 {"differing_bits", differ},
+                                 {"max_rel_diff", md::max_rel_diff(g.logits, n.logits)},
+                                 {"same_tokens", g.tokens == n.tokens}};
+    }
     // the check: fp32 within the rounding of the reordered sums (md::split_fp32_tolerance()) and
     // identical tokens; bf16 by chapter 04's rule for two generations
     bool ok = true;
@@ -110,17 +127,18 @@ pd::Row split_run(pd::Bench& bench, const Options& o, const pd::ModelConfig& con
     };
     double step_ms = 0, comm_ms = 0;
     for (int i = 1; i < G; ++i) step_ms += g.ms[std::size_t(i)] / (G - 1), comm_ms += pass_comm_ms(i) / (G - 1);
-    nlohmann::json point{{"tp", tp},
-                         {"max_rel_diff", rel},
-                         {"weights_gpu", pd::format_bytes(model.weight_bytes())},
-                         {"kv_token_gpu", pd::format_bytes(model.kv_bytes_per_token())},
-                         {"comm_bytes", model.communication().bytes}};
+    point["max_rel_diff"] = rel;
+    point["weights_gpu"] = pd::format_bytes(model.weight_bytes());
+    point["kv_token_gpu"] = pd::format_bytes(model.kv_bytes_per_token());
+    point["comm_bytes"] = model.communication().bytes;
     if (bench.timing()) {
         point["prefill_ms"] = fmt("%.3f", g.ms[0]);
         point["prefill_comm_ms"] = fmt("%.3f", pass_comm_ms(0));
-        point["comm_ms"] = fmt("%.3f", comm_ms);
-        point["compute_ms"] = fmt("%.3f", step_ms - comm_ms);
-        point["comm_share"] = comm_ms / step_ms;
+        if (G > 1) {  // --gen 1 makes no decode step
+            point["comm_ms"] = fmt("%.3f", comm_ms);
+            point["compute_ms"] = fmt("%.3f", step_ms - comm_ms);
+            point["comm_share"] = comm_ms / step_ms;
+        }
     }
     // the cost model's share for this model, batch and context on tp GPUs of --gpu: the target
     // on a multi-GPU machine is a measured share within 20% of it
@@ -130,7 +148,7 @@ pd::Row split_run(pd::Bench& bench, const Options& o, const pd::ModelConfig& con
         for (int b = 0; b < B; ++b) step.items.push_back({.request = b, .tokens = 1, .context = P + G / 2});
         const sv::CostModel::Breakdown br = cm.breakdown(step);
         point["model_comm_share"] = br.comm_s / br.total_s;
-        if (bench.timing() && !bench.sim())
+        if (bench.timing() && !bench.sim() && G > 1)
             point["within_20pct"] =
                 std::fabs(comm_ms / step_ms - br.comm_s / br.total_s) <= 0.2 * br.comm_s / br.total_s;
     }
@@ -161,6 +179,7 @@ nlohmann::json allreduce_table(pd::Bench& bench, const Options& o, int ranks, co
         row.result.passed = r.correct;
         passed = passed && r.correct;
         row.point = {{"bytes", fmt("%.0f", r.bytes)},
+                     {"sent", pd::format_bytes(2.0 * (ranks - 1) / ranks * r.bytes)},
                      {"time_us", fmt("%.2f", 1e6 * r.seconds)},
                      {"algbw", fmt("%.3f", r.algbw / 1e9)},
                      {"busbw", fmt("%.3f", r.busbw / 1e9)}};
@@ -174,11 +193,11 @@ nlohmann::json allreduce_table(pd::Bench& bench, const Options& o, int ranks, co
     out << "\nall-reduce (" << (o.allreduce == "ring" ? "lab 10's ring on ncclSend and ncclRecv" : "ncclAllReduce")
         << ", fp32 sum, out of place, each result checked) on " << ranks << " ranks"
         << (bench.sim() ? " (CPU figures)" : "") << ":\n"
-        << pd::render(shown,
-                      {pd::Column::point("bytes", "bytes"), pd::Column::point("time us", "time_us"),
-                       pd::Column::point("algbw GB/s", "algbw"), pd::Column::point("busbw GB/s", "busbw"), "status"})
-        << "algbw = bytes / time; busbw = algbw x 2 (n - 1) / n, the bytes each link carries in a ring "
-           "all-reduce (nccl-tests' definitions).\n";
+        << pd::render(shown, {pd::Column::point("bytes", "bytes"), pd::Column::point("sent/rank", "sent"),
+                              pd::Column::point("time us", "time_us"), pd::Column::point("algbw GB/s", "algbw"),
+                              pd::Column::point("busbw GB/s", "busbw"), "status"})
+        << "sent/rank: what each rank sends in a ring all-reduce, 2 (n - 1) / n x bytes; algbw = bytes / time; "
+           "busbw = algbw x 2 (n - 1) / n, the rate each link carries (nccl-tests' definitions).\n";
     nlohmann::json j{{"ranks", ranks}, {"rows", table}};
     if (bench.sim() || rows.size() < 2) return j;
     // the fit, against the cost model's term: alpha + 2 (n - 1) / n x bytes / busbw
@@ -214,9 +233,10 @@ nlohmann::json cost_model_shares(pd::Bench& bench, const Options& o) {
         for (int b = 0; b < B; ++b) step.items.push_back({.request = b, .tokens = 1, .context = o.cost_context});
         const sv::CostModel::Breakdown br = cm.breakdown(step);
         out << "  B = " << fmt("%2.0f", B) << ": step " << fmt("%.3f", 1e3 * br.total_s) << " ms = max(compute "
-            << fmt("%.3f", 1e3 * br.compute_s) << ", memory " << fmt("%.3f", 1e3 * br.memory_s) << ") + all-reduces "
+            << fmt("%.3f", 1e3 * br.compute_s) << ", memory " << fmt("%.3f", 1e3 * br.memory_s) << ") + collectives "
             << fmt("%.3f", 1e3 * br.comm_s) << " ms: communication " << fmt("%.1f", 100 * br.comm_s / br.total_s)
-            << "% (" << 2 * c.layers << " all-reduces of " << pd::format_bytes(2.0 * B * c.d_model) << ")\n";
+            << "% (" << 2 * c.layers + 1 << " all-reduces of " << pd::format_bytes(2.0 * B * c.d_model)
+            << ", an all-gather of " << pd::format_bytes(2.0 * B * c.vocab) << ")\n";
         shares.push_back(
             {{"batch", B}, {"total_s", br.total_s}, {"comm_s", br.comm_s}, {"share", br.comm_s / br.total_s}});
     }
@@ -228,11 +248,12 @@ nlohmann::json cost_model_shares(pd::Bench& bench, const Options& o) {
         const pd::ModelConfig part = md::shard_config(c, tp);
         const double weights = 2.0 * c.parameter_count() / tp;  // every matrix split (the norms are a rounding error)
         const double kv = part.kv_bytes_per_token(2), free = 0.9 * gpu.memory_gb * 1e9 - weights;
-        const double tokens = free > 0 ? free / kv : 0;
+        // what fits is a floor: a token's cache, or a sequence's, either fits whole or not at all
+        const double tokens = free > 0 ? std::floor(free / kv) : 0;
         out << "  TP " << tp << ": weights " << pd::format_bytes(weights) << ", KV " << pd::format_bytes(kv)
             << " per token -> "
-            << (free > 0 ? fmt("%.0f", tokens) + " tokens (" + fmt("%.0f", tokens / o.cost_context) + " sequences of " +
-                               std::to_string(o.cost_context) + ")"
+            << (free > 0 ? fmt("%.0f", tokens) + " tokens (" + fmt("%.0f", std::floor(tokens / o.cost_context)) +
+                               " sequences of " + std::to_string(o.cost_context) + ")"
                          : std::string("the weights do not fit"))
             << "\n";
         memory.push_back({{"tp", tp}, {"weights_bytes", weights}, {"kv_bytes_per_token", kv}, {"tokens", tokens}});
@@ -366,6 +387,14 @@ int run(int argc, char** argv) {
         << (bench.sim() ? "; on the simulator the ranks' kernels take turns on the CPU, so these are CPU figures" : "")
         << "; model comm: the cost model's share for this model and batch on as many " << o.gpu
         << " GPUs (the target: a measured share within 20% of it, on a multi-GPU machine).\n";
+    for (const pd::Row& r : rows)  // --allreduce ring: the ring's logits against NCCL's
+        if (r.point.contains("ring_vs_nccl")) {
+            const nlohmann::json& c = r.point["ring_vs_nccl"];
+            out << "ring against NCCL's all-reduce, " << r.result.kernel << ": "
+                << c["differing_bits"].get<std::size_t>() << " of " << c["logits"].get<std::size_t>()
+                << " logits differ in their bits, max rel diff " << fmt("%.3g", c["max_rel_diff"].get<double>()) << ", "
+                << (c["same_tokens"].get<bool>() ? "the same tokens" : "other tokens") << "\n";
+        }
 
     nlohmann::json allreduce = nullptr;
     if (tps.back() == 1)

@@ -219,25 +219,33 @@ void add_options(pd::Bench& bench, Options& o) {
 }
 
 // [ch11_links]
-/// What one prompt's cache costs on each link, beside its prefill on one instance.
+/// What one prompt's cache costs on each link, beside its prefill on one instance: the transfer
+/// after the prefill and layer by layer, both as lab 11's schedule_transfers() times them.
 void link_table(std::ostream& out, const Options& o, const sv::Cluster& c) {
     const double per_token = c.cost.model.kv_bytes_per_token(c.cost.kv_bytes_per_element);
     const int P = static_cast<int>(o.w.prompt_len);
     sv::Step prompt;
     prompt.items.push_back({.request = 0, .tokens = P, .context = 0, .prefill = true});
     const double prefill_s = sv::CostModel(sv::instance_cost(c, 1)).run(prompt);
-    pd::Table t({"link", "GB/s", "latency us", "transfer ms", "of the prefill"});
+    const std::vector<sv::TransferJob> job = {
+        {.prefill_start_s = 0, .prefill_end_s = prefill_s, .bytes = per_token * P, .layers = c.cost.model.layers}};
+    pd::Table t({"link", "GB/s", "latency us", "transfer ms", "of the prefill", "layer by layer ms"});
     std::string sources;
     for (const sv::LinkPreset& l : sv::link_presets()) {
-        const double s = l.latency_s + per_token * P / l.bytes_per_s;
-        t.add_row({l.name, fmt("%.1f", l.bytes_per_s / 1e9), fmt("%.0f", l.latency_s * 1e6), fmt("%.2f", s * 1e3),
-                   fmt("%.0f%%", s / prefill_s * 100)});
+        const sv::LinkModel link{.bytes_per_s = l.bytes_per_s, .latency_s = l.latency_s};
+        const double after = sv::schedule_transfers(job, link, false)[0].end_s - prefill_s;
+        const double layered = sv::schedule_transfers(job, link, true)[0].end_s - prefill_s;
+        t.add_row({l.name, fmt("%.1f", l.bytes_per_s / 1e9), fmt("%.0f", l.latency_s * 1e6), fmt("%.2f", after * 1e3),
+                   fmt("%.0f%%", after / prefill_s * 100), fmt("%.2f", layered * 1e3)});
         sources += "  " + l.name + ": " + l.source + "\n";
     }
     out << "\nthe transfer: " << pd::format_bytes(per_token) << " of K and V per token, "
         << pd::format_bytes(per_token * P) << " for a " << P << "-token prompt, whose prefill takes "
         << fmt("%.1f ms", prefill_s * 1e3) << " on one " << c.gpu.name << " (cost model):\n"
-        << t.render() << "GB/s: one direction, per GPU; latency: a transfer's fixed cost (a setting). Sources:\n"
+        << t.render()
+        << "GB/s: one direction, per GPU; latency: a transfer's fixed cost (a setting); transfer ms: after the "
+           "prefill; layer by layer ms: its end after the prefill's, sent in "
+        << c.cost.model.layers << " parts as the layers finish (both by lab 11's schedule_transfers()). Sources:\n"
         << sources;
 }
 // [ch11_links]

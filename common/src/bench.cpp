@@ -44,6 +44,10 @@ Bench::Bench(std::string chapter, std::string title, const std::string& descript
         options.warmup = 1;
     }
     add_common_options(app, options, names_of(versions_));
+    // `--help` says what each version is: its one change to its predecessor
+    std::string kernels = versions_.empty() ? "Kernel version to run, or all" : "Kernel version to run, or all:";
+    for (const Version& v : versions_) kernels += "\n  " + v.name + ": " + v.change;
+    app.get_option("--kernel")->description(kernels);
 }
 
 void Bench::add_dtype_option(bool quantized_weights) {

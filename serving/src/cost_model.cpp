@@ -107,12 +107,22 @@ CostModel::Breakdown CostModel::breakdown(const Step& step) const {
     b.memory_s = b.bytes / (config_.bandwidth_efficiency * mc.bytes_per_s);
     b.overhead_s = config_.step_overhead_s;
     if (mc.gpus > 1 && config_.communication) {
-        // Megatron-style tensor parallelism: one all-reduce of the [T, D] activations after the
-        // attention output projection and one after the FFN's down projection, in every layer.
-        const double n = mc.gpus;
-        const double message = tokens * m.d_model * config_.activation_bytes_per_element;
-        const double one = config_.allreduce_latency_s + 2 * (n - 1) / n * message / config_.allreduce_bus_bytes_per_s;
-        b.comm_s = 2.0 * m.layers * one;
+        // Megatron-style tensor parallelism, 2L + 2 collectives a pass: an all-reduce of the
+        // [T, D] activations after the vocabulary-split embedding, after every layer's attention
+        // output projection and after its FFN's down projection (2L + 1), and an all-gather of
+        // the vocabulary-split logits of the rows that emit.
+        const double n = mc.gpus, bytes = config_.activation_bytes_per_element;
+        double emitting = 0;
+        for (const StepItem& i : items) emitting += i.emits ? i.logits : 0;
+        // nccl-tests' bus bandwidth: an all-reduce of S bytes moves 2 (n - 1) / n S per GPU,
+        // an all-gather of S bytes (the whole result) (n - 1) / n S
+        const double message = tokens * m.d_model * bytes;
+        const double allreduce =
+            config_.allreduce_latency_s + 2 * (n - 1) / n * message / config_.allreduce_bus_bytes_per_s;
+        const double gathered = emitting * m.vocab * bytes;
+        const double allgather =
+            config_.allreduce_latency_s + (n - 1) / n * gathered / config_.allreduce_bus_bytes_per_s;
+        b.comm_s = (2.0 * m.layers + 1) * allreduce + (emitting > 0 ? allgather : 0);
     }
     b.total_s = std::max(b.compute_s, b.memory_s) + b.overhead_s + b.comm_s;
     return b;

@@ -1,7 +1,7 @@
 // What a chapter reports: the roofline floor and bound of a cost against this run's roofs, the
-// JSON of a result row (schema of DESIGN.md section 4, nulls for what does not apply, the
-// baseline alias and the sweep point merged in), the table columns and their formatting, the
-// rendered table and the chapter report.
+// JSON of a result row (schema in CONTRIBUTING.md's conventions of a chapter program, nulls for what does not apply,
+// the baseline alias and the sweep point merged in), the table columns and their formatting, the rendered table and the
+// chapter report.
 #include "pd/report.hpp"
 
 #include <catch2/catch.hpp>

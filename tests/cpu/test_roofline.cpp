@@ -42,7 +42,8 @@ TEST_CASE("basic roofline quantities match hand computation", "[roofline]") {
     CHECK(std::string(rl::to_string(rl::Bound::Memory)) == "memory-bound");
 }
 
-TEST_CASE("DESIGN.md example: 7B fp32, B=1, S=2000 gives intensities 1000 and 0.5", "[roofline][calculator]") {
+TEST_CASE("chapter 00's worked example: 7B fp32, B=1, S=2000 gives intensities 1000 and 0.5",
+          "[roofline][calculator]") {
     const rl::Analysis a = rl::analyze(dense(7e9, 4, 1, 2000), h200());
     CHECK(a.prefill.intensity == Approx(1000));  // 2*B*S/b
     CHECK(a.decode.intensity == Approx(0.5));    // 2*B/b

@@ -4,6 +4,7 @@
 // <= 0.01), and two wrong acceptance rules measured by the same harness fail that bound; the
 // oracle draft's tokens per target step against Leviathan et al.'s formula; prompt lookup, the
 // acceptance metrics and the formulas on hand values, and their bad arguments.
+#include <cstdio>
 #include "pd/philox.hpp"
 #include "pd/serving/speculative.hpp"
 
@@ -206,6 +207,13 @@ TEST_CASE("speculative: the rejection sampler keeps the target's distribution, a
                                                        << tv_to_row(inverted.first, p, 0, V));
         CHECK(tv_to_row(from_p.first, p, 0, V) > 0.01);
         CHECK(tv_to_row(inverted.first, p, 0, V) > 0.01);
+        // what chapter 09's page points its question at: the measurement beside the bound
+        std::printf(
+            "k = %d, %d steps: the first token's TV to p_0 %.4f, the second's to p_1 %.4f (bound 0.01); "
+            "first draft token kept %.4f, expected sum min(p, q) = %.4f; wrong rules: the correction from "
+            "p, TV %.3f; min(1, q/p), TV %.3f\n",
+            k, trials, tv0, tv1, right.first_kept, overlap(p, q, V), tv_to_row(from_p.first, p, 0, V),
+            tv_to_row(inverted.first, p, 0, V));
     }
 }
 

@@ -2,11 +2,11 @@
 // row's logsumexp): every version of flash_versions() that takes the input type, on shapes
 // around the tiles (Sq, Sk in 1, 17, 127, 128, 129, 1000, Sq != Sk), causal and not, GQA groups
 // 1, 4 and 8, head dims 64 and 128 (and 48 for the SIMT versions); fp32 inputs by the fp32 rule,
-// bf16 inputs by the FlashAttention rule (the error at most twice that of the reference on the
-// rounded inputs). Outputs and logsumexp are poisoned with guards past their ends; a rerun gives
-// the same bits; the split-KV form against the same reference for a few queries over a long
-// context; bad shapes and names rejected naming the parameter. (The varlen and paged forms are
-// v3's body: test_varlen_attention.cpp and test_paged_attention.cpp.)
+// bf16 inputs by the low-precision rule (the error at most twice that of the reference on the
+// rounded inputs, both against the reference of the unrounded ones). Outputs and logsumexp are poisoned with guards
+// past their ends; a rerun gives the same bits; the split-KV form against the same reference for a few queries over a
+// long context; bad shapes and names rejected naming the parameter. (The varlen and paged forms are v3's body:
+// test_varlen_attention.cpp and test_paged_attention.cpp.)
 #include "attention/flash_attention.hpp"
 #include "attention_reference.hpp"
 #include "guard_check.hpp"

@@ -134,7 +134,7 @@ References references(const Inputs& in, const gv::Shape& s) {
 
 /// Which rule a check applies.
 enum class Rule {
-    close,  ///< fp32: Tolerance::fp32(); bf16: the FlashAttention rule (2 x the bf16-input reference's error)
+    close,  ///< fp32: Tolerance::fp32(); bf16: the low-precision rule (2 x the bf16-input reference's error)
     exact   ///< bitwise equal to the reference (small-integer inputs)
 };
 

@@ -29,7 +29,8 @@ constexpr const char* kWhere = "lab 07: flash_simt_tiles_kernel in <lab tree>/07
 constexpr std::size_t kGuard = 32;  // poisoned floats after O and after the logsumexp
 
 /// v1 on inputs of type T (uniform in [-2, 2) for Q and K, times @p scale for Q) against the
-/// reference: fp32 by |out - ref| <= 1e-4 + 1e-4 |ref|, bf16 by the FlashAttention rule.
+/// reference: fp32 by |out - ref| <= 1e-4 + 1e-4 |ref|, bf16 by the low-precision rule
+/// (pd::compare_to_lowp_reference()).
 template <typename T>
 void check_v1(const att::Shape& s, std::uint64_t seed, float scale = 1.f) {
     constexpr bool kBf16 = std::is_same_v<T, bf16>;

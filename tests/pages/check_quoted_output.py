@@ -22,7 +22,23 @@ fails here. Blocks that show the CUDA build without a GPU are skipped (the runti
 depends on the machine's driver, and a machine with a GPU prints its device instead), as are
 blocks whose program was not built; the check fails if no block at all was compared.
 
-usage: check_quoted_output.py BIN_DIR PAGE...
+The questions of a page (the numbered items of a section whose heading starts with
+`## Questions`) are checked too, where a page marks them: with --questions, every question must
+carry at least one marker, a line
+
+    Answered by `PROGRAM ARGS`: row `R`, column `C`.
+    Answered by `PROGRAM ARGS`: the line `TEXT`.
+    Answered by `PROGRAM ARGS`: the error `TEXT`.
+
+(the program as the page runs it: `build/bin/...`, `build-lab/bin/...` or its bare name,
+settings such as `PD_SIM_DEVICES=4` before it). The command runs (once, however many blocks and
+markers name it) and its output must hold what the marker names: a table (a header row over a
+rule of dashes) with the column `C`, a row whose first cells read `R` (with `C`: that row's cell
+of `C`, not `-`), a line containing `TEXT`, or, for a question about what a program refuses,
+exit status 2 with `TEXT` in its error message. So a question whose command cannot show the answer,
+or whose output changed under it, fails here.
+
+usage: check_quoted_output.py [--questions] BIN_DIR PAGE...
 """
 import os
 import re
@@ -110,41 +126,134 @@ def quoted_runs(path):
     return runs
 
 
+# A question's marker: "Answered by `COMMAND`: ..." and its parts (row `R`, column `C`, the line `T`).
+MARKER = re.compile(r"Answered by `([^`]+)`:(.*)")
+MARKER_PART = re.compile(r"\b(row|column|line|error) `([^`]+)`")
+QUESTION = re.compile(r"^(\d+)\. ")
+
+
+def questions(path):
+    """(line number, number, [(line number, command, [(kind, text)])]) of every numbered item of
+    the page's `## Questions` sections."""
+    lines = open(path, encoding="utf-8").read().split("\n")
+    found, inside, fenced = [], False, False
+    for i, line in enumerate(lines, 1):
+        if line.startswith("```"):
+            fenced = not fenced
+        if fenced:
+            continue
+        if line.startswith("#"):
+            inside = line.startswith("## Questions")
+            continue
+        if not inside:
+            continue
+        if m := QUESTION.match(line):
+            found.append((i, m.group(1), []))
+        elif found and line and not line.startswith(" "):
+            found.append((i, None, []))  # a paragraph after the list: not a question
+        if found and found[-1][1] is not None:
+            for m in MARKER.finditer(line):
+                found[-1][2].append((i, m.group(1), MARKER_PART.findall(m.group(2))))
+    return [q for q in found if q[1] is not None]
+
+
+def tables(lines):
+    """The tables of an output: (header cells, [row cells]) for each header over a rule of dashes."""
+    found = []
+    for i in range(1, len(lines)):
+        if re.fullmatch(r"-{4,}", lines[i].rstrip()) and lines[i - 1].strip():
+            header, rows = cells(lines[i - 1]), []
+            for line in lines[i + 1:]:
+                row = cells(line)
+                if not line.strip() or len(row) != len(header):
+                    break
+                rows.append(row)
+            found.append((header, rows))
+    return found
+
+
+def row_is(row, name):
+    """Whether a row's first cells, joined by spaces, read name."""
+    joined = " ".join(row)
+    return joined == name or joined.startswith(name + " ")
+
+
+def marker_holds(parts, output):
+    """None when the output shows what the marker's parts name, else what it lacks."""
+    lines = output.rstrip("\n").split("\n")
+    kinds = {}
+    for kind, text in parts:
+        kinds.setdefault(kind, []).append(text)
+    if not parts:
+        return "the marker names no row, column or line"
+    for text in kinds.get("line", []):
+        if not any(text in line for line in lines):
+            return f"no line contains {text!r}"
+    columns, rows = kinds.get("column", []), kinds.get("row", [])
+    if not columns and not rows:
+        return None
+    for header, body in tables(lines):
+        if any(c not in header for c in columns):
+            continue
+        if not rows:
+            if body:
+                return None
+            continue
+        for name in rows:
+            match = [r for r in body if row_is(r, name)]
+            if not match or any(all(r[header.index(c)] == "-" for r in match) for c in columns):
+                break
+        else:
+            return None
+    what = " and ".join([f"column {c!r}" for c in columns] + [f"row {r!r}" for r in rows])
+    return f"no table of the output has {what}" + (" with a value" if columns and rows else "")
+
+
 # `$ build/bin/<program> ...`, after environment settings such as `PD_SIM_DEVICES=4 ` (chapter 10's
 # virtual devices), which the run gets too.
 QUOTED_COMMAND = re.compile(r"^\$ (?:[A-Z_][A-Z0-9_]*=\S+ )*build/bin/")
 
 
 def main():
-    if len(sys.argv) < 3:
+    argv = sys.argv[1:]
+    check_questions = "--questions" in argv
+    argv = [a for a in argv if a != "--questions"]
+    if len(argv) < 2:
         print(__doc__)
         return 2
-    bin_dir, pages = sys.argv[1], sys.argv[2:]
+    bin_dir, pages = argv[0], argv[1:]
     env = dict(os.environ, PD_SIM_THREADS="2")
     compared, failures, runs = 0, [], {}
+
+    def run_of(command, where):
+        """The run of a page's command (once per command), or None when its program is not built."""
+        args = shlex.split(command, comments=True)
+        settings = {}
+        while args and re.match(r"^[A-Z_][A-Z0-9_]*=", args[0]):
+            name, value = args.pop(0).split("=", 1)
+            settings[name] = value
+        program = os.path.join(bin_dir, os.path.basename(args[0]))
+        if not os.path.exists(program):
+            print(f"skipped {where}: {args[0]} is not built here")
+            return None, args
+        # a page may quote two parts of one run (the same command, told apart by their comments),
+        # and a question name it again: the program runs once for all
+        key = (program, tuple(args[1:]), tuple(sorted(settings.items())))
+        if key not in runs:
+            runs[key] = subprocess.run([program] + args[1:], capture_output=True, text=True,
+                                       env=dict(env, **settings), timeout=300)
+        return runs[key], args
+
     for page in pages:
         for line_no, command, quoted in quoted_runs(page):
             where = f"{page}:{line_no}"
-            args = shlex.split(command, comments=True)
-            settings = {}
-            while args and re.match(r"^[A-Z_][A-Z0-9_]*=", args[0]):
-                name, value = args.pop(0).split("=", 1)
-                settings[name] = value
-            program = os.path.join(bin_dir, os.path.basename(args[0]))
-            if not os.path.exists(program):
-                print(f"skipped {where}: {args[0]} is not built here")
-                continue
             if any("no CUDA device" in q for q in quoted):
                 print(f"skipped {where}: it shows the CUDA build without a GPU, whose message depends on the "
                       "machine's driver (and on a machine with a GPU the program prints its device instead)")
                 continue
-            # a page may quote two parts of one run (the same command, told apart by their comments):
-            # the program runs once for both
-            key = (program, tuple(args[1:]), tuple(sorted(settings.items())))
-            if key not in runs:
-                runs[key] = subprocess.run([program] + args[1:], capture_output=True, text=True,
-                                           env=dict(env, **settings), timeout=300)
-            run = runs[key]
+            run, args = run_of(command, where)
+            if run is None:
+                continue
             if run.returncode != 0:
                 failures.append(f"{where}: `{command}` exited with {run.returncode}:\n{run.stderr}")
                 continue
@@ -159,12 +268,42 @@ def main():
             failures.append(f"{where}: the page quotes output that `{command}` does not print"
                             + (f"; first quoted line not printed: {hint!r}" if hint else "")
                             + "\n--- the program printed ---\n" + run.stdout)
+        for line_no, number, markers in questions(page) if check_questions else []:
+            if not markers:
+                failures.append(f"{page}:{line_no}: question {number} names no output that answers it "
+                                "(a line \"Answered by `COMMAND`: row `R`, column `C`.\")")
+                continue
+            for marker_line, command, parts in markers:
+                where = f"{page}:{marker_line}"
+                run, _ = run_of(command, where)
+                if run is None:
+                    continue
+                compared += 1
+                errors = [text for kind, text in parts if kind == "error"]
+                if errors:  # a refusal: exit status 2, naming what it refuses
+                    missing = [t for t in errors if t not in run.stderr]
+                    if run.returncode == 2 and not missing:
+                        print(f"ok {where}: question {number}: {command} (refused)")
+                    else:
+                        failures.append(f"{where}: question {number}'s `{command}` exited with {run.returncode}, not 2"
+                                        f" naming {missing or errors}:\n{run.stderr}")
+                    continue
+                if run.returncode != 0:
+                    failures.append(f"{where}: question {number}'s `{command}` exited with {run.returncode}:\n"
+                                    f"{run.stderr}")
+                    continue
+                lacks = marker_holds(parts, run.stdout)
+                if lacks is None:
+                    print(f"ok {where}: question {number}: {command}")
+                    continue
+                failures.append(f"{where}: question {number}'s `{command}` does not answer it: {lacks}"
+                                "\n--- the program printed ---\n" + run.stdout)
     for f in failures:
         print("FAILED " + f)
     if compared == 0:
-        print("FAILED: no quoted run was compared (are the programs built?)")
+        print("FAILED: no quoted run or question was compared (are the programs built?)")
         return 1
-    print(f"{compared} quoted runs compared, {len(failures)} differ")
+    print(f"{compared} quoted runs and questions compared, {len(failures)} differ")
     return 1 if failures else 0
 
 

@@ -1,7 +1,7 @@
 /// @file report.hpp
 /// @brief What a chapter reports: the cost and roofs a kernel is judged by, one result row per
-/// version, the results table and the JSON object (schema: DESIGN.md section 4). Host code,
-/// backend-independent; pd/bench.hpp fills the rows.
+/// version, the results table and the JSON object (schema: CONTRIBUTING.md, "Conventions of a chapter program"). Host
+/// code, backend-independent; pd/bench.hpp fills the rows.
 #pragma once
 
 #include "pd/half.hpp"

@@ -13,8 +13,10 @@
 ///   2 d for P V); an item of `tokens` queries after `context` cached positions attends, causally,
 ///   to context + i + 1 keys for query i, so context * tokens + tokens (tokens + 1) / 2 pairs;
 /// * **KV cache**: every item reads its context's K and V and writes its new tokens' K and V;
-/// * **tensor parallelism** (machine.gpus > 1): two all-reduces of the [T, D] activations per
-///   layer (after the attention output projection and after the FFN's down projection);
+/// * **tensor parallelism** (machine.gpus > 1): 2L + 2 collectives a pass, as chapter 10's model
+///   makes them: an all-reduce of the [T, D] activations after the vocabulary-split embedding and
+///   two per layer (after the attention output projection and after the FFN's down projection),
+///   and an all-gather of the vocabulary-split logits of the rows that emit (rows x V);
 ///
 /// time = max(compute_s, memory_s) + overhead_s + comm_s, with compute at
 /// compute_efficiency x the machine's bf16 tensor rate and memory at bandwidth_efficiency x its
@@ -56,7 +58,7 @@ struct CostModelConfig {
     double compute_efficiency = 0.80;
     /// Fraction of machine.bytes_per_s that the step's weight and cache reads reach. Default
     /// 0.81 = 0.90 x 0.90: the course's target for a memory-bound kernel is 0.90 of a
-    /// device-to-device copy (CRAFT.md and chapter 03: decode GEMV at B = 1), and a large copy
+    /// device-to-device copy (chapter 03's target for decode GEMV at B = 1), and a large copy
     /// reaches about 0.90 of the datasheet bandwidth on HBM GPUs (a lead until chapter 00's
     /// measured copy ratio is recorded for the device).
     double bandwidth_efficiency = 0.81;
@@ -70,9 +72,12 @@ struct CostModelConfig {
     /// Whether tensor parallelism (machine.gpus > 1) pays for its all-reduces; false models an
     /// ideal split (chapter 00's machine_from()).
     bool communication = true;
-    /// Fixed latency of one all-reduce, seconds. Default 10 us: vLLM's custom all-reduce on
-    /// 8 x H100, 512 B to 32 KB messages, measured at 9.3 to 11.8 us (sgl-project/sglang pull
-    /// request 2904, "unit test performance in H100").
+    /// Fixed latency of one collective (all-reduce or all-gather), seconds. Default 10 us:
+    /// vLLM's custom all-reduce on 8 x H100, 512 B to 32 KB messages, measured at 9.3 to 11.8 us
+    /// without CUDA graphs (sgl-project/sglang pull request 2904, "unit test performance in
+    /// H100", its "w/o CUDA graph" column). The figure therefore includes a launch each, while
+    /// step_overhead_s = 0 assumes graph replay: the default charges a graph-replaying engine's
+    /// communication at the measured, launched latency, an upper estimate.
     double allreduce_latency_s = 10e-6;
     /// All-reduce bus bandwidth (nccl-tests "busBw"), bytes/s: an all-reduce of S bytes on n GPUs
     /// moves 2 (n - 1) / n x S at this rate. Default 480 GB/s: the peak NCCL reaches with NVLink
