@@ -118,6 +118,7 @@ function(pd_add_sim_chapter target sources)
   add_library(${target}-objects OBJECT ${rewritten})
   target_link_libraries(${target}-objects PRIVATE ${ARG_LIBRARIES} pd_model_sim pd_serving pd_runtime_sim pd_reference
                                                   pd_core pd_warnings)
+  pd_chapter_code(${target}-objects)
   add_executable(${target} $<TARGET_OBJECTS:${target}-objects>)
   target_link_libraries(${target} PRIVATE ${ARG_LIBRARIES} pd_model_sim pd_kernels_sim pd_serving pd_runtime_sim
                                           pd_reference pd_core)

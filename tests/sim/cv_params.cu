@@ -99,5 +99,7 @@ int main() {
     CHECK(ok_f);
     CHECK(ok_seen);
     CHECK(hc[0] == 96 && hc[1] == 96);
+    for (void* p : {(void*)a, (void*)b, (void*)f, (void*)flag, (void*)data, (void*)seen, (void*)counter})
+        CUDA_OK(cudaFree(p));
     return conformance::finish();
 }

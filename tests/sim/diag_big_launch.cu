@@ -21,5 +21,6 @@ int main() {
     one_each<<<64, 1>>>(out);
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
+    CUDA_OK(cudaFree(out));
     return conformance::finish();
 }

@@ -112,5 +112,6 @@ int main() {
     turing_ok<<<1, 32>>>(ah, ah, c, r);
     CUDA_OK(cudaGetLastError());
     CUDA_OK(cudaDeviceSynchronize());
+    for (void* p : {(void*)out, (void*)src, (void*)c, (void*)ab, (void*)ah, (void*)r}) CUDA_OK(cudaFree(p));
     return conformance::finish();
 }
