@@ -60,6 +60,14 @@ if(PD_ENABLE_CUDA AND CMAKE_CUDA_COMPILER)
       set(CMAKE_CUDA_ARCHITECTURES ${PD_CUDA_ARCHITECTURES_NO_GPU} CACHE STRING
           "CUDA architectures (no GPU was visible: PD_CUDA_ARCHITECTURES_NO_GPU)")
     endif()
+    # Without a GPU the CUDA programs and test binaries are built to be compiled, never run here
+    # (their tests are skipped): pd_test_code() and pd_chapter_code() build their own host code
+    # at -O0 then (the kernels, the libraries and every simulator target keep their flags).
+    if(_pd_gpu_visible)
+      set(PD_CUDA_COMPILE_ONLY OFF CACHE INTERNAL "")
+    else()
+      set(PD_CUDA_COMPILE_ONLY ON CACHE INTERNAL "")
+    endif()
   endif()
   enable_language(CUDA)
   # C++20 in device code too. CMake 3.25 does not know nvcc's C++20 flag (later versions do),

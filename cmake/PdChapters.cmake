@@ -32,11 +32,14 @@ endfunction()
 # harness's calls, tables; its kernels, references, model and cost model are libraries that keep
 # the build's flags) and compiles at -O1 in the optimised builds instead of -O3, as the tests'
 # code does (pd_test_code()): chapter 07's main.cu 13.1 s at -O3, 9.0 s at -O1, for programs
-# that spend their time in the libraries.
-function(pd_chapter_code)
-  foreach(target IN LISTS ARGN)
-    target_compile_options(${target} PRIVATE $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:Release,RelWithDebInfo>>:-O1>)
-  endforeach()
+# that spend their time in the libraries. pd_chapter_code(<target> CUDA): the CUDA program, only
+# compiled in a build without a GPU (PD_CUDA_COMPILE_ONLY): -O0 there.
+function(pd_chapter_code target)
+  set(level -O1)
+  if(PD_CUDA_COMPILE_ONLY AND "CUDA" IN_LIST ARGN)
+    set(level -O0)
+  endif()
+  target_compile_options(${target} PRIVATE $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:Release,RelWithDebInfo>>:${level}>)
 endfunction()
 
 function(add_chapter name)
@@ -66,7 +69,7 @@ function(add_chapter name)
       add_executable(${target} ${ARG_SOURCES})
       target_link_libraries(${target} PRIVATE ${extra} pd_model_cuda pd_kernels_cuda pd_serving pd_runtime_cuda
                                               pd_reference pd_core CUDA::cublas pd_warnings)
-      pd_chapter_code(${target})
+      pd_chapter_code(${target} CUDA)
       # Smoke test on a GPU; CTest reports it as skipped (exit 77) where there is none.
       add_test(NAME ${program}.cuda.smoke
                COMMAND sh ${PROJECT_SOURCE_DIR}/cmake/run-if-device.sh $<TARGET_FILE:pd_device_query>
@@ -78,7 +81,7 @@ function(add_chapter name)
         add_executable(${target}-grade EXCLUDE_FROM_ALL ${ARG_SOURCES})
         target_link_libraries(${target}-grade PRIVATE pd_model_grade_cuda pd_kernels_grade_cuda pd_serving
                                                       pd_runtime_cuda pd_reference pd_core CUDA::cublas pd_warnings)
-        pd_chapter_code(${target}-grade)
+        pd_chapter_code(${target}-grade CUDA)
         add_dependencies(grade-cuda ${target}-grade ${target})
       endif()
     else()

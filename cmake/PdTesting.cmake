@@ -19,9 +19,15 @@ file(CONFIGURE OUTPUT ${PROJECT_BINARY_DIR}/CTestConfiguration.ini
 # of compile at -O3, about a quarter less at -O1 (some 35 s of the build on 2 cores). The
 # sanitizer build (RelWithDebInfo at -O1) is unchanged. Not for tests/sim: its programs are
 # kernels.
+# A CUDA test binary (a name ending in _cuda) of a build without a GPU is only compiled, never
+# run: -O0 (PD_CUDA_COMPILE_ONLY, cmake/PdBackends.cmake).
 function(pd_test_code)
   foreach(target IN LISTS ARGN)
-    target_compile_options(${target} PRIVATE $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:Release,RelWithDebInfo>>:-O1>)
+    set(level -O1)
+    if(PD_CUDA_COMPILE_ONLY AND target MATCHES "_cuda$")
+      set(level -O0)
+    endif()
+    target_compile_options(${target} PRIVATE $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:Release,RelWithDebInfo>>:${level}>)
   endforeach()
 endfunction()
 

@@ -89,8 +89,12 @@ std::string format_number(std::optional<double> v, int digits) {
 }
 
 double percentile(std::vector<double> values, double p) {
-    if (values.empty()) return 0;
     std::sort(values.begin(), values.end());
+    return sorted_percentile(values, p);
+}
+
+double sorted_percentile(const std::vector<double>& values, double p) {
+    if (values.empty()) return 0;
     const double x = std::clamp(p, 0.0, 100.0) / 100.0 * double(values.size() - 1);
     const std::size_t i = std::size_t(x);
     return i + 1 < values.size() ? values[i] + (x - double(i)) * (values[i + 1] - values[i]) : values.back();

@@ -51,10 +51,13 @@ Stats stats_of(std::vector<double> values) {
     if (values.empty()) return s;
     s.count = static_cast<int>(values.size());
     s.mean = std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
-    s.max = *std::max_element(values.begin(), values.end());
-    s.p50 = percentile(values, 50);
-    s.p90 = percentile(values, 90);
-    s.p99 = percentile(std::move(values), 99);
+    // sorted once for the three (pd::percentile() sorts its copy: three sorts of every
+    // inter-token latency of a replay were a fifth of a long review's time)
+    std::sort(values.begin(), values.end());
+    s.max = values.back();
+    s.p50 = sorted_percentile(values, 50);
+    s.p90 = sorted_percentile(values, 90);
+    s.p99 = sorted_percentile(values, 99);
     return s;
 }
 

@@ -29,8 +29,8 @@
 // qualifiers written before them, counting the branches of a preprocessor conditional once.
 //
 // shared_variable() poisons the variable at the start of each block and checks the 48 KiB limit
-// of static shared memory. A `__shared__` variable at namespace scope is left as it is (a call
-// cannot follow it there). Comments, string and character literals (raw strings included) are
+// of static shared memory. A `__shared__` variable at namespace scope is only followed by
+// PD_SIM_SHARED_LIMIT(), the compile-time check of that limit (a call cannot follow it there). Comments, string and character literals (raw strings included) are
 // left alone, and only a `>>>` that closes a `<<<` is rewritten (`>>>` also ends nested
 // templates).
 #include <algorithm>
@@ -812,6 +812,19 @@ std::string rewrite(const std::string& s) {
                     const std::size_t list = e - i;  // the declarators start after `__shared__`
                     out += decl.substr(0, list) + rename_declarators(decl.substr(list, semi - e), names) + ";";
                     for (const std::string& name : names) out += " PD_SIM_SHARED_BIND(" + name + ")";
+                    last_word = word;
+                    i = semi + 1;
+                    continue;
+                }
+            }
+            if (word == "__shared__" && last_word != "extern" && !in_function) {
+                // At namespace scope no call may follow, but a static_assert may: the 48 KiB
+                // limit is checked when the program is compiled (a 2 GiB array failed to link).
+                const std::size_t semi = find_statement_end(s, e);
+                if (semi != std::string::npos) {
+                    out += s.substr(i, semi + 1 - i);
+                    for (const std::string& name : declared_names(s.substr(e, semi - e)))
+                        out += " PD_SIM_SHARED_LIMIT(" + name + ")";
                     last_word = word;
                     i = semi + 1;
                     continue;

@@ -68,6 +68,9 @@ std::string format_number(std::optional<double> v, int digits = 4);
 /// closest ranks, as numpy's default and vLLM's serving benchmark compute TTFT and ITL
 /// percentiles; 0 for no values.
 double percentile(std::vector<double> values, double p);
+/// percentile() of @p values already sorted ascending (no copy, no sort: for several
+/// percentiles of one large set).
+double sorted_percentile(const std::vector<double>& values, double p);
 
 /// Formats a byte count with a binary unit ("1.50 GiB").
 std::string format_bytes(double bytes);

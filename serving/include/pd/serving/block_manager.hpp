@@ -118,6 +118,8 @@ private:
     long long capacity_;
     std::vector<int> free_slots_;  // a stack: the back is handed out next
     std::optional<PagedCache> paged_;
+    mutable std::vector<long long> fill_;  // held()'s buffers, reused from step to step: each
+    mutable std::vector<int> touched_;     // block's fill, zero between calls; the blocks filled
 };
 
 }  // namespace pd::serving
