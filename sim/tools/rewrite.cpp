@@ -30,9 +30,9 @@
 //
 // shared_variable() poisons the variable at the start of each block and checks the 48 KiB limit
 // of static shared memory. A `__shared__` variable at namespace scope is only followed by
-// PD_SIM_SHARED_LIMIT(), the compile-time check of that limit (a call cannot follow it there). Comments, string and character literals (raw strings included) are
-// left alone, and only a `>>>` that closes a `<<<` is rewritten (`>>>` also ends nested
-// templates).
+// PD_SIM_SHARED_LIMIT(), the compile-time check of that limit (a call cannot follow it there). Comments, string and
+// character literals (raw strings included) are left alone, and only a `>>>` that closes a `<<<` is rewritten (`>>>`
+// also ends nested templates).
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
