@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -46,13 +45,19 @@ BlockManager::BlockManager(const SchedulerConfig& config)
 long long BlockManager::used(const std::vector<Sequence>& running) const {
     long long used = 0;
     for (const Sequence& s : running) used += s.computed - s.prefix_hit;
-    if (paged_) {  // the prefix blocks shared from the cache, each counted once
-        std::set<int> shared;
+    if (paged_) {  // the prefix blocks shared from the cache, each counted once (held()'s buffers)
+        fill_.resize(static_cast<std::size_t>(paged_->num_blocks()), 0);
+        touched_.clear();
         for (const Sequence& s : running) {
             const std::vector<int>& t = paged_->table(s.request.id);
-            for (int i = 0; i < s.prefix_hit / block_size_; ++i) shared.insert(t[static_cast<std::size_t>(i)]);
+            for (int i = 0; i < s.prefix_hit / block_size_; ++i) {
+                long long& seen = fill_[static_cast<std::size_t>(t[static_cast<std::size_t>(i)])];
+                if (seen == 0) touched_.push_back(t[static_cast<std::size_t>(i)]);
+                seen = 1;
+            }
         }
-        used += static_cast<long long>(shared.size()) * block_size_;
+        for (int block : touched_) fill_[static_cast<std::size_t>(block)] = 0;
+        used += static_cast<long long>(touched_.size()) * block_size_;
     }
     return used;
 }

@@ -90,8 +90,7 @@ void Scheduler::add_drafts(Step& step) const {
     long long cache = cache_.capacity() - cache_.used(running_) - step.tokens();
     for (BatchItem& item : step.items) {
         if (item.prefill) continue;
-        const Sequence& s = *std::find_if(running_.begin(), running_.end(),
-                                          [&](const Sequence& q) { return q.request.id == item.request; });
+        const Sequence& s = running_[index_of(item.request)];
         const long long k = std::min<long long>({draft_of(s, decodes), budget, cache});
         if (k <= 0) continue;
         item.draft = static_cast<int>(k);
@@ -253,10 +252,20 @@ Step Scheduler::chunked_step() {
 
 // ---- after a step --------------------------------------------------------------------------
 
+std::size_t Scheduler::index_of(int id) const {
+    const std::size_t n = running_.size();
+    for (std::size_t k = 0, i = next_find_ < n ? next_find_ : 0; k < n; ++k, i = i + 1 < n ? i + 1 : 0) {
+        if (running_[i].request.id == id) {
+            next_find_ = i + 1;
+            return i;
+        }
+    }
+    return n;
+}
+
 Sequence* Scheduler::find(int id) {
-    for (Sequence& s : running_)
-        if (s.request.id == id) return &s;
-    return nullptr;
+    const std::size_t i = index_of(id);
+    return i < running_.size() ? &running_[i] : nullptr;
 }
 
 std::vector<int> Scheduler::complete(const Step& step) {

@@ -3,8 +3,9 @@
 // random workloads (the budget holds, no slot leaked or shared, the cache within capacity,
 // first come first served, no running decode skipped under chunked, every request finishes
 // with its full output); and max_step_tokens(), the bound on a step, against every step of
-// seeded runs.
+// seeded runs; and the check of a lab's chunked plan, each fault named.
 #include "pd/rng.hpp"
+#include "pd/serving/chunked_plan.hpp"
 #include "pd/serving/cost_model.hpp"
 #include "pd/serving/engine.hpp"
 #include "pd/serving/scheduler.hpp"
@@ -175,6 +176,39 @@ TEST_CASE("scheduler: bad limits and impossible requests are rejected, naming th
     FixedCost exec;
     sv::Scheduler t({});
     REQUIRE_THROWS_WITH(sv::run_engine({{1, 0.0, 5, 1}}, t, exec), Contains("ids must be 0, 1, 2"));
+}
+
+TEST_CASE("scheduler: a chunked plan that breaks the contract is refused, naming its fault", "[scheduler]") {
+    // running: request 4 decoding at 30, request 7 prefilling at 8 of 20; waiting: 9 and 12
+    const std::vector<sv::RunningRequest> running{{4, 30, 30}, {7, 8, 20}};
+    const std::vector<sv::WaitingRequest> waiting{{9, 16}, {12, 5}};
+    const sv::StepRoom room{.token_budget = 16, .free_slots = 2, .kv_free = 64};
+    const auto plan = [](std::vector<sv::BatchItem> items, int admitted) {
+        return sv::ChunkedPlan{.step = {.items = std::move(items)}, .admitted = admitted};
+    };
+    const sv::BatchItem decode{4, 1, 30, false, true}, chunk{7, 6, 8, true, false}, admit{9, 4, 0, true, false};
+    sv::check_chunked_plan(plan({decode, chunk, admit}, 1), running, waiting, room);  // a valid plan passes
+    sv::check_chunked_plan(plan({admit, chunk, decode}, 1), running, waiting, room);  // in any order
+    const std::string lab = "build_chunked_step (lab 05): ";
+    REQUIRE_THROWS_WITH(sv::check_chunked_plan(plan({decode}, 3), running, waiting, room),
+                        Contains(lab + "admitted = 3, but only 2 waiting requests can be"));
+    REQUIRE_THROWS_WITH(sv::check_chunked_plan(plan({decode, admit}, 0), running, waiting, room),
+                        Contains(lab + "request 9 is in the step but neither running nor admitted"));
+    REQUIRE_THROWS_WITH(sv::check_chunked_plan(plan({decode, {5, 1, 0, false, true}}, 0), running, waiting, room),
+                        Contains(lab + "request 5 is in the step but neither running nor admitted"));
+    REQUIRE_THROWS_WITH(
+        sv::check_chunked_plan(plan({decode, chunk, decode}, 0), running, waiting, room),
+        Contains(lab + "request 4 is in the step but neither running nor admitted (or is in it twice)"));
+    REQUIRE_THROWS_WITH(sv::check_chunked_plan(plan({decode, {7, 0, 8, true, false}}, 0), running, waiting, room),
+                        Contains(lab + "request 7 has 0 tokens"));
+    REQUIRE_THROWS_WITH(sv::check_chunked_plan(plan({decode, {7, 6, 7, true, false}}, 0), running, waiting, room),
+                        Contains(lab + "request 7 is at context 7 but holds 8"));
+    REQUIRE_THROWS_WITH(
+        sv::check_chunked_plan(plan({decode, {7, 12, 8, true, true}, admit}, 1), running, waiting, room),
+        Contains(lab + "the step has 17 tokens, past the budget (16) or the free cache (64)"));
+    REQUIRE_THROWS_WITH(sv::check_chunked_plan(plan({decode, chunk}, 0), running, waiting,
+                                               {.token_budget = 16, .free_slots = 2, .kv_free = 6}),
+                        Contains(lab + "the step has 7 tokens, past the budget (16) or the free cache (6)"));
 }
 
 TEST_CASE("scheduler: max_step_tokens of hand-made limits", "[scheduler]") {
