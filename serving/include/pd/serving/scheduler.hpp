@@ -170,11 +170,12 @@ private:
     const Sequence& admit_front();  // the first waiting request runs (valid until running_ changes)
     int preempt_newest();           // drops the newest running request's cache; returns its id
     void make_room_for_decodes();   // preempts the newest until every decode fits in the cache
-    // The running request @p id, or null. The search starts after the last one found: a step's
-    // items come in running order, so the items of a step cost one pass over running_, not one
-    // pass each (a placement search of chapter 11 spent a third of its time in these searches).
+    // Where running request @p id is in running_ (running_.size() if it is not running). The
+    // search starts after the last one found: a step's items come in running order, so the items
+    // of a step cost one pass over running_, not one pass each (a placement search of chapter 11
+    // spent a third of its time in these searches).
     std::size_t index_of(int id) const;
-    Sequence* find(int id);
+    Sequence* find(int id);  // running request @p id, or null
 
     SchedulerConfig config_;
     BlockManager cache_;
