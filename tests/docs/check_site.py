@@ -375,7 +375,9 @@ def main():
     parser.add_argument("html_dir", help="the built site (build/docs/html)")
     parser.add_argument("repo", help="the repository: its chapters/*/README.md, and the files pages name")
     parser.add_argument("--screenshots", metavar="DIR", help="save the index and the chapter pages as PNGs")
-    parser.add_argument("--chromium", default=shutil.which("chromium") or "chromium")
+    parser.add_argument("--chromium", default=shutil.which("chromium-headless-shell") or shutil.which("chromium")
+                        or "chromium-headless-shell", help="the browser (default: Chromium's headless shell, "
+                        "else the browser)")
     parser.add_argument("--only", metavar="REGEX", help="check only the pages whose file name matches")
     parser.add_argument("--jobs", type=int, default=2, help="browsers checking pages at once (default 2)")
     parser.add_argument("--shard", metavar="K/N", help="check only the K-th of N shares of the pages")
@@ -391,7 +393,7 @@ def main():
     if not os.path.isfile(os.path.join(site, "index.html")):
         fail(f"{site}/index.html not found: build the site first (cmake --build BUILD --target docs)")
     if not shutil.which(args.chromium):
-        fail(f"{args.chromium} not found (Debian's chromium package; scripts/install-deps installs it)")
+        fail(f"{args.chromium} not found (Debian's chromium-headless-shell or chromium package; scripts/install-deps installs the first)")
     chapters = chapter_pages(os.path.join(repo, "chapters"))
     if not chapters:
         fail(f"no chapters/*/README.md in {repo}")
