@@ -393,7 +393,8 @@ def main():
     if not os.path.isfile(os.path.join(site, "index.html")):
         fail(f"{site}/index.html not found: build the site first (cmake --build BUILD --target docs)")
     if not shutil.which(args.chromium):
-        fail(f"{args.chromium} not found (Debian's chromium-headless-shell or chromium package; scripts/install-deps installs the first)")
+        fail(f"{args.chromium} not found (Debian's chromium-headless-shell or chromium package; "
+             "scripts/install-deps installs the first)")
     chapters = chapter_pages(os.path.join(repo, "chapters"))
     if not chapters:
         fail(f"no chapters/*/README.md in {repo}")
