@@ -53,6 +53,14 @@ __thread const BlockInfo* current_block = nullptr;
 Settings& settings() {
     static Settings s = [] {
         Settings s;
+#if defined(__FMA__) && defined(__x86_64__)
+        if (!__builtin_cpu_supports("fma")) {  // built with -mfma (sim/CMakeLists.txt)
+            std::fprintf(stderr,
+                         "pd::sim: this program was built for a CPU with FMA instructions, and this CPU has none: "
+                         "build it on this machine\n");
+            std::exit(2);
+        }
+#endif
         const unsigned hw = std::thread::hardware_concurrency();
         s.workers = hw > 0 ? int(hw) : 1;
         if (const char* v = std::getenv("PD_SIM_THREADS")) s.workers = std::max(1, std::atoi(v));
