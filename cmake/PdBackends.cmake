@@ -97,7 +97,7 @@ if(PD_ENABLE_CUDA AND CMAKE_CUDA_COMPILER)
   # the host code's optimisation only, is -O0 then (the device code is optimised whatever it
   # says: ptxas reports the same registers, shared memory and spills of every kernel), as is the
   # host code of the CUDA libraries (pd_cuda_host_code()). CPU per compile, -O3 then -O0:
-  # flash_split_q.cu 11.8 and 10.6 s, model/src/generate.cpp 9.4 and 6.1 s.
+  # flash attention's SIMT kernels (then one file) 11.8 and 10.6 s, model/src/generate.cpp 9.4 and 6.1 s.
   if(PD_CUDA_COMPILE_ONLY)
     foreach(config RELEASE RELWITHDEBINFO)
       string(REGEX REPLACE "(^| )-O[0-9s]" "\\1-O0" CMAKE_CUDA_FLAGS_${config} "${CMAKE_CUDA_FLAGS_${config}}")

@@ -94,27 +94,10 @@ struct PagedRows {
 // [paged_rows]
 
 // [query_rows]
-/// Where the queries of a batch live (Q, and in the same layout O and the logsumexp): chapter
-/// 01's and 07's B sequences of Sq queries, head-major [B, H, Sq, d], each over Sk keys. row()
-/// is the row index: Q's and O's elements start at row * d, the logsumexp is element row.
-struct DenseQueries {
-    int heads;   ///< H
-    int q_len;   ///< Sq, queries of every sequence
-    int kv_len;  ///< Sk, keys of every sequence
-
-    /// Keys sequence @p b attends over.
-    __device__ __forceinline__ int keys(int) const { return kv_len; }
-    /// Queries of sequence @p b: the last of its keys' positions.
-    __device__ __forceinline__ int queries(int) const { return q_len; }
-    /// The row of query @p i of head @p h of sequence @p b.
-    __device__ __forceinline__ std::size_t row(int b, int h, int i) const {
-        return (std::size_t(b) * heads + h) * q_len + i;
-    }
-};
-
-/// Chapter 05's mixed batch, token-major [T, H, d]: sequence b's q_len[b] queries are rows
-/// q_start[b] ... of the packed batch, the last of its kv_len[b] cached positions (clamped to
-/// the cache's capacity, so that a bad length never reads outside it).
+/// Where the queries of chapter 05's mixed batch live (Q, and in the same layout O), token-major
+/// [T, H, d]: sequence b's q_len[b] queries are rows q_start[b] ... of the packed batch, the last
+/// of its kv_len[b] cached positions (clamped to the cache's capacity, so that a bad length never
+/// reads outside it).
 struct PackedQueries {
     const int* q_start;  ///< [S] (device) first row of each sequence
     const int* q_len;    ///< [S] (device) queries of each sequence

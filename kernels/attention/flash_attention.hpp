@@ -11,10 +11,10 @@
 /// (causal aligned bottom-right, Sq <= Sk). O and lse are fp32 whatever the input type, and every
 /// version accumulates in fp32.
 ///
-/// The varlen and paged forms (a mixed batch packed token-major with offsets, the KV cache in
-/// slots or in blocks) are chapter 05's varlen_attention() and chapter 06's
-/// paged_varlen_attention(): the same kernel body as v3, reading its rows through the accessors
-/// of cache_rows.cuh.
+/// Each version is a file of its own (flash_attention.cu lists them). The model's attention of a
+/// mixed batch (chapter 05's varlen_attention(), chapter 06's paged_varlen_attention(), chapter
+/// 08's 8-bit cache) is v3's body reading its rows through the accessors of cache_rows.cuh: the
+/// runtime kernel kernels/runtime/flash_varlen.cu.
 #pragma once
 
 #include "attention/attention.hpp"
@@ -37,6 +37,8 @@ constexpr int kFlashSimtQueries = 16;
 constexpr int kFlashSimtKeys = 32;
 /// Keys a warp folds into a query's state at once in the SIMT versions: one rescale per chunk.
 constexpr int kFlashChunk = 8;
+/// Queries whose state one warp keeps from v2 on (split-Q): 4 of a block's 16, a block being 4 warps.
+constexpr int kFlashQueriesPerWarp = kFlashSimtQueries / 4;
 /// Queries of one block of the tensor-core versions (v4 to v6): 16 per warp, 4 warps.
 constexpr int kFlashMmaQueries = 64;
 /// Keys of one K/V tile of the tensor-core versions.
@@ -128,13 +130,41 @@ void flash_attention_v1(const float* q, const float* k, const float* v, float* o
 void flash_attention_v1(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out, float* lse,
                         const Shape& s, cudaStream_t stream = nullptr);
 
-/// The tensor-core versions: @p step 4 (mma.sync, fragments loaded with plain shared-memory
-/// reads), 5 (+ ldmatrix, swizzled tiles) or 6 (+ cp.async double buffering).
-/// @param step 4, 5 or 6  @param q [B, H, Sq, d]  @param k [B, Hkv, Sk, d]  @param v [B, Hkv, Sk, d]
+/// v2 (ch07_v2_split_q.cu), the arguments as flash_attention_v1()'s.
+/// @param q [B, H, Sq, d]  @param k [B, Hkv, Sk, d]  @param v [B, Hkv, Sk, d]  @param out [B, H, Sq, d]
+/// @param lse [B, H, Sq] or nullptr  @param s the sizes, checked  @param stream the stream to launch on
+void flash_attention_v2(const float* q, const float* k, const float* v, float* out, float* lse, const Shape& s,
+                        cudaStream_t stream = nullptr);
+/// v2 with bf16 inputs. @param q [B, H, Sq, d]  @param k [B, Hkv, Sk, d]  @param v [B, Hkv, Sk, d]
+/// @param out [B, H, Sq, d]  @param lse [B, H, Sq] or nullptr  @param s the sizes  @param stream the stream
+void flash_attention_v2(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out, float* lse,
+                        const Shape& s, cudaStream_t stream = nullptr);
+/// v3 (ch07_v3_causal_skip.cu). @param q [B, H, Sq, d]  @param k [B, Hkv, Sk, d]  @param v [B, Hkv, Sk, d]
+/// @param out [B, H, Sq, d]  @param lse [B, H, Sq] or nullptr  @param s the sizes, checked  @param stream the stream
+void flash_attention_v3(const float* q, const float* k, const float* v, float* out, float* lse, const Shape& s,
+                        cudaStream_t stream = nullptr);
+/// v3 with bf16 inputs. @param q [B, H, Sq, d]  @param k [B, Hkv, Sk, d]  @param v [B, Hkv, Sk, d]
+/// @param out [B, H, Sq, d]  @param lse [B, H, Sq] or nullptr  @param s the sizes  @param stream the stream
+void flash_attention_v3(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out, float* lse,
+                        const Shape& s, cudaStream_t stream = nullptr);
+/// The tensor-core versions, bf16 only: v4 (ch07_v4_mma.cu), v5 (ch07_v5_ldmatrix_swizzle.cu), v6
+/// (ch07_v6_cp_async.cu). Each checks the shape (check_flash_shape(s, true): d = 64 or 128), a GPU
+/// with bf16 tensor cores, Q, K and V 16-byte aligned and O 8-byte aligned.
+/// @param q [B, H, Sq, d]  @param k [B, Hkv, Sk, d]  @param v [B, Hkv, Sk, d]
 /// @param out [B, H, Sq, d] fp32  @param lse [B, H, Sq] fp32 or nullptr
-/// @param s the sizes, checked with check_flash_shape(s, true)  @param stream the stream to launch on
-void flash_attention_mma(int step, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out,
-                         float* lse, const Shape& s, cudaStream_t stream = nullptr);
+/// @param s the sizes  @param stream the stream to launch on
+void flash_attention_v4(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out, float* lse,
+                        const Shape& s, cudaStream_t stream = nullptr);
+/// v5: v4 + ldmatrix from swizzled tiles. @param q [B, H, Sq, d]  @param k [B, Hkv, Sk, d]
+/// @param v [B, Hkv, Sk, d]  @param out [B, H, Sq, d]  @param lse [B, H, Sq] or nullptr  @param s the sizes
+/// @param stream the stream
+void flash_attention_v5(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out, float* lse,
+                        const Shape& s, cudaStream_t stream = nullptr);
+/// v6: v5 + cp.async double buffering. @param q [B, H, Sq, d]  @param k [B, Hkv, Sk, d]
+/// @param v [B, Hkv, Sk, d]  @param out [B, H, Sq, d]  @param lse [B, H, Sq] or nullptr  @param s the sizes
+/// @param stream the stream
+void flash_attention_v6(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, float* out, float* lse,
+                        const Shape& s, cudaStream_t stream = nullptr);
 
 // ---- split-KV: few queries over a long context --------------------------------------------
 
@@ -146,9 +176,9 @@ int flash_splits(const Shape& s, int sm_count);
 /// splits x B H Sq (d + 1). @param s the sizes  @param sm_count SMs
 std::size_t flash_split_workspace_floats(const Shape& s, int sm_count);
 
-/// The split-KV form (flash decoding) for a few queries over a long context: the keys of each
-/// (sequence, head) are divided among flash_splits() blocks, each running v3's body over its
-/// range and writing its normalized partial O and its logsumexp; a second kernel combines them
+/// The split-KV form (flash decoding, ch07_split_kv.cu) for a few queries over a long context: the
+/// keys of each (sequence, head) are divided among flash_splits() blocks, each running v3's body
+/// over its range and writing its normalized partial O and its logsumexp; a second kernel combines them
 /// (O = sum_i e^(lse_i - lse) O_i, lse = log sum_i e^(lse_i)), as chapter 04's decode v4 does.
 /// @param q [B, H, Sq, d]  @param k [B, Hkv, Sk, d]  @param v [B, Hkv, Sk, d]
 /// @param out [B, H, Sq, d] fp32  @param lse [B, H, Sq] fp32 or nullptr

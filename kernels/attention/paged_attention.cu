@@ -1,7 +1,7 @@
 /// @file paged_attention.cu
 /// @brief Chapter 06's paged attention: the shape check, v2's split rule and the dispatch. The
 /// kernels are chapter 04's and 05's read through the block table: v2 is the v3/v4 kernel body
-/// of decode_attention.cu, the varlen form flash attention v3's body (flash_split_q.cu), the KV append
+/// of decode_attention.cu, the varlen form flash attention v3's body (kernels/runtime/flash_varlen.cu), the KV append
 /// layers/kv_append.cu; v1 is lab 06 (block_table_walk.cu).
 #include "attention/paged_attention.hpp"
 

@@ -4,7 +4,13 @@
 // 02's v6 on bf16 inputs: on small integers it is exact, on seeded uniform inputs within the fp32
 // rule of the reference of the same bf16 values, and on every shape the same bits as v6 given the
 // values widened to fp32; ragged shapes, a poisoned guard past Y, both load paths (K % 4 and
-// alignment) and the shape checks.
+// alignment) and the shape checks. flash_varlen (the model's attention of a mixed batch, chapter
+// 07's v3 over chapters 05, 06 and 08's cache forms) gives v3's bits on v3's problem, fp32 and
+// bf16 (its own tests against the references: test_varlen_attention.cpp, test_paged_attention.cpp,
+// test_kv_quant.cpp).
+#include "attention/flash_attention.hpp"
+#include "attention/varlen_attention.hpp"
+#include "attention_reference.hpp"
 #include "gemm/gemm.hpp"
 #include "guard_check.hpp"
 #include "linear_reference.hpp"
@@ -21,6 +27,7 @@
 #include <string>
 #include <vector>
 
+namespace at = pd::kernels::attention;
 namespace gemm = pd::kernels::gemm;
 namespace rt = pd::kernels::runtime;
 using bf16 = __nv_bfloat16;
@@ -110,4 +117,93 @@ TEST_CASE("runtime: gemm_simt_bf16 rejects bad shapes before any launch", "[runt
                       Contains("k (K) must be >= 1, got -8"));
     CHECK_THROWS_WITH(rt::gemm_simt_bf16(b.data(), b.data(), y.data(), {65536, 4, 32768}),
                       Contains("X: tokens (T) * k (K) = 2147483648 elements exceeds 2^31 - 1"));
+}
+
+// ---- flash_varlen: chapter 07's v3 over the cache (chapters 05, 06 and 08) ------------------
+
+namespace {
+
+/// v3's problem (B sequences of Sq queries, the last of their Sk keys, causal) through
+/// varlen_attention() (chapter 05's packed batch over the slots of chapter 04's cache, which is
+/// v3's K and V layout, one sequence per slot) and through v3 itself: the same bits. KV is T, Q
+/// goes to v3 as T and to the varlen form as the same values in fp32.
+template <typename T>
+void check_varlen_is_v3(int batch, int heads, int kv_heads, int q_len, int kv_len, int d, std::uint64_t seed) {
+    std::ostringstream what;
+    what << "flash_varlen vs v3 " << pd::dtype_name<T>() << " B=" << batch << " H=" << heads << " Hkv=" << kv_heads
+         << " Sq=" << q_len << " Sk=" << kv_len << " d=" << d << " seed=" << seed;
+    INFO(what.str());
+    const at::Shape s{.batch = batch,
+                      .heads = heads,
+                      .q_len = q_len,
+                      .kv_len = kv_len,
+                      .head_dim = d,
+                      .causal = true,
+                      .kv_heads = kv_heads};
+    std::vector<float> qf(s.q_elements()), kf(s.kv_elements()), vf(s.kv_elements());
+    pd::fill_uniform<float>(qf, -2.f, 2.f, pd::derive_seed(seed, 1));
+    pd::fill_uniform<float>(kf, -2.f, 2.f, pd::derive_seed(seed, 2));
+    pd::fill_uniform<float>(vf, -1.f, 1.f, pd::derive_seed(seed, 3));
+    const std::vector<T> q = pd::round_all<T>(qf), k = pd::round_all<T>(kf), v = pd::round_all<T>(vf);
+    const std::vector<float> q_values = pd::to_float_all<T>(q);  // what v3 reads, in fp32
+    pd::DeviceBuffer<T> dq{std::span<const T>(q)}, dk{std::span<const T>(k)}, dv{std::span<const T>(v)};
+
+    pd::DeviceBuffer<float> out3(s.q_elements());
+    at::flash_attention_v3(dq.data(), dk.data(), dv.data(), out3.data(), nullptr, s);
+    PD_CHECK_CUDA(cudaDeviceSynchronize());
+    const std::vector<float> want = out3.download();  // [B, H, Sq, d]
+
+    // the packed batch, token-major [T, H, d], T = B Sq
+    std::vector<float> packed(s.q_elements());
+    for (int b = 0; b < batch; ++b)
+        for (int h = 0; h < heads; ++h)
+            for (int i = 0; i < q_len; ++i)
+                for (int c = 0; c < d; ++c)
+                    packed[((std::size_t(b) * q_len + i) * heads + h) * d + c] =
+                        q_values[((std::size_t(b) * heads + h) * q_len + i) * d + c];
+    std::vector<int> q_start(batch), lens(batch, q_len), kv_lens(batch, kv_len), slot(batch);
+    for (int b = 0; b < batch; ++b) q_start[b] = b * q_len, slot[b] = b;
+    pd::DeviceBuffer<float> dpacked{std::span<const float>(packed)}, out(s.q_elements());
+    pd::DeviceBuffer<int> dstart{std::span<const int>(q_start)}, dlen{std::span<const int>(lens)},
+        dkv{std::span<const int>(kv_lens)}, dslot{std::span<const int>(slot)};
+    const at::VarlenShape vs{.sequences = batch,
+                             .tokens = batch * q_len,
+                             .heads = heads,
+                             .kv_heads = kv_heads,
+                             .head_dim = d,
+                             .slots = batch,
+                             .max_seq = kv_len,
+                             .max_q_len = q_len};
+    at::varlen_attention(dpacked.data(), dk.data(), dv.data(), dstart.data(), dlen.data(), dkv.data(), dslot.data(),
+                         out.data(), vs);
+    PD_CHECK_CUDA(cudaDeviceSynchronize());
+    const std::vector<float> got_packed = out.download();
+    std::vector<float> got(s.q_elements());
+    for (int b = 0; b < batch; ++b)
+        for (int h = 0; h < heads; ++h)
+            for (int i = 0; i < q_len; ++i)
+                for (int c = 0; c < d; ++c)
+                    got[((std::size_t(b) * heads + h) * q_len + i) * d + c] =
+                        got_packed[((std::size_t(b) * q_len + i) * heads + h) * d + c];
+    // and both right: v3 against the double-precision reference of the same values
+    const std::vector<double> ref = pd::reference::attention_gqa(
+        q_values, pd::to_float_all<T>(k), pd::to_float_all<T>(v), batch, heads, kv_heads, q_len, kv_len, d, true);
+    const pd::CompareResult r = pd::compare<float, double>(want, ref, pd::Tolerance::fp32());
+    INFO(pd::describe(r, what.str(), {}));
+    CHECK(r.passed);
+    INFO("the runtime's varlen form must give v3's bits on v3's problem");
+    CHECK(pd::testing::same_bits(got, want));
+}
+
+}  // namespace
+
+TEST_CASE("runtime: flash_varlen is chapter 07's v3 on v3's problem, bitwise", "[runtime]") {
+    // (B, H, Hkv, Sq, Sk, d) around the 16-query blocks and 32-key tiles, GQA, d below 128 and odd
+    std::uint64_t n = 200;
+    const int cases[][6] = {{1, 1, 1, 1, 1, 64},   {2, 4, 2, 17, 127, 64}, {1, 2, 1, 129, 129, 48},
+                            {3, 4, 4, 5, 300, 32}, {1, 8, 1, 64, 64, 128}, {2, 2, 2, 33, 40, 7}};
+    for (const auto& c : cases) {
+        check_varlen_is_v3<float>(c[0], c[1], c[2], c[3], c[4], c[5], pd::derive_seed(kSeed, n++));
+        check_varlen_is_v3<bf16>(c[0], c[1], c[2], c[3], c[4], c[5], pd::derive_seed(kSeed, n++));
+    }
 }
