@@ -4,6 +4,7 @@
 /// those steps and, on their shapes and inputs, bitwise against them. Includable from plain C++.
 #pragma once
 
+#include "attention/paged_attention.hpp"
 #include "gemm/gemm.hpp"
 
 #include <cuda_bf16.h>
@@ -27,5 +28,41 @@ void gemm_simt_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, float* y, co
 inline double gemm_simt_bf16_sim_work(const gemm::Shape& s) {
     return gemm::sim_work("v6", s);
 }
+
+/// Decode attention over a paged cache of any element type (kernels/runtime/decode_attention.cu):
+/// chapter 04's v4 body through chapter 06's block table (its paged v2) on chapter 08's 8-bit
+/// cache too. The model's decode batches of a paged 8-bit cache run it, as
+/// attention::paged_decode_attention_v2(); on an fp32 or bf16 cache it gives paged v2's bits, on
+/// an 8-bit cache laid out as chapter 04's slots chapter 08's. The arguments are
+/// attention::paged_decode_attention_v2()'s.
+/// @param q [B, Hq, d]  @param k_cache [num_blocks, Hkv, block_size, d]  @param v_cache as k_cache
+/// @param block_table [B, max_blocks] (device)  @param kv_len [B] (device)  @param out [B, Hq, d]
+/// @param partials the workspace of @p splits > 1  @param splits 1 ... kMaxSplits  @param s the sizes
+/// @param stream the stream
+void paged_decode_attention(const float* q, const float* k_cache, const float* v_cache, const int* block_table,
+                            const int* kv_len, float* out, float* partials, int splits, const attention::PagedShape& s,
+                            cudaStream_t stream = nullptr);
+/// As above on a bf16 cache. @param q [B, Hq, d]  @param k_cache bf16  @param v_cache bf16
+/// @param block_table [B, max_blocks]  @param kv_len [B]  @param out [B, Hq, d]  @param partials workspace
+/// @param splits 1 ... kMaxSplits  @param s the sizes  @param stream the stream
+void paged_decode_attention(const float* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
+                            const int* block_table, const int* kv_len, float* out, float* partials, int splits,
+                            const attention::PagedShape& s, cudaStream_t stream = nullptr);
+/// As above on an fp8 cache with its row scales [num_blocks, Hkv, block_size].
+/// @param q [B, Hq, d]  @param k_cache fp8 codes  @param v_cache fp8 codes  @param k_scales K's row scales
+/// @param v_scales V's row scales  @param block_table [B, max_blocks]  @param kv_len [B]  @param out [B, Hq, d]
+/// @param partials workspace  @param splits 1 ... kMaxSplits  @param s the sizes  @param stream the stream
+void paged_decode_attention(const float* q, const attention::Fp8Kv* k_cache, const attention::Fp8Kv* v_cache,
+                            const float* k_scales, const float* v_scales, const int* block_table, const int* kv_len,
+                            float* out, float* partials, int splits, const attention::PagedShape& s,
+                            cudaStream_t stream = nullptr);
+/// As above on an int8 cache.
+/// @param q [B, Hq, d]  @param k_cache int8 codes  @param v_cache int8 codes  @param k_scales K's row scales
+/// @param v_scales V's row scales  @param block_table [B, max_blocks]  @param kv_len [B]  @param out [B, Hq, d]
+/// @param partials workspace  @param splits 1 ... kMaxSplits  @param s the sizes  @param stream the stream
+void paged_decode_attention(const float* q, const attention::Int8Kv* k_cache, const attention::Int8Kv* v_cache,
+                            const float* k_scales, const float* v_scales, const int* block_table, const int* kv_len,
+                            float* out, float* partials, int splits, const attention::PagedShape& s,
+                            cudaStream_t stream = nullptr);
 
 }  // namespace pd::kernels::runtime

@@ -7,8 +7,12 @@
 // alignment) and the shape checks. flash_varlen (the model's attention of a mixed batch, chapter
 // 07's v3 over chapters 05, 06 and 08's cache forms) gives v3's bits on v3's problem, fp32 and
 // bf16 (its own tests against the references: test_varlen_attention.cpp, test_paged_attention.cpp,
-// test_kv_quant.cpp).
+// test_kv_quant.cpp). The runtime's decode attention (chapter 04's v4 through chapter 06's block
+// table on chapter 08's 8-bit cache) gives paged v2's bits on fp32 and bf16 pages and chapter 08's
+// on an 8-bit cache in slots (seen as the pages of one KV head), with one split and several.
+#include "attention/decode_attention.hpp"
 #include "attention/flash_attention.hpp"
+#include "attention/paged_attention.hpp"
 #include "attention/varlen_attention.hpp"
 #include "attention_reference.hpp"
 #include "gemm/gemm.hpp"
@@ -22,6 +26,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <span>
 #include <sstream>
 #include <string>
@@ -206,4 +211,158 @@ TEST_CASE("runtime: flash_varlen is chapter 07's v3 on v3's problem, bitwise", "
         check_varlen_is_v3<float>(c[0], c[1], c[2], c[3], c[4], c[5], pd::derive_seed(kSeed, n++));
         check_varlen_is_v3<bf16>(c[0], c[1], c[2], c[3], c[4], c[5], pd::derive_seed(kSeed, n++));
     }
+}
+
+// ---- decode attention: chapter 04's v4 through chapter 06's table on chapter 08's cache ------
+
+namespace {
+
+/// Random cache elements of type T: fp32 and bf16 uniform in [-1, 1), 8-bit codes of any finite
+/// value (fp8: every e4m3 code but the two NaNs).
+template <typename T>
+std::vector<T> random_cache(std::size_t n, std::uint64_t seed) {
+    std::vector<float> u(n);
+    pd::fill_uniform<float>(u, -1.f, 1.f, seed);
+    std::vector<T> out(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        const int code = int((u[i] + 1.f) * 127.5f);  // 0 ... 254
+        if constexpr (std::is_same_v<T, at::Fp8Kv>)
+            out[i] = {std::uint8_t((code & 0x7f) == 0x7f ? code - 1 : code)};
+        else if constexpr (std::is_same_v<T, at::Int8Kv>)
+            out[i] = {std::int8_t(code - 127)};
+        else
+            out[i] = pd::round_all<T>(std::vector<float>{u[i]})[0];
+    }
+    return out;
+}
+
+/// Runs @p launch into a poisoned output of @p n floats and returns it.
+template <typename Launch>
+std::vector<float> run_out(std::size_t n, Launch launch) {
+    pd::DeviceBuffer<float> out(n);
+    out.fill_bytes(pd::kPoisonByte);
+    launch(out.data());
+    PD_CHECK_CUDA(cudaDeviceSynchronize());
+    return out.download();
+}
+
+/// Chapter 06's paged v2 (fp32, bf16) against the runtime form on the same paged cache, a
+/// shuffled block table and ragged lengths, one split and @p splits.
+template <typename T>
+void check_paged_is_v2(int batch, int heads, int kv_heads, int d, int block_size, int splits, std::uint64_t seed) {
+    std::ostringstream what;
+    what << "runtime decode vs paged v2 " << pd::dtype_name<T>() << " B=" << batch << " H=" << heads
+         << " Hkv=" << kv_heads << " d=" << d << " block=" << block_size << " splits=" << splits;
+    INFO(what.str());
+    const int max_blocks = 5, num_blocks = batch * max_blocks + 3;
+    std::vector<int> lens(batch), table(std::size_t(batch) * max_blocks), order(num_blocks);
+    for (int i = 0; i < num_blocks; ++i) order[i] = (i * 7 + 3) % num_blocks;  // a permutation (7 coprime)
+    int max_len = 1;
+    for (int b = 0; b < batch; ++b) {
+        lens[b] = 1 + (b * 37 + 11) % (max_blocks * block_size);
+        max_len = std::max(max_len, lens[b]);
+        for (int j = 0; j < max_blocks; ++j)
+            table[std::size_t(b) * max_blocks + j] = j * block_size < lens[b] ? order[b * max_blocks + j] : -1;
+    }
+    const at::PagedShape s{.batch = batch,
+                           .heads = heads,
+                           .kv_heads = kv_heads,
+                           .head_dim = d,
+                           .block_size = block_size,
+                           .num_blocks = num_blocks,
+                           .max_blocks = max_blocks,
+                           .max_kv_len = max_len};
+    std::vector<float> q(std::size_t(batch) * heads * d);
+    pd::fill_uniform<float>(q, -1.f, 1.f, pd::derive_seed(seed, 1));
+    const std::vector<T> k = random_cache<T>(s.cache_elements(), pd::derive_seed(seed, 2)),
+                         v = random_cache<T>(s.cache_elements(), pd::derive_seed(seed, 3));
+    pd::DeviceBuffer<float> dq{std::span<const float>(q)}, partials(std::size_t(batch) * heads * splits * (d + 2));
+    pd::DeviceBuffer<T> dk{std::span<const T>(k)}, dv{std::span<const T>(v)};
+    pd::DeviceBuffer<int> dt{std::span<const int>(table)}, dl{std::span<const int>(lens)};
+    for (int n : {1, splits}) {
+        const auto step = run_out(q.size(), [&](float* out) {
+            at::paged_decode_attention_v2(dq.data(), dk.data(), dv.data(), dt.data(), dl.data(), out, partials.data(),
+                                          n, s);
+        });
+        const auto runtime = run_out(q.size(), [&](float* out) {
+            rt::paged_decode_attention(dq.data(), dk.data(), dv.data(), dt.data(), dl.data(), out, partials.data(), n,
+                                       s);
+        });
+        INFO("splits " << n << ": the runtime form must give paged v2's bits");
+        CHECK(pd::testing::same_bits(runtime, step));
+    }
+}
+
+/// Chapter 08's decode attention on an 8-bit cache in slots (v3: one split; v4: @p splits)
+/// against the runtime form on the same bytes seen as pages: with one KV head, slot b's S_max
+/// positions are blocks b S_max / block ... of [num_blocks, 1, block, d], and a split of
+/// ceil(S_max / splits) positions is a run of whole blocks when block divides it.
+template <typename T>
+void check_kv8_is_ch08(int batch, int heads, int d, int max_seq, int block_size, int splits, std::uint64_t seed) {
+    std::ostringstream what;
+    what << "runtime decode vs chapter 08 " << (std::is_same_v<T, at::Fp8Kv> ? "fp8" : "int8") << " B=" << batch
+         << " H=" << heads << " d=" << d << " S_max=" << max_seq << " block=" << block_size << " splits=" << splits;
+    INFO(what.str());
+    REQUIRE(max_seq % block_size == 0);
+    REQUIRE(max_seq / splits % block_size == 0);
+    const int per_slot = max_seq / block_size;
+    std::vector<int> lens(batch), table(std::size_t(batch) * per_slot);
+    for (int b = 0; b < batch; ++b) {
+        lens[b] = b == 0 ? max_seq : 1 + (b * 53 + 5) % max_seq;
+        for (int j = 0; j < per_slot; ++j) table[std::size_t(b) * per_slot + j] = b * per_slot + j;
+    }
+    const at::DecodeShape ds{
+        .batch = batch, .heads = heads, .kv_heads = 1, .head_dim = d, .max_seq = max_seq, .max_kv_len = max_seq};
+    const at::PagedShape ps{.batch = batch,
+                            .heads = heads,
+                            .kv_heads = 1,
+                            .head_dim = d,
+                            .block_size = block_size,
+                            .num_blocks = batch * per_slot,
+                            .max_blocks = per_slot,
+                            .max_kv_len = max_seq};
+    const std::size_t elements = std::size_t(batch) * max_seq * d;
+    std::vector<float> q(std::size_t(batch) * heads * d), ks(std::size_t(batch) * max_seq),
+        vs(std::size_t(batch) * max_seq);
+    pd::fill_uniform<float>(q, -1.f, 1.f, pd::derive_seed(seed, 1));
+    pd::fill_uniform<float>(ks, 0.001f, 0.01f, pd::derive_seed(seed, 4));
+    pd::fill_uniform<float>(vs, 0.001f, 0.01f, pd::derive_seed(seed, 5));
+    const std::vector<T> k = random_cache<T>(elements, pd::derive_seed(seed, 2)),
+                         v = random_cache<T>(elements, pd::derive_seed(seed, 3));
+    pd::DeviceBuffer<float> dq{std::span<const float>(q)}, dks{std::span<const float>(ks)},
+        dvs{std::span<const float>(vs)}, partials(std::size_t(batch) * heads * splits * (d + 2));
+    pd::DeviceBuffer<T> dk{std::span<const T>(k)}, dv{std::span<const T>(v)};
+    pd::DeviceBuffer<int> dt{std::span<const int>(table)}, dl{std::span<const int>(lens)};
+    const auto v3 = run_out(q.size(), [&](float* out) {
+        at::decode_attention_v3(dq.data(), dk.data(), dv.data(), dks.data(), dvs.data(), dl.data(), out, ds);
+    });
+    const auto v4 = run_out(q.size(), [&](float* out) {
+        at::decode_attention_v4(dq.data(), dk.data(), dv.data(), dks.data(), dvs.data(), dl.data(), out,
+                                partials.data(), splits, ds);
+    });
+    for (int n : {1, splits}) {
+        const auto runtime = run_out(q.size(), [&](float* out) {
+            rt::paged_decode_attention(dq.data(), dk.data(), dv.data(), dks.data(), dvs.data(), dt.data(), dl.data(),
+                                       out, partials.data(), n, ps);
+        });
+        INFO("splits " << n << ": the runtime form must give chapter 08's bits (v3 with one split, v4 with more)");
+        CHECK(pd::testing::same_bits(runtime, n == 1 ? v3 : v4));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("runtime: decode attention is chapter 06's paged v2 on fp32 and bf16 pages, bitwise", "[runtime]") {
+    std::uint64_t n = 300;
+    check_paged_is_v2<float>(3, 8, 2, 64, 16, 3, pd::derive_seed(kSeed, n++));
+    check_paged_is_v2<bf16>(3, 8, 2, 64, 16, 3, pd::derive_seed(kSeed, n++));
+    check_paged_is_v2<float>(2, 3, 3, 40, 7, 2, pd::derive_seed(kSeed, n++));
+    check_paged_is_v2<bf16>(1, 16, 1, 128, 4, 5, pd::derive_seed(kSeed, n++));
+}
+
+TEST_CASE("runtime: decode attention is chapter 08's on an 8-bit cache in slots, bitwise", "[runtime]") {
+    std::uint64_t n = 400;
+    check_kv8_is_ch08<at::Fp8Kv>(3, 4, 64, 96, 8, 3, pd::derive_seed(kSeed, n++));
+    check_kv8_is_ch08<at::Int8Kv>(3, 4, 64, 96, 8, 3, pd::derive_seed(kSeed, n++));
+    check_kv8_is_ch08<at::Int8Kv>(2, 2, 48, 64, 16, 4, pd::derive_seed(kSeed, n++));
 }

@@ -1,0 +1,237 @@
+/// @file decode_attention.cu
+/// @brief The runtime's decode attention over a paged cache of any element type: what the model
+/// runs for a decode batch of a paged cache in 8 bits. It combines
+///  - chapter 04's decode attention v4 (kernels/attention/ch04_v4_split.cu): the kernel body, a
+///    block per KV head and its query group, split over the context, and the combine;
+///  - chapter 06's paged v2 (kernels/attention/ch06_v2_paged.cu): the rows found through the block
+///    table (cache_rows.cuh's PagedRows), splits of whole blocks;
+///  - chapter 08's 8-bit cache (kernels/attention/ch08_kv8_decode.cu): fp8 or int8 codes
+///    multiplied by their row's scale as they are loaded.
+/// On each step's own problem it computes that step's bits (tests/kernels/test_runtime.cpp): chapter
+/// 06's v2 on an fp32 or bf16 paged cache, chapter 08's on an 8-bit cache of one KV head laid out
+/// as blocks. attention::paged_decode_attention_v2() on an 8-bit cache is this kernel.
+#include "attention/cache_rows.cuh"
+#include "attention/kv_quant.cuh"
+#include "attention/online_softmax.cuh"
+#include "attention/paged_attention.hpp"
+#include "runtime/runtime.hpp"
+
+#include "pd/cuda_check.hpp"
+
+#include <cmath>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+namespace pd::kernels::attention {
+
+/// Keys whose K and V rows a warp loads before computing with them (as chapter 04's v3 and v4).
+constexpr int kRuntimeKeysInFlight = 4;
+
+// [runtime_decode_kernel]
+/// Block (kv head, b, split): chapter 04's v4 block (the group's query heads over positions
+/// [split * chunk, min(len, (split + 1) * chunk)) of one KV head, 4 keys in flight per warp, the
+/// warps' states merged), reading each position's rows where @p rows says they are (chapter 04's
+/// slot or chapter 06's blocks; a key with no row is skipped) and T the cache's element: fp32,
+/// bf16, or chapter 08's 8-bit code, whose row is multiplied by its scale from @p k_scales /
+/// @p v_scales as it is loaded (null for fp32 and bf16). The context is kv_len[b], clamped to
+/// @p limit. With one split the block writes the output; with several its partial state,
+/// unnormalized, to @p partials: acc [B, Hq, splits, d], then m and l [B, Hq, splits].
+template <typename T, int kG, typename Rows>
+__global__ void runtime_decode_kernel(const float* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
+                                      const float* __restrict__ k_scales, const float* __restrict__ v_scales, Rows rows,
+                                      const int* __restrict__ kv_len, float* __restrict__ out,
+                                      float* __restrict__ partials, int heads, int kv_heads, int d, int limit,
+                                      int chunk, float scale) {
+    __shared__ WarpStates<kG> shared;
+    const int kvh = blockIdx.x, b = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
+    const int warp = threadIdx.x / kWarpSize;
+    const int group = heads / kv_heads;
+    const int len = context_length(kv_len, b, limit);
+    const int begin = int(min((long long)split * chunk, (long long)len));  // no int overflow near the limits
+    const int end = min(len - begin, chunk) + begin;
+    const auto head = rows.of(b, kvh);  // where this sequence's positions of KV head kvh live
+    const std::size_t first_q = std::size_t(b) * heads + std::size_t(kvh) * group;  // query heads of the group
+
+    float qr[kG][kLaneDims] = {};  // zeros past the group
+#pragma unroll
+    for (int g = 0; g < kG; ++g) {
+        if (g < group) load_lane_dims(q + (first_q + g) * d, d, qr[g]);
+        for (float& x : qr[g]) x *= scale;
+    }
+    OnlineState st[kG];
+    // Each warp takes kRuntimeKeysInFlight consecutive keys at a time and loads all their K and V rows
+    // before using any: a decode step is a stream of loads, and more of them in flight per warp
+    // is what keeps the memory busy (one row per warp at a time leaves it waiting on latency).
+    for (int j0 = begin + warp * kRuntimeKeysInFlight; j0 < end; j0 += kDecodeWarps * kRuntimeKeysInFlight) {
+        float kr[kRuntimeKeysInFlight][kLaneDims] = {}, vr[kRuntimeKeysInFlight][kLaneDims] = {};
+        long long at[kRuntimeKeysInFlight];  // each key's row in the cache, -1 past the split or with no row
+#pragma unroll
+        for (int u = 0; u < kRuntimeKeysInFlight; ++u) {
+            at[u] = j0 + u < end ? head.row(j0 + u) : -1;
+            if (at[u] < 0) continue;
+            load_lane_dims(k, k_scales, at[u], d, kr[u]);  // K and V rows: read once for the whole group
+            load_lane_dims(v, v_scales, at[u], d, vr[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < kRuntimeKeysInFlight; ++u) {
+            if (at[u] < 0) continue;  // the same for the whole warp: its shuffles stay converged
+#pragma unroll
+            for (int g = 0; g < kG; ++g) {
+                if (g >= group) break;                                 // `group` is the same in the whole block
+                online_update(st[g], dot_lanes(qr[g], kr[u]), vr[u]);  // the online softmax of v2, per query
+            }
+        }
+    }
+    merge_warps<kG>(st, group, d, shared, [&](int g, int c, float M, float L, float A) {
+        const std::size_t row = first_q + g;  // b * Hq + h
+        if (splits == 1) {
+            out[row * d + c] = L > 0.f ? A / L : 0.f;
+        } else {
+            const std::size_t part = row * splits + split;
+            partials[part * d + c] = A;
+            if (c == 0) {
+                const std::size_t stats = std::size_t(gridDim.y) * heads * splits * d;  // after all acc
+                partials[stats + part] = M;
+                partials[stats + std::size_t(gridDim.y) * heads * splits + part] = L;
+            }
+        }
+    });
+}
+// [runtime_decode_kernel]
+
+/// The second kernel, block (h, b), as chapter 04's v4's: the splits' states merge as the warps' did inside a block:
+/// M = max m_s, L = sum l_s e^(m_s - M), out = sum acc_s e^(m_s - M) / L. A split past the end of
+/// a shorter sequence saw no key (m = -inf) and weighs 0.
+__global__ void runtime_combine_kernel(const float* __restrict__ partials, float* __restrict__ out, int heads, int d,
+                                       int splits) {
+    const std::size_t row = std::size_t(blockIdx.y) * heads + blockIdx.x;
+    const std::size_t stats = std::size_t(gridDim.y) * heads * splits * d;
+    const float* m = partials + stats + row * splits;
+    const float* l = m + std::size_t(gridDim.y) * heads * splits;
+    const float* acc = partials + row * splits * d;
+    float M = -INFINITY;
+    for (int s = 0; s < splits; ++s) M = fmaxf(M, m[s]);
+    for (int c = threadIdx.x; c < d; c += blockDim.x) {
+        float L = 0.f, A = 0.f;
+        for (int s = 0; s < splits; ++s) {
+            const float w = m[s] == -INFINITY ? 0.f : expf(m[s] - M);
+            L = fmaf(l[s], w, L);
+            A = fmaf(acc[std::size_t(s) * d + c], w, A);
+        }
+        out[row * d + c] = L > 0.f ? A / L : 0.f;
+    }
+}
+
+namespace {
+
+/// The sizes every launch of the kernel needs.
+struct GqaLaunch {
+    int batch, heads, kv_heads, head_dim;
+    int limit;   ///< the longest context a sequence may have (kv_len is clamped to it)
+    int chunk;   ///< positions per split
+    int splits;  ///< blocks per (sequence, KV head)
+};
+
+/// The kernel for a group of up to kG query heads.
+template <typename T, int kG, typename Rows>
+void launch_gqa_for(const float* q, const T* k, const T* v, const float* k_scales, const float* v_scales,
+                    const Rows& rows, const int* kv_len, float* out, float* partials, const GqaLaunch& g,
+                    cudaStream_t stream) {
+    const dim3 grid(unsigned(g.kv_heads), unsigned(g.batch), unsigned(g.splits));
+    runtime_decode_kernel<T, kG, Rows><<<grid, kDecodeThreads, 0, stream>>>(
+        q, k, v, k_scales, v_scales, rows, kv_len, out, partials, g.heads, g.kv_heads, g.head_dim, g.limit, g.chunk,
+        1.0f / std::sqrt(float(g.head_dim)));
+    PD_CHECK_LAUNCH();
+}
+
+/// The kernel instantiated for the smallest of 1, 2, 4, 8, 16 query
+/// heads that holds the group; then, with several splits, the combine.
+template <typename T, typename Rows>
+void launch_gqa(const float* q, const T* k, const T* v, const float* k_scales, const float* v_scales, const Rows& rows,
+                const int* kv_len, float* out, float* partials, const GqaLaunch& g, cudaStream_t stream) {
+    const int group = g.heads / g.kv_heads;
+    if (group <= 1)
+        launch_gqa_for<T, 1>(q, k, v, k_scales, v_scales, rows, kv_len, out, partials, g, stream);
+    else if (group <= 2)
+        launch_gqa_for<T, 2>(q, k, v, k_scales, v_scales, rows, kv_len, out, partials, g, stream);
+    else if (group <= 4)
+        launch_gqa_for<T, 4>(q, k, v, k_scales, v_scales, rows, kv_len, out, partials, g, stream);
+    else if (group <= 8)
+        launch_gqa_for<T, 8>(q, k, v, k_scales, v_scales, rows, kv_len, out, partials, g, stream);
+    else
+        launch_gqa_for<T, 16>(q, k, v, k_scales, v_scales, rows, kv_len, out, partials, g, stream);
+    if (g.splits > 1) {
+        runtime_combine_kernel<<<dim3(unsigned(g.heads), unsigned(g.batch)), kDecodeThreads, 0, stream>>>(
+            partials, out, g.heads, g.head_dim, g.splits);
+        PD_CHECK_LAUNCH();
+    }
+}
+
+/// Through the block table, each split a run of whole blocks, ceil(blocks / splits) of them
+/// (chunks never share a block), as chapter 06's v2.
+template <typename T>
+void launch_paged(const float* q, const T* k, const T* v, const float* k_scales, const float* v_scales,
+                  const int* table, const int* kv_len, float* out, float* partials, int splits, const PagedShape& s,
+                  cudaStream_t stream) {
+    check_paged_shape(s);
+    check_kv_scales<T>(k_scales, v_scales, "paged attention v2");
+    if (s.group() > kMaxGroup)
+        throw std::invalid_argument("paged attention v2: heads / kv_heads = " + std::to_string(s.group()) +
+                                    " exceeds " + std::to_string(kMaxGroup));
+    if (splits < 1 || splits > kMaxSplits)
+        throw std::invalid_argument("paged attention v2: splits = " + std::to_string(splits) + " must be in 1 .. " +
+                                    std::to_string(kMaxSplits));
+    if (splits > 1 && partials == nullptr)
+        throw std::invalid_argument("paged attention v2: partials is null with splits = " + std::to_string(splits));
+    const PagedRows rows = paged_rows(table, s);
+    const int chunk = ceil_div(ceil_div(s.max_kv_len, s.block_size), splits) * s.block_size;
+    launch_gqa(q, k, v, k_scales, v_scales, rows, kv_len, out, partials,
+               {s.batch, s.heads, s.kv_heads, s.head_dim, s.max_kv_len, chunk, splits}, stream);
+}
+
+}  // namespace
+
+void paged_decode_attention_v2(const float* q, const Fp8Kv* k_cache, const Fp8Kv* v_cache, const float* k_scales,
+                               const float* v_scales, const int* block_table, const int* kv_len, float* out,
+                               float* partials, int splits, const PagedShape& s, cudaStream_t stream) {
+    launch_paged(q, k_cache, v_cache, k_scales, v_scales, block_table, kv_len, out, partials, splits, s, stream);
+}
+void paged_decode_attention_v2(const float* q, const Int8Kv* k_cache, const Int8Kv* v_cache, const float* k_scales,
+                               const float* v_scales, const int* block_table, const int* kv_len, float* out,
+                               float* partials, int splits, const PagedShape& s, cudaStream_t stream) {
+    launch_paged(q, k_cache, v_cache, k_scales, v_scales, block_table, kv_len, out, partials, splits, s, stream);
+}
+
+}  // namespace pd::kernels::attention
+
+namespace pd::kernels::runtime {
+
+void paged_decode_attention(const float* q, const float* k_cache, const float* v_cache, const int* block_table,
+                            const int* kv_len, float* out, float* partials, int splits, const attention::PagedShape& s,
+                            cudaStream_t stream) {
+    attention::launch_paged(q, k_cache, v_cache, nullptr, nullptr, block_table, kv_len, out, partials, splits, s,
+                            stream);
+}
+void paged_decode_attention(const float* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
+                            const int* block_table, const int* kv_len, float* out, float* partials, int splits,
+                            const attention::PagedShape& s, cudaStream_t stream) {
+    attention::launch_paged(q, k_cache, v_cache, nullptr, nullptr, block_table, kv_len, out, partials, splits, s,
+                            stream);
+}
+void paged_decode_attention(const float* q, const attention::Fp8Kv* k_cache, const attention::Fp8Kv* v_cache,
+                            const float* k_scales, const float* v_scales, const int* block_table, const int* kv_len,
+                            float* out, float* partials, int splits, const attention::PagedShape& s,
+                            cudaStream_t stream) {
+    attention::paged_decode_attention_v2(q, k_cache, v_cache, k_scales, v_scales, block_table, kv_len, out, partials,
+                                         splits, s, stream);
+}
+void paged_decode_attention(const float* q, const attention::Int8Kv* k_cache, const attention::Int8Kv* v_cache,
+                            const float* k_scales, const float* v_scales, const int* block_table, const int* kv_len,
+                            float* out, float* partials, int splits, const attention::PagedShape& s,
+                            cudaStream_t stream) {
+    attention::paged_decode_attention_v2(q, k_cache, v_cache, k_scales, v_scales, block_table, kv_len, out, partials,
+                                         splits, s, stream);
+}
+
+}  // namespace pd::kernels::runtime
