@@ -1,5 +1,5 @@
 /// @file gemv_warp_per_row.cu
-/// @brief Lab 03: v2 of the decode GEMV = v1 (one thread per row) with one warp per row.
+/// @brief Lab 03: GEMV v2 = v1 (Predecessor: kernels/gemv/ch03_v1_thread_per_row.cu) with one warp per row.
 ///
 /// The 32 lanes of a warp share one row of W: lane l reads elements l, l + 32, l + 64, ...,
 /// so at each step the warp reads 32 consecutive weights (one coalesced access instead of 32

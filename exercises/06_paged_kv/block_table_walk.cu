@@ -1,5 +1,6 @@
 /// @file block_table_walk.cu
-/// @brief Lab 06: v1 of paged decode attention = chapter 04's v2 (lab 04: one block per
+/// @brief Lab 06: v1 of paged decode attention = chapter 04's v2 (Predecessor:
+/// solutions/04_kv_cache/decode_attention_online.cu; lab 04: one block per
 /// (sequence, query head), the online softmax) reading K and V through a block table.
 ///
 /// The paged cache is a pool of blocks, [num_blocks, Hkv, block_size, d]; a sequence owns the

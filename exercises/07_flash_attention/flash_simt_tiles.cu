@@ -1,5 +1,5 @@
 /// @file flash_simt_tiles.cu
-/// @brief Lab 07: flash attention v1, SIMT tiles with the online softmax. The first step after
+/// @brief Lab 07: flash attention v1 (no predecessor), SIMT tiles with the online softmax. The first step after
 /// chapter 01's three kernels: the same attention with no score matrix in memory.
 ///
 /// One block per (query tile of 16, head h, sequence b), four warps. The block copies its 16

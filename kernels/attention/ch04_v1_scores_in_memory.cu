@@ -1,6 +1,6 @@
 /// @file ch04_v1_scores_in_memory.cu
 /// @brief Chapter 04, decode attention v1: the first step, one query per (sequence, query head)
-/// over the KV cache as chapter 01 computes attention (no predecessor among the decode steps).
+/// over the KV cache as chapter 01 computes attention (no predecessor): the first decode step.
 /// One block per (sequence, query head): the scores go to a buffer in memory, then the block
 /// finds their maximum, then exponentiates and sums them (chapter 01's two-pass softmax), then
 /// P V. v2 (lab 04, solutions/04_kv_cache/decode_attention_online.cu) folds the keys in one pass

@@ -4,7 +4,7 @@
 /// one change: each K and V row is loaded as codes and multiplied by its row's scale in registers
 /// (kv_quant.cuh's load_lane_dims()), a quarter of fp32's bytes and half of bf16's; the rest of
 /// v4 is unchanged. (The paged cache in 8 bits, which the model runs, is the runtime's:
-/// kernels/runtime/decode_attention.cu.)
+/// kernels/runtime/paged_decode.cu.)
 #include "attention/decode_attention.hpp"
 #include "attention/kv_quant.cuh"
 #include "attention/online_softmax.cuh"

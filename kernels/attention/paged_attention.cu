@@ -1,7 +1,7 @@
 /// @file paged_attention.cu
 /// @brief Chapter 06's paged attention: the shape check, v2's split rule and the dispatch. The
 /// kernels are chapter 04's and 05's read through the block table: v2 is ch06_v2_paged.cu (chapter
-/// 04's v4 through the table; on an 8-bit cache, kernels/runtime/decode_attention.cu), the varlen
+/// 04's v4 through the table; on an 8-bit cache, kernels/runtime/paged_decode.cu), the varlen
 /// form flash attention v3's body (kernels/runtime/flash_varlen.cu), the KV append
 /// layers/kv_append.cu; v1 is lab 06 (block_table_walk.cu).
 #include "attention/paged_attention.hpp"

@@ -1,6 +1,6 @@
 /// @file gemm_simt_bf16.cu
 /// @brief The model's bf16 GEMM on GPUs without bf16 tensor cores: chapter 02's v6
-/// (gemm/vectorized.cu, 128 x 128 block tiles, 8 x 8 micro-tiles, the next K tile loaded during
+/// (gemm/ch02_v6_vectorized.cu, 128 x 128 block tiles, 8 x 8 micro-tiles, the next K tile loaded during
 /// the math) with one change, the loads: each thread reads 4 consecutive bf16 (8 bytes) of X and
 /// of W and widens them to fp32 before they go to shared memory, so the tiles, the FMAs and their
 /// order are v6's.

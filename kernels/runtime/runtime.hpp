@@ -13,7 +13,7 @@
 namespace pd::kernels::runtime {
 
 /// Y [T, N] = X [T, K] W [N, K]^T with bf16 inputs on the SIMT units (fp32 accumulation, fp32
-/// output): chapter 02's v6 (gemm/vectorized.cu) with each element widened to fp32 as it is
+/// output): chapter 02's v6 (gemm/ch02_v6_vectorized.cu) with each element widened to fp32 as it is
 /// loaded. The model's bf16 passes take it on GPUs without bf16 tensor cores (compute
 /// capability below 8.0, a T4), where chapter 02's v7 and v8 cannot run. Bitwise equal to v6 on
 /// the same values in fp32 (the same tiles, the same sums in the same order). 8-byte loads of 4
@@ -29,7 +29,7 @@ inline double gemm_simt_bf16_sim_work(const gemm::Shape& s) {
     return gemm::sim_work("v6", s);
 }
 
-/// Decode attention over a paged cache of any element type (kernels/runtime/decode_attention.cu):
+/// Decode attention over a paged cache of any element type (kernels/runtime/paged_decode.cu):
 /// chapter 04's v4 body through chapter 06's block table (its paged v2) on chapter 08's 8-bit
 /// cache too. The model's decode batches of a paged 8-bit cache run it, as
 /// attention::paged_decode_attention_v2(); on an fp32 or bf16 cache it gives paged v2's bits, on

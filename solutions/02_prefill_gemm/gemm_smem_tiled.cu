@@ -1,5 +1,5 @@
 /// @file gemm_smem_tiled.cu
-/// @brief Lab 02: v3 = v2 (kernels/gemm/coalesced.cu) + shared-memory tiles.
+/// @brief Lab 02: v3 = v2 (Predecessor: kernels/gemm/ch02_v2_coalesced.cu) + shared-memory tiles.
 ///
 /// A block of 32 x 32 threads computes a 32 x 32 tile of Y, one output per thread, as v2
 /// does. It walks along K in steps of 32: at each step the block stages a 32 x 32 tile of X and

@@ -1,5 +1,5 @@
 /// @file decode_attention_online.cu
-/// @brief Lab 04, part 1: v2 of decode attention = v1 (scores in memory, two-pass softmax)
+/// @brief Lab 04, part 1: v2 of decode attention = v1 (Predecessor: kernels/attention/ch04_v1_scores_in_memory.cu)
 /// with the online softmax: one pass over the cache, no score buffer.
 ///
 /// One block per (sequence b, query head h), four warps. Warp w walks keys w, w + 4, w + 8, ...

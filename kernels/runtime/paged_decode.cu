@@ -1,4 +1,4 @@
-/// @file decode_attention.cu
+/// @file paged_decode.cu
 /// @brief The runtime's decode attention over a paged cache of any element type: what the model
 /// runs for a decode batch of a paged cache in 8 bits. It combines
 ///  - chapter 04's decode attention v4 (kernels/attention/ch04_v4_split.cu): the kernel body, a

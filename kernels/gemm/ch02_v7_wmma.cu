@@ -1,5 +1,5 @@
-/// @file wmma.cu
-/// @brief v7, the first tensor-core step (after v6, vectorized.cu, the last SIMT one): the
+/// @file ch02_v7_wmma.cu
+/// @brief v7, the first tensor-core step (Predecessor: v6, ch02_v6_vectorized.cu, the last SIMT one): the
 /// block tile of v5/v6 computed by tensor cores through WMMA, with bf16 inputs and fp32
 /// accumulators. Each of 8 warps owns a 64 x 32 piece of the 128 x 128 block tile, 4 x 2
 /// fragments of 16 x 16, and runs 8 `mma_sync` (16x16x16) per 16-deep slice of K. Tiles of X

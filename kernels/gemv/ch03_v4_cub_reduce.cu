@@ -1,5 +1,5 @@
-/// @file cub_reduce.cu
-/// @brief v4 of the decode GEMV = v3 with the warp's sum done by CUB's WarpReduce: the
+/// @file ch03_v4_cub_reduce.cu
+/// @brief GEMV v4 = v3 (Predecessor: ch03_v3_vectorized.cu) with the warp's sum done by CUB's WarpReduce: the
 /// production library doing what v2 and v3 wrote by hand, for comparison. CUDA only: CUB does
 /// not run on the simulator, where the launchers throw std::invalid_argument.
 #include "gemv.hpp"

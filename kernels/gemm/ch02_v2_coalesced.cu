@@ -1,5 +1,5 @@
-/// @file coalesced.cu
-/// @brief v2 = v1 (naive.cu) with the warp turned around: consecutive threads take
+/// @file ch02_v2_coalesced.cu
+/// @brief v2 = v1 (Predecessor: ch02_v1_naive.cu) with the warp turned around: consecutive threads take
 /// consecutive output features n. A warp then reads one x[t][k] (a broadcast) and 32 rows of W,
 /// and stores 32 adjacent floats of Y in one transaction.
 #include "gemm.hpp"

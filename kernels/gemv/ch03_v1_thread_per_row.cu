@@ -1,4 +1,4 @@
-/// @file thread_per_row.cu
+/// @file ch03_v1_thread_per_row.cu
 /// @brief v1 of the decode GEMV: one thread per row of W, the first step of chapter 03 (no
 /// predecessor). Each thread walks its row alone, so the 32 threads of a warp read addresses
 /// K elements apart: every load touches 32 memory segments (uncoalesced, the lesson of v1).

@@ -1,5 +1,5 @@
-/// @file vectorized.cu
-/// @brief v3 of the decode GEMV = v2 (one warp per row, Lab 03) + 128-bit loads: each lane
+/// @file ch03_v3_vectorized.cu
+/// @brief GEMV v3 = v2 (Predecessor: solutions/03_decode_gemv/gemv_warp_per_row.cu) + 128-bit loads: each lane
 /// reads 16 bytes of W at a time (4 floats or 8 bf16), with 4 loads in flight, and a block
 /// holds 4 warps (4 rows). The elements of a row before its first 16-byte boundary and after
 /// its last whole vector are read one by one, so any K works (row n starts at w + n K, which

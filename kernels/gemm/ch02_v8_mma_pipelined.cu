@@ -1,5 +1,5 @@
-/// @file mma_pipelined.cu
-/// @brief v8 = v7 (wmma.cu) one level down: the warp-level `mma.sync.m16n8k16` instruction
+/// @file ch02_v8_mma_pipelined.cu
+/// @brief v8 = v7 (Predecessor: ch02_v7_wmma.cu) one level down: the warp-level `mma.sync.m16n8k16` instruction
 /// on fragments loaded by `ldmatrix`, and a 3-stage `cp.async` pipeline that copies the next
 /// two K tiles from global to shared memory, without passing through registers, while the
 /// tensor cores work on the current one. Same 128 x 128 block tile and 8 warps of 64 x 32 as

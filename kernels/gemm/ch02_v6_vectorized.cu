@@ -1,5 +1,5 @@
-/// @file vectorized.cu
-/// @brief v6 = v5 (blocktile_2d.cu) + 128-bit loads: each thread stages its part of the X and
+/// @file ch02_v6_vectorized.cu
+/// @brief v6 = v5 (Predecessor: ch02_v5_blocktile_2d.cu) + 128-bit loads: each thread stages its part of the X and
 /// W tiles with one float4 load from global memory each (instead of 4 scalar loads), and reads
 /// its micro-tile operands from shared memory as float4 (4 loads instead of 16 per k). The
 /// micro-tile is split into two 4-wide halves 64 apart, which makes those shared float4 reads

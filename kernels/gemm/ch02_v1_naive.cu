@@ -1,5 +1,5 @@
-/// @file naive.cu
-/// @brief v1, the starting point of chapter 02: one thread per output y[t][n], a plain dot
+/// @file ch02_v1_naive.cu
+/// @brief v1, the starting point of chapter 02 (no predecessor): one thread per output y[t][n], a plain dot
 /// product of row t of X with row n of W. Consecutive threads of a warp take consecutive
 /// tokens t, so each load of X touches 32 rows K floats apart (uncoalesced), and so does each
 /// store to Y; v2 turns the warp around.

@@ -1,5 +1,5 @@
-/// @file blocktile_1d.cu
-/// @brief v4 = v3 (solutions/02_prefill_gemm/gemm_smem_tiled.cu) + 1D register blocking: each
+/// @file ch02_v4_blocktile_1d.cu
+/// @brief v4 = v3 (Predecessor: solutions/02_prefill_gemm/gemm_smem_tiled.cu) + 1D register blocking: each
 /// thread computes a column of 8 outputs (8 tokens, one feature), so one W value read from
 /// shared memory into a register serves 8 multiply-adds instead of one. The block tile grows to
 /// 64 x 64 outputs with 512 threads, and the K step shrinks to 8.

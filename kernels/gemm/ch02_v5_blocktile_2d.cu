@@ -1,5 +1,5 @@
-/// @file blocktile_2d.cu
-/// @brief v5 = v4 (blocktile_1d.cu) + 2D register blocking: each thread computes an 8 x 8
+/// @file ch02_v5_blocktile_2d.cu
+/// @brief v5 = v4 (Predecessor: ch02_v4_blocktile_1d.cu) + 2D register blocking: each thread computes an 8 x 8
 /// micro-tile of Y as a sum of outer products, a column of 8 X values times a row of 8 W values,
 /// both held in registers. Per k step a thread now reads 16 values from shared memory for 64
 /// multiply-adds (v4: 9 for 8). The block tile grows to 128 x 128 with 256 threads.

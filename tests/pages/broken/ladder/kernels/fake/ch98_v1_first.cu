@@ -1,0 +1,3 @@
+/// @file ch98_v1_first.cu
+/// @brief A fake chapter's first step (no predecessor), which its page does not name.
+int first_step = 1;
