@@ -1,6 +1,6 @@
 /// @file causal_softmax.cu
 /// @brief Lab 01: the causal, numerically stable row softmax of naive attention (v1,
-/// softmax_smem_tree).
+/// softmax_smem_tree), the first step (no predecessor).
 ///
 /// One block per score row; each thread handles keys t, t + blockDim.x, ... (rows longer than
 /// the block), and the block combines the per-thread results with a shared-memory tree

@@ -1,10 +1,9 @@
 /// @file cache_rows.cuh
-/// @brief Where a sequence's cached positions live: the two layouts of the KV cache as row
-/// accessors. The kernels that read the cache (decode attention v3/v4 and its paged v2, the
-/// varlen attention of mixed batches, which is chapter 07's flash attention v3) and the append
-/// that writes it are each one kernel body
-/// taking either accessor, so a paged kernel is the contiguous kernel reading its rows through
-/// a block table, not a copy of it.
+/// @brief Chapter 06: where a sequence's cached positions live, the two layouts of the KV cache as
+/// row accessors (chapter 04's slots, chapter 06's blocks), and where chapter 05's packed queries
+/// live. Chapter 06's paged decode v2 (ch06_v2_paged.cu) reads its rows through PagedRows; the
+/// runtime's kernels (kernels/runtime/) and the KV append take either accessor, so their paged form
+/// is their contiguous form reading its rows through a block table, not a copy of it.
 ///
 /// Both answer the same two questions for sequence b: may it be read at all (valid()), and
 /// where does the K (or V) row of KV head kvh at logical position j start (of(b, kvh).row(j),

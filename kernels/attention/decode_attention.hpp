@@ -9,7 +9,6 @@
 /// Scores are scaled by 1 / sqrt(d); softmax and accumulation are in fp32.
 #pragma once
 
-#include "attention/kv_quant.hpp"
 #include "pd/registry.hpp"
 
 #include <cuda_bf16.h>
@@ -148,43 +147,6 @@ void decode_attention_v4(const float* q, const float* k, const float* v, const i
 void decode_attention_v4(const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const int* kv_len, float* out,
                          float* partials, int splits, const DecodeShape& s, cudaStream_t stream = nullptr);
 
-// [decode_kv8]
-/// v3 on chapter 08's fp8 KV cache (kv_quant.hpp): each K and V row's e4m3 codes are multiplied
-/// by the row's scale in registers as the row is loaded (no dequantized copy in memory), then
-/// the kernel computes as on an fp32 cache holding those values.
-/// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] fp8 codes  @param v [B, Hkv, S_max, d] fp8 codes
-/// @param k_scales [B, Hkv, S_max] K's row scales  @param v_scales [B, Hkv, S_max] V's row scales
-/// @param kv_len [B] (device)  @param out [B, Hq, d]
-/// @param s the sizes  @param stream the stream to launch on
-void decode_attention_v3(const float* q, const Fp8Kv* k, const Fp8Kv* v, const float* k_scales, const float* v_scales,
-                         const int* kv_len, float* out, const DecodeShape& s, cudaStream_t stream = nullptr);
-/// v3 on an int8 KV cache (codes times the row's scale, in registers).
-/// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] int8 codes  @param v [B, Hkv, S_max, d] int8 codes
-/// @param k_scales [B, Hkv, S_max] K's row scales  @param v_scales [B, Hkv, S_max] V's row scales
-/// @param kv_len [B] (device)  @param out [B, Hq, d]
-/// @param s the sizes  @param stream the stream to launch on
-void decode_attention_v3(const float* q, const Int8Kv* k, const Int8Kv* v, const float* k_scales, const float* v_scales,
-                         const int* kv_len, float* out, const DecodeShape& s, cudaStream_t stream = nullptr);
-/// v4 on an fp8 KV cache (codes times the row's scale, in registers).
-/// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] fp8 codes  @param v [B, Hkv, S_max, d] fp8 codes
-/// @param k_scales [B, Hkv, S_max] K's row scales  @param v_scales [B, Hkv, S_max] V's row scales
-/// @param kv_len [B] (device)  @param out [B, Hq, d]  @param partials B Hq splits (d + 2) floats of workspace
-/// @param splits blocks per (sequence, KV head), 1 ... kMaxSplits (decode_splits())
-/// @param s the sizes  @param stream the stream to launch on
-void decode_attention_v4(const float* q, const Fp8Kv* k, const Fp8Kv* v, const float* k_scales, const float* v_scales,
-                         const int* kv_len, float* out, float* partials, int splits, const DecodeShape& s,
-                         cudaStream_t stream = nullptr);
-/// v4 on an int8 KV cache (codes times the row's scale, in registers).
-/// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] int8 codes  @param v [B, Hkv, S_max, d] int8 codes
-/// @param k_scales [B, Hkv, S_max] K's row scales  @param v_scales [B, Hkv, S_max] V's row scales
-/// @param kv_len [B] (device)  @param out [B, Hq, d]  @param partials B Hq splits (d + 2) floats of workspace
-/// @param splits blocks per (sequence, KV head), 1 ... kMaxSplits (decode_splits())
-/// @param s the sizes  @param stream the stream to launch on
-void decode_attention_v4(const float* q, const Int8Kv* k, const Int8Kv* v, const float* k_scales, const float* v_scales,
-                         const int* kv_len, float* out, float* partials, int splits, const DecodeShape& s,
-                         cudaStream_t stream = nullptr);
-// [decode_kv8]
-
 /// Runs @p version (a name from decode_versions(); any other throws std::invalid_argument
 /// naming the version) with a workspace of decode_workspace_floats() floats.
 /// @param version "v1" ... "v4"
@@ -201,25 +163,5 @@ void decode_attention(const std::string& version, const float* q, const float* k
 void decode_attention(const std::string& version, const float* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                       const int* kv_len, float* out, float* workspace, const DecodeShape& s, int sm_count,
                       cudaStream_t stream = nullptr);
-
-/// Runs @p version on chapter 08's fp8 KV cache: "v3" or "v4" (with decode_splits() splits);
-/// v1 and v2 take fp32 and bf16 caches only, and any other name throws std::invalid_argument.
-/// @param version "v3" or "v4"
-/// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] fp8 codes  @param v [B, Hkv, S_max, d] fp8 codes
-/// @param k_scales [B, Hkv, S_max] K's row scales  @param v_scales [B, Hkv, S_max] V's row scales
-/// @param kv_len [B] (device)  @param out [B, Hq, d]  @param workspace decode_workspace_floats() floats
-/// @param s the sizes  @param sm_count the device's SMs (v4's splits)  @param stream the stream to launch on
-void decode_attention(const std::string& version, const float* q, const Fp8Kv* k, const Fp8Kv* v, const float* k_scales,
-                      const float* v_scales, const int* kv_len, float* out, float* workspace, const DecodeShape& s,
-                      int sm_count, cudaStream_t stream = nullptr);
-/// As above on an int8 KV cache.
-/// @param version "v3" or "v4"
-/// @param q [B, Hq, d]  @param k [B, Hkv, S_max, d] int8 codes  @param v [B, Hkv, S_max, d] int8 codes
-/// @param k_scales [B, Hkv, S_max] K's row scales  @param v_scales [B, Hkv, S_max] V's row scales
-/// @param kv_len [B] (device)  @param out [B, Hq, d]  @param workspace decode_workspace_floats() floats
-/// @param s the sizes  @param sm_count the device's SMs (v4's splits)  @param stream the stream to launch on
-void decode_attention(const std::string& version, const float* q, const Int8Kv* k, const Int8Kv* v,
-                      const float* k_scales, const float* v_scales, const int* kv_len, float* out, float* workspace,
-                      const DecodeShape& s, int sm_count, cudaStream_t stream = nullptr);
 
 }  // namespace pd::kernels::attention

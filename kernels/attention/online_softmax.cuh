@@ -1,5 +1,5 @@
 /// @file online_softmax.cuh
-/// @brief Device pieces every attention kernel over the KV cache shares (decode, varlen, paged):
+/// @brief Chapter 04: device pieces every attention kernel over the KV cache shares (decode, varlen, paged):
 /// how a warp holds a head's dimensions, the dot product of a query with a key, the online
 /// softmax update, and the merge of the warps' states at the end of a block.
 ///

@@ -55,17 +55,6 @@ void dispatch(const std::string& version, const float* q, const T* k, const T* v
     throw std::invalid_argument("paged attention: version = " + version + " is not one of v1, v2");
 }
 
-/// Chapter 08's 8-bit cache: v2 reads it (lab 06's v1 takes fp32 and bf16 only).
-template <typename T>
-void dispatch_kv8(const std::string& version, const float* q, const T* k, const T* v, const float* k_scales,
-                  const float* v_scales, const int* table, const int* kv_len, float* out, float* workspace,
-                  const PagedShape& s, int sm_count, cudaStream_t stream) {
-    if (version == "v2")
-        return paged_decode_attention_v2(q, k, v, k_scales, v_scales, table, kv_len, out, workspace,
-                                         paged_splits(s, sm_count), s, stream);
-    throw std::invalid_argument("paged attention: version = " + version + " does not read an 8-bit cache (v2 does)");
-}
-
 }  // namespace
 
 // [paged_split_rule]
@@ -95,19 +84,6 @@ void paged_decode_attention(const std::string& version, const float* q, const __
                             const __nv_bfloat16* v_cache, const int* block_table, const int* kv_len, float* out,
                             float* workspace, const PagedShape& s, int sm_count, cudaStream_t stream) {
     dispatch(version, q, k_cache, v_cache, block_table, kv_len, out, workspace, s, sm_count, stream);
-}
-
-void paged_decode_attention(const std::string& version, const float* q, const Fp8Kv* k_cache, const Fp8Kv* v_cache,
-                            const float* k_scales, const float* v_scales, const int* block_table, const int* kv_len,
-                            float* out, float* workspace, const PagedShape& s, int sm_count, cudaStream_t stream) {
-    dispatch_kv8(version, q, k_cache, v_cache, k_scales, v_scales, block_table, kv_len, out, workspace, s, sm_count,
-                 stream);
-}
-void paged_decode_attention(const std::string& version, const float* q, const Int8Kv* k_cache, const Int8Kv* v_cache,
-                            const float* k_scales, const float* v_scales, const int* block_table, const int* kv_len,
-                            float* out, float* workspace, const PagedShape& s, int sm_count, cudaStream_t stream) {
-    dispatch_kv8(version, q, k_cache, v_cache, k_scales, v_scales, block_table, kv_len, out, workspace, s, sm_count,
-                 stream);
 }
 
 }  // namespace pd::kernels::attention

@@ -142,57 +142,6 @@ void paged_decode_attention_v2(const float* q, const __nv_bfloat16* k_cache, con
                                const int* block_table, const int* kv_len, float* out, float* partials, int splits,
                                const PagedShape& s, cudaStream_t stream = nullptr);
 
-// [paged_kv8]
-/// v2 on chapter 08's fp8 KV cache (kv_quant.hpp): each K and V row's e4m3 codes are multiplied
-/// by the row's scale in registers as the row is loaded through the block table.
-/// @param q [B, Hq, d]  @param k_cache [num_blocks, Hkv, block_size, d] fp8 codes
-/// @param v_cache [num_blocks, Hkv, block_size, d] fp8 codes
-/// @param k_scales [num_blocks, Hkv, block_size] K's row scales  @param v_scales [num_blocks, Hkv, block_size] V's
-/// @param block_table [B, max_blocks] (device)  @param kv_len [B] (device) positions in use, clamped to max_kv_len
-/// @param out [B, Hq, d]  @param partials B Hq splits (d + 2) floats of workspace (unused with one split)
-/// @param splits blocks per (sequence, KV head), 1 ... kMaxSplits (paged_splits())
-/// @param s the sizes  @param stream the stream to launch on
-void paged_decode_attention_v2(const float* q, const Fp8Kv* k_cache, const Fp8Kv* v_cache, const float* k_scales,
-                               const float* v_scales, const int* block_table, const int* kv_len, float* out,
-                               float* partials, int splits, const PagedShape& s, cudaStream_t stream = nullptr);
-/// v2 on an int8 KV cache (codes times the row's scale, in registers).
-/// @param q [B, Hq, d]  @param k_cache [num_blocks, Hkv, block_size, d] int8 codes
-/// @param v_cache [num_blocks, Hkv, block_size, d] int8 codes
-/// @param k_scales [num_blocks, Hkv, block_size] K's row scales  @param v_scales [num_blocks, Hkv, block_size] V's
-/// @param block_table [B, max_blocks] (device)  @param kv_len [B] (device) positions in use, clamped to max_kv_len
-/// @param out [B, Hq, d]  @param partials B Hq splits (d + 2) floats of workspace (unused with one split)
-/// @param splits blocks per (sequence, KV head), 1 ... kMaxSplits (paged_splits())
-/// @param s the sizes  @param stream the stream to launch on
-void paged_decode_attention_v2(const float* q, const Int8Kv* k_cache, const Int8Kv* v_cache, const float* k_scales,
-                               const float* v_scales, const int* block_table, const int* kv_len, float* out,
-                               float* partials, int splits, const PagedShape& s, cudaStream_t stream = nullptr);
-/// Runs @p version on chapter 08's fp8 KV cache: "v2" (with paged_splits() splits); lab 06's v1
-/// takes fp32 and bf16 caches only, and any other name throws std::invalid_argument.
-/// @param version "v2"
-/// @param q [B, Hq, d]  @param k_cache [num_blocks, Hkv, block_size, d] fp8 codes
-/// @param v_cache [num_blocks, Hkv, block_size, d] fp8 codes
-/// @param k_scales [num_blocks, Hkv, block_size] K's row scales  @param v_scales [num_blocks, Hkv, block_size] V's
-/// @param block_table [B, max_blocks] (device)  @param kv_len [B] (device)
-/// @param out [B, Hq, d]  @param workspace paged_workspace_floats("v2", ...) floats
-/// @param s the sizes  @param sm_count the device's SMs (v2's splits)  @param stream the stream to launch on
-void paged_decode_attention(const std::string& version, const float* q, const Fp8Kv* k_cache, const Fp8Kv* v_cache,
-                            const float* k_scales, const float* v_scales, const int* block_table, const int* kv_len,
-                            float* out, float* workspace, const PagedShape& s, int sm_count,
-                            cudaStream_t stream = nullptr);
-/// As above on an int8 KV cache.
-/// @param version "v2"
-/// @param q [B, Hq, d]  @param k_cache [num_blocks, Hkv, block_size, d] int8 codes
-/// @param v_cache [num_blocks, Hkv, block_size, d] int8 codes
-/// @param k_scales [num_blocks, Hkv, block_size] K's row scales  @param v_scales [num_blocks, Hkv, block_size] V's
-/// @param block_table [B, max_blocks] (device)  @param kv_len [B] (device)
-/// @param out [B, Hq, d]  @param workspace paged_workspace_floats("v2", ...) floats
-/// @param s the sizes  @param sm_count the device's SMs (v2's splits)  @param stream the stream to launch on
-void paged_decode_attention(const std::string& version, const float* q, const Int8Kv* k_cache, const Int8Kv* v_cache,
-                            const float* k_scales, const float* v_scales, const int* block_table, const int* kv_len,
-                            float* out, float* workspace, const PagedShape& s, int sm_count,
-                            cudaStream_t stream = nullptr);
-// [paged_kv8]
-
 /// Runs @p version (a name from paged_versions(); any other throws std::invalid_argument
 /// naming the version) with a workspace of paged_workspace_floats() floats; v2 with
 /// paged_splits() splits. Sequence b attends to its first min(kv_len[b], max_kv_len) positions.
@@ -254,37 +203,5 @@ void paged_varlen_attention(const float* q, const float* k_cache, const float* v
 void paged_varlen_attention(const float* q, const __nv_bfloat16* k_cache, const __nv_bfloat16* v_cache,
                             const int* q_start, const int* q_len, const int* kv_len, const int* block_table, float* out,
                             const PagedShape& s, int tokens, int max_q_len, cudaStream_t stream = nullptr);
-
-// [paged_varlen_kv8]
-/// paged_varlen_attention() on chapter 08's fp8 KV cache (kv_quant.hpp): each row of a tile of
-/// keys is multiplied by its scale as the block gathers it into shared memory.
-/// @param q [T, Hq, d]  @param k_cache [num_blocks, Hkv, block_size, d] fp8 codes
-/// @param v_cache [num_blocks, Hkv, block_size, d] fp8 codes
-/// @param k_scales [num_blocks, Hkv, block_size] K's row scales  @param v_scales [num_blocks, Hkv, block_size] V's
-/// @param q_start [B] (device) first row of each sequence in q and out
-/// @param q_len [B] (device) new tokens of each sequence, 1 ... max_q_len
-/// @param kv_len [B] (device) positions of each sequence in use, new tokens included
-/// @param block_table [B, max_blocks] (device)  @param out [T, Hq, d]
-/// @param s the sizes (batch = S)  @param tokens T, the rows of q and out
-/// @param max_q_len the longest q_len[s]  @param stream the stream to launch on
-void paged_varlen_attention(const float* q, const Fp8Kv* k_cache, const Fp8Kv* v_cache, const float* k_scales,
-                            const float* v_scales, const int* q_start, const int* q_len, const int* kv_len,
-                            const int* block_table, float* out, const PagedShape& s, int tokens, int max_q_len,
-                            cudaStream_t stream = nullptr);
-/// As above on an int8 KV cache.
-/// @param q [T, Hq, d]  @param k_cache [num_blocks, Hkv, block_size, d] int8 codes
-/// @param v_cache [num_blocks, Hkv, block_size, d] int8 codes
-/// @param k_scales [num_blocks, Hkv, block_size] K's row scales  @param v_scales [num_blocks, Hkv, block_size] V's
-/// @param q_start [B] (device) first row of each sequence in q and out
-/// @param q_len [B] (device) new tokens of each sequence, 1 ... max_q_len
-/// @param kv_len [B] (device) positions of each sequence in use, new tokens included
-/// @param block_table [B, max_blocks] (device)  @param out [T, Hq, d]
-/// @param s the sizes (batch = S)  @param tokens T, the rows of q and out
-/// @param max_q_len the longest q_len[s]  @param stream the stream to launch on
-void paged_varlen_attention(const float* q, const Int8Kv* k_cache, const Int8Kv* v_cache, const float* k_scales,
-                            const float* v_scales, const int* q_start, const int* q_len, const int* kv_len,
-                            const int* block_table, float* out, const PagedShape& s, int tokens, int max_q_len,
-                            cudaStream_t stream = nullptr);
-// [paged_varlen_kv8]
 
 }  // namespace pd::kernels::attention

@@ -70,34 +70,4 @@ void varlen_attention(const float* q, const __nv_bfloat16* k_cache, const __nv_b
                       const int* q_len, const int* kv_len, const int* slot, float* out, const VarlenShape& s,
                       cudaStream_t stream = nullptr);
 
-// [varlen_kv8]
-/// varlen_attention() on chapter 08's fp8 KV cache (kv_quant.hpp): each row of a tile of keys
-/// is multiplied by its scale as the block gathers it into shared memory.
-/// @param q [T, Hq, d]  @param k_cache [slots, Hkv, S_max, d] fp8 codes  @param v_cache [slots, Hkv, S_max, d] fp8
-/// codes
-/// @param k_scales [slots, Hkv, S_max] K's row scales  @param v_scales [slots, Hkv, S_max] V's row scales
-/// @param q_start [S] (device) first row of each sequence in q and out
-/// @param q_len [S] (device) new tokens of each sequence, 1 ... max_q_len
-/// @param kv_len [S] (device) cache positions of each sequence in use, new tokens included
-/// @param slot [S] (device) the cache slot of each sequence, 0 ... slots - 1
-/// @param out [T, Hq, d]
-/// @param s the sizes  @param stream the stream to launch on
-void varlen_attention(const float* q, const Fp8Kv* k_cache, const Fp8Kv* v_cache, const float* k_scales,
-                      const float* v_scales, const int* q_start, const int* q_len, const int* kv_len, const int* slot,
-                      float* out, const VarlenShape& s, cudaStream_t stream = nullptr);
-/// As above on an int8 KV cache.
-/// @param q [T, Hq, d]  @param k_cache [slots, Hkv, S_max, d] int8 codes  @param v_cache [slots, Hkv, S_max, d] int8
-/// codes
-/// @param k_scales [slots, Hkv, S_max] K's row scales  @param v_scales [slots, Hkv, S_max] V's row scales
-/// @param q_start [S] (device) first row of each sequence in q and out
-/// @param q_len [S] (device) new tokens of each sequence, 1 ... max_q_len
-/// @param kv_len [S] (device) cache positions of each sequence in use, new tokens included
-/// @param slot [S] (device) the cache slot of each sequence, 0 ... slots - 1
-/// @param out [T, Hq, d]
-/// @param s the sizes  @param stream the stream to launch on
-void varlen_attention(const float* q, const Int8Kv* k_cache, const Int8Kv* v_cache, const float* k_scales,
-                      const float* v_scales, const int* q_start, const int* q_len, const int* kv_len, const int* slot,
-                      float* out, const VarlenShape& s, cudaStream_t stream = nullptr);
-// [varlen_kv8]
-
 }  // namespace pd::kernels::attention

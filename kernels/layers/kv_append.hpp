@@ -17,6 +17,7 @@
 #pragma once
 
 #include "attention/decode_attention.hpp"
+#include "attention/kv_quant.hpp"
 #include "attention/paged_attention.hpp"
 
 #include <cuda_bf16.h>

@@ -9,7 +9,8 @@
 ///    multiplied by their row's scale as they are loaded.
 /// On each step's own problem it computes that step's bits (tests/kernels/test_runtime.cpp): chapter
 /// 06's v2 on an fp32 or bf16 paged cache, chapter 08's on an 8-bit cache of one KV head laid out
-/// as blocks. attention::paged_decode_attention_v2() on an 8-bit cache is this kernel.
+/// as blocks. attention::paged_decode_attention_v2() on an 8-bit cache is this kernel, and
+/// attention::paged_decode_attention() dispatches to it by name ("v2").
 #include "attention/cache_rows.cuh"
 #include "attention/kv_quant.cuh"
 #include "attention/online_softmax.cuh"
@@ -201,6 +202,34 @@ void paged_decode_attention_v2(const float* q, const Int8Kv* k_cache, const Int8
                                const float* v_scales, const int* block_table, const int* kv_len, float* out,
                                float* partials, int splits, const PagedShape& s, cudaStream_t stream) {
     launch_paged(q, k_cache, v_cache, k_scales, v_scales, block_table, kv_len, out, partials, splits, s, stream);
+}
+
+namespace {
+
+/// Chapter 08's 8-bit cache: v2 reads it (lab 06's v1 takes fp32 and bf16 only).
+template <typename T>
+void dispatch_kv8(const std::string& version, const float* q, const T* k, const T* v, const float* k_scales,
+                  const float* v_scales, const int* table, const int* kv_len, float* out, float* workspace,
+                  const PagedShape& s, int sm_count, cudaStream_t stream) {
+    if (version == "v2")
+        return paged_decode_attention_v2(q, k, v, k_scales, v_scales, table, kv_len, out, workspace,
+                                         paged_splits(s, sm_count), s, stream);
+    throw std::invalid_argument("paged attention: version = " + version + " does not read an 8-bit cache (v2 does)");
+}
+
+}  // namespace
+
+void paged_decode_attention(const std::string& version, const float* q, const Fp8Kv* k_cache, const Fp8Kv* v_cache,
+                            const float* k_scales, const float* v_scales, const int* block_table, const int* kv_len,
+                            float* out, float* workspace, const PagedShape& s, int sm_count, cudaStream_t stream) {
+    dispatch_kv8(version, q, k_cache, v_cache, k_scales, v_scales, block_table, kv_len, out, workspace, s, sm_count,
+                 stream);
+}
+void paged_decode_attention(const std::string& version, const float* q, const Int8Kv* k_cache, const Int8Kv* v_cache,
+                            const float* k_scales, const float* v_scales, const int* block_table, const int* kv_len,
+                            float* out, float* workspace, const PagedShape& s, int sm_count, cudaStream_t stream) {
+    dispatch_kv8(version, q, k_cache, v_cache, k_scales, v_scales, block_table, kv_len, out, workspace, s, sm_count,
+                 stream);
 }
 
 }  // namespace pd::kernels::attention

@@ -4,6 +4,7 @@
 /// those steps and, on their shapes and inputs, bitwise against them. Includable from plain C++.
 #pragma once
 
+#include "attention/kv_quant.hpp"
 #include "attention/paged_attention.hpp"
 #include "gemm/gemm.hpp"
 

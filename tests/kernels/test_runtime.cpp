@@ -12,6 +12,7 @@
 // on an 8-bit cache in slots (seen as the pages of one KV head), with one split and several.
 #include "attention/decode_attention.hpp"
 #include "attention/flash_attention.hpp"
+#include "attention/kv_quant.hpp"
 #include "attention/paged_attention.hpp"
 #include "attention/varlen_attention.hpp"
 #include "attention_reference.hpp"

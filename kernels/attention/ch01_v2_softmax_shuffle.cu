@@ -1,5 +1,6 @@
-/// @file softmax_shuffle.cu
-/// @brief v2 softmax = v1 + warp-shuffle reductions: each warp reduces in registers, and
+/// @file ch01_v2_softmax_shuffle.cu
+/// @brief Chapter 01, v2 softmax = v1 (Predecessor: solutions/01_naive_attention/causal_softmax.cu)
+/// + warp-shuffle reductions: each warp reduces in registers, and
 /// only one value per warp goes through shared memory (2 barriers per reduction, not 9).
 /// The reductions are block_reduce() and warp_reduce() of pd/device_helpers.cuh.
 #include "attention.hpp"

@@ -1,5 +1,6 @@
-/// @file softmax_cub.cu
-/// @brief v3 softmax = v1 with the row reductions done by CUB's BlockReduce: the production
+/// @file ch01_v3_softmax_cub.cu
+/// @brief Chapter 01, v3 softmax = v1 (Predecessor: solutions/01_naive_attention/causal_softmax.cu)
+/// with the row reductions done by CUB's BlockReduce: the production
 /// library doing what v1 and v2 wrote by hand. CUDA only: CUB does not run on the simulator.
 #include "attention.hpp"
 
