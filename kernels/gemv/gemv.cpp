@@ -1,4 +1,4 @@
-/// @file gemv.cu
+/// @file gemv.cpp
 /// @brief Chapter 03's shape check and the dispatch by name over the versions() of gemv.hpp.
 #include "gemv.hpp"
 

@@ -1,4 +1,4 @@
-/// @file naive_attention.cu
+/// @file naive_attention.cpp
 /// @brief Chapter 01's dispatch: the softmax of a version by name, and the three kernels of a
 /// version in order (scores, softmax, P V).
 #include "attention.hpp"

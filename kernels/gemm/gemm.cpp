@@ -1,4 +1,4 @@
-/// @file gemm.cu
+/// @file gemm.cpp
 /// @brief The shape check every launcher of chapter 02 calls, and the dispatch by name
 /// (`--kernel v1` ... `v8`) over the versions() of gemm.hpp.
 #include "gemm.hpp"

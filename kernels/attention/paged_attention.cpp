@@ -1,4 +1,4 @@
-/// @file paged_attention.cu
+/// @file paged_attention.cpp
 /// @brief Chapter 06's paged attention: the shape check, v2's split rule and the dispatch. The
 /// kernels are chapter 04's and 05's read through the block table: v2 is ch06_v2_paged.cu (chapter
 /// 04's v4 through the table; on an 8-bit cache, kernels/runtime/paged_decode.cu), the varlen

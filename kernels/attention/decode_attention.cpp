@@ -1,4 +1,4 @@
-/// @file decode_attention.cu
+/// @file decode_attention.cpp
 /// @brief Chapter 04's shape checks, v4's split rule, the workspace sizes and the dispatch by
 /// name. The versions are one file each: v1 ch04_v1_scores_in_memory.cu, v2 lab 04
 /// (solutions/04_kv_cache/decode_attention_online.cu), v3 ch04_v3_gqa.cu, v4 ch04_v4_split.cu;
