@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Loads every HTML page of the built docs site in headless Chromium and checks what a reader
-would see.
+"""Checks every HTML page of the built docs site for what a reader would see, loading in headless
+Chromium every page whose scripts or formulas could behave differently from another's.
 
     check_site.py HTML_DIR REPO [--screenshots DIR] [--chromium PATH] [--only REGEX] [--jobs N]
-                  [--shard K/N]
+                  [--shard K/N] [--browser-all]
 
 For every page (HTML_DIR/**/*.html, MathJax's own files left out):
 
@@ -19,6 +19,22 @@ For every page (HTML_DIR/**/*.html, MathJax's own files left out):
 Each chapter page (found by the title of REPO/chapters/*/README.md) must also show its version
 table (a table whose first column is `version`, with rows) where its README has one, and at
 least as many code blocks as the README has \\snippet commands, none of them empty.
+
+Which pages Chromium loads. Most of the site is the pages Doxygen writes from the code with one
+template per kind (a struct or class, its member list, a namespace, a folder, a file, a source
+listing, an index of members): about 700 of its 1,000 pages, which differ in their text and links
+but not in their scripts. Chromium loads every other page (the index, the chapter and the other
+written pages, the lists, the search results), every code page with a formula or a TeX delimiter
+anywhere in its file, and of the code pages that run the same scripts (the same kind, and the
+same script elements, event handlers, frames and style sheets once the page's own name is taken
+out of them) the largest; the others are read from their markup (Python's html.parser), which
+gives the links, resources, images and named files the browser would report, and checked the
+same way, each image decoded (a PNG's signature, an SVG parsed as XML). What only a browser sees
+(a console error, an exception, a failed typesetting) comes from the scripts, which such a page
+shares with one loaded, and from the formulas, which it does not have. The width check cannot
+fail on them either: with Doxygen's navigation tree the text scrolls inside its own pane, and a
+page is as wide as the window whatever it holds. Each full page costs Chromium 0.2 to 0.3 s of
+CPU; reading one costs about 3 ms. --browser-all loads every page in Chromium.
 
 With --screenshots DIR, the index and each chapter page are also saved as PNGs, 1280 pixels
 wide, cut into pieces of at most 2400 pixels high (index.png, index-2.png, ...).
@@ -39,6 +55,7 @@ import argparse
 import base64
 import glob
 import html
+import html.parser
 import json
 import os
 import re
@@ -50,6 +67,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+import xml.etree.ElementTree
 
 PAGE_TIMEOUT_S = 30  # one page: load and typeset
 
@@ -293,12 +311,177 @@ def static_title(path):
     return html.unescape(re.sub(r"<[^>]+>", "", found.group(1))).strip() if found else ""
 
 
-def shard_of(pages, site, chapters, shard):
-    """The pages of shard K of N (shard = (K, N)): see --shard."""
+# The pages Doxygen writes from the code, one template per kind (see the docstring): the kind is
+# read from the file name Doxygen gives it.
+CODE_PAGE_KINDS = [("member list", r"-members\.html$"), ("source listing", r"_source\.html$"),
+                   ("compound", r"^(struct|class|union)[^/]*\.html$"), ("folder", r"^dir_[^/]*\.html$"),
+                   ("namespace", r"^namespace(?!s\.html$|members)[^/]*\.html$"), ("file", r"^[^/]*_8\w+\.html$"),
+                   ("member index", r"^(globals|functions|namespacemembers)[^/]*\.html$")]
+SCRIPT_PARTS = re.compile(r"<script\b[^>]*>.*?</script\s*>|<link\b[^>]*>|\son[a-z]+\s*=\s*(?:\"[^\"]*\"|'[^']*')",
+                          re.DOTALL | re.IGNORECASE)
+FRAME = re.compile(r"<(iframe|object|embed)\b[^>]*?\b(?:src|data)\s*=\s*[\"']([^\"']*)[\"']", re.IGNORECASE)
+OWN_NAME = re.compile(r"initNavTree\('[^']*','[^']*'\)")  # the page's place in the navigation tree
+
+
+NAVIGATION_LINK = re.compile(r'"([^"\s]*\.html(?:#[^"\s]*)?)"')  # a page in the navigation's data
+
+
+def code_page_kind(rel):
+    return next((kind for kind, pattern in CODE_PAGE_KINDS if re.search(pattern, rel)), None)
+
+
+def scripts_of(text, path):
+    """What a page runs, its own name taken out: its script elements, event handlers and style
+    sheets, and for each frame (a dependency graph's SVG, the search box's results) its kind and
+    what the document it shows runs."""
+    parts = [OWN_NAME.sub("initNavTree(PAGE)", m.group(0)) for m in SCRIPT_PARTS.finditer(text)]
+    for element, src in FRAME.findall(text):
+        parts.append(f"<{element}> {urllib.parse.urlsplit(src).scheme or os.path.splitext(src)[1]}")
+        framed = os.path.join(os.path.dirname(path), urllib.parse.unquote(src.split("#")[0]))
+        if not urllib.parse.urlsplit(src).scheme and os.path.isfile(framed):
+            with open(framed, encoding="utf-8", errors="replace") as f:
+                parts += [m.group(0) for m in SCRIPT_PARTS.finditer(f.read())]
+    return "\n".join(parts)
+
+
+def browser_pages(pages, site):
+    """The pages Chromium loads (the docstring's rule); the others are read from their markup."""
+    load, groups = set(), {}
+    for path in pages:
+        rel = os.path.relpath(path, site)
+        kind = code_page_kind(rel)
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        if kind is None or RAW_TEX.search(text):
+            load.add(path)
+            continue
+        groups.setdefault((kind, scripts_of(text, path)), []).append((len(text), path))
+    load.update(max(group)[1] for group in groups.values())
+    return load
+
+
+class Markup(html.parser.HTMLParser):
+    """What PAGE_PROBE reports of a page, read from its markup: its links, its resources, its
+    images, and the repository paths its .contents names outside links, code and declarations.
+    Elements are closed as a browser closes them where it matters here: an end tag closes the
+    elements opened since its start tag; a stray one is ignored."""
+    VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
+    NOT_NAMED = {"a", "pre", "script", "fragment", "memproto", "memname"}  # PAGE_PROBE's closest(...)
+    PATH = re.compile(r"\b(?:kernels|solutions|common/include|common/sim/include)/[\w./-]+\.(?:cu|cuh|hpp|h|cpp)\b")
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.open, self.links, self.sources, self.images, self.paths = [], [], [], [], []
+        self.contents = None  # the depth of the first .contents element, while it is open
+        self.contents_seen = False
+
+    def handle_starttag(self, tag, attrs):
+        a = {k: v or "" for k, v in attrs}
+        if tag == "a" and "href" in a:
+            self.links.append(a["href"])
+        if "src" in a:
+            self.sources.append(a["src"])
+        if tag == "object" and "data" in a:
+            self.sources.append(a["data"])
+        if tag == "link" and "href" in a:
+            self.sources.append(a["href"])
+        if tag == "img" and "src" in a or tag == "iframe" and a.get("src", "").endswith(".svg"):
+            self.images.append(a["src"])  # (a graph's SVG in a frame: checked as an image too)
+        if tag in self.VOID:
+            return
+        classes = set(a.get("class", "").split())
+        if "contents" in classes and not self.contents_seen:
+            self.contents, self.contents_seen = len(self.open), True
+        self.open.append((tag, {tag} | classes))
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)
+        if tag not in self.VOID:
+            self.handle_endtag(tag)
+
+    def handle_endtag(self, tag):
+        for depth in range(len(self.open) - 1, -1, -1):
+            if self.open[depth][0] == tag:
+                del self.open[depth:]
+                if self.contents is not None and depth <= self.contents:
+                    self.contents = None
+                return
+
+    def handle_data(self, data):
+        if self.contents is not None and not any(names & self.NOT_NAMED for _, names in self.open):
+            self.paths += self.PATH.findall(data)
+
+
+def image_problem(path):
+    """Why a browser would not show the image file (None if it would): missing, or not decodable
+    as its kind (a PNG without its signature, an SVG that is not XML with an svg root)."""
+    if not os.path.isfile(path):
+        return "missing"
+    with open(path, "rb") as f:
+        data = f.read()
+    if path.lower().endswith(".png") and not data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "not a PNG"
+    if path.lower().endswith(".svg"):
+        try:
+            root = xml.etree.ElementTree.fromstring(data)
+        except xml.etree.ElementTree.ParseError as e:
+            return f"not XML ({e})"
+        if not root.tag.endswith("svg"):
+            return f"its root is <{root.tag}>, not <svg>"
+    return None if data else "empty"
+
+
+def navigation_problems(site):
+    """{script: problems} for the navigation's data (the scripts at the site's top from which the
+    navigation tree and the menu build their links in the browser: navtreedata.js, its index
+    files, a script per node of the tree, menudata.js): every page they link must exist. A loaded
+    page shows only the branches that lead to it; this checks them all. (Not the anchors: the
+    tree lists a file's members at anchors of the file's page where Doxygen documents them on
+    their namespace's page, as it does for about 120 files here, and a reader who opens such an
+    entry lands on the top of the file's page.)"""
+    found = {}
+    for script in sorted(glob.glob(os.path.join(site, "*.js"))):
+        with open(script, encoding="utf-8", errors="replace") as f:
+            urls = NAVIGATION_LINK.findall(f.read())
+        problems = []
+        for url in dict.fromkeys(url.split("#")[0] for url in urls):
+            check_url(urllib.parse.urljoin("file://" + urllib.parse.quote(site) + "/", url), site, problems, "link")
+        if problems:
+            found[os.path.relpath(script, site)] = problems
+    return found
+
+
+def check_markup(path, site, repo):
+    """Checks a page read from its markup, as check_page checks a loaded one: returns (its
+    problems, its title)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        text = f.read()
+    markup = Markup()
+    markup.feed(text)
+    markup.close()
+    base = "file://" + urllib.parse.quote(path)
+    problems = []
+    for url in markup.links:
+        check_url(urllib.parse.urljoin(base, url), site, problems, "link")
+    for url in markup.sources:
+        check_url(urllib.parse.urljoin(base, url), site, problems, "resource")
+    for src in markup.images:
+        parts = urllib.parse.urlsplit(urllib.parse.urljoin(base, src))
+        if parts.scheme == "file" and image_problem(urllib.parse.unquote(parts.path)):
+            problems.append(f"image not loaded: {src}")
+    problems += [f"names {p} without a link to its page" for p in sorted(set(markup.paths))
+                 if os.path.isfile(os.path.join(repo, p))]
+    return problems, static_title(path)
+
+
+def shard_of(pages, site, chapters, shard, load):
+    """The pages of shard K of N (shard = (K, N)): see --shard. The pages Chromium loads and those
+    read from their markup are dealt out separately, so that each shard has its part of both."""
     k, n = shard
     first = [p for p in pages if os.path.relpath(p, site) == "index.html" or static_title(p) in chapters]
     rest = [p for p in pages if p not in first]
-    return (first if k == 1 else []) + rest[k - 1::n]
+    return ((first if k == 1 else []) + [p for p in rest if p in load][k - 1::n]
+            + [p for p in rest if p not in load][k - 1::n])
 
 
 def screenshot(browser, out_dir, name):
@@ -381,6 +564,8 @@ def main():
     parser.add_argument("--only", metavar="REGEX", help="check only the pages whose file name matches")
     parser.add_argument("--jobs", type=int, default=2, help="browsers checking pages at once (default 2)")
     parser.add_argument("--shard", metavar="K/N", help="check only the K-th of N shares of the pages")
+    parser.add_argument("--browser-all", action="store_true",
+                        help="load every page in Chromium, none read from its markup alone")
     args = parser.parse_args()
     shard = None
     if args.shard:
@@ -402,8 +587,11 @@ def main():
                    if not os.path.relpath(p, site).startswith("mathjax" + os.sep))
     if args.only:
         pages = [p for p in pages if re.search(args.only, os.path.relpath(p, site))]
+    load = set(pages) if args.browser_all else browser_pages(pages, site)
     if shard:
-        pages = shard_of(pages, site, chapters, shard)
+        pages = shard_of(pages, site, chapters, shard, load)
+    read = [p for p in pages if p not in load]
+    pages = [p for p in pages if p in load]
     if args.screenshots and (not shard or shard[0] == 1):  # a folder of its own: the PNGs of an earlier run are removed
         os.makedirs(args.screenshots, exist_ok=True)
         for old in glob.glob(os.path.join(args.screenshots, "*.png")):
@@ -422,14 +610,23 @@ def main():
             finally:
                 browser.close()
 
-    threads = [threading.Thread(target=check_pages, args=(pages[i::args.jobs],)) for i in range(args.jobs)]
+    threads = [threading.Thread(target=check_pages, args=(pages[i::args.jobs],)) for i in range(args.jobs)
+               if pages[i::args.jobs]]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     if len(results) != len(pages):
         fail("a browser stopped before checking its pages (see the messages above)")
+    loaded_s = time.monotonic() - start
+    for path in read:
+        problems, title = check_markup(path, site, repo)
+        results[path] = (problems, title, 0)
     failures = {os.path.relpath(p, site): r[0] for p, r in sorted(results.items()) if r[0]}
+    navigation = not args.only and (not shard or shard[0] == 1)
+    passed = len(results) - len(failures)
+    if navigation:  # the navigation's scripts, each failing as a page fails
+        failures.update(navigation_problems(site))
     seen = {r[1] for r in results.values()}
     formulas = sum(r[2] for r in results.values())
     missing = [] if args.only or (shard and shard[0] != 1) else sorted(set(chapters) - seen)
@@ -440,10 +637,11 @@ def main():
             print(f"  {p}")
     for title in missing:
         print(f"FAIL no page is titled '{title}' (the title of its README)")
-    print(f"check_site: {len(pages)} pages{f' (shard {args.shard})' if shard else ''} "
-          f"({len(seen & set(chapters))} chapter pages) loaded in Chromium in "
-          f"{time.monotonic() - start:.0f} s, {formulas} formulas typeset")
-    print(f"{len(pages) - len(failures)} passed, {len(failures)} failed")
+    print(f"check_site: {len(pages) + len(read)} pages{f' (shard {args.shard})' if shard else ''}: "
+          f"{len(pages)} ({len(seen & set(chapters))} chapter pages) loaded in Chromium in {loaded_s:.0f} s, "
+          f"{formulas} formulas typeset; {len(read)} read from their markup, their scripts those of a page loaded"
+          + ("; the navigation's links" if navigation else ""))
+    print(f"{passed} passed, {len(failures)} failed")
     return 1 if failures or missing else 0
 
 
