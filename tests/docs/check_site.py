@@ -14,7 +14,9 @@ For every page (HTML_DIR/**/*.html, MathJax's own files left out):
   the anchor a link names (an id or a name in the target page); images have loaded;
 * every file of the repository that the text names under kernels/, common/include/,
   sim/include/ or solutions/ (the sources the site shows) is a link to its page;
-* it is no wider than the 1280-pixel window.
+* it is no wider than the 1280-pixel window (on the pages of Doxygen's navigation tree, every
+  page of the built site, the text scrolls inside its own pane and the page is as wide as the
+  window whatever it holds: this fails only on a page without the tree).
 
 Each chapter page (found by the title of REPO/chapters/*/README.md) must also show its version
 table (a table whose first column is `version`, with rows) where its README has one, and at
@@ -22,19 +24,21 @@ least as many code blocks as the README has \\snippet commands, none of them emp
 
 Which pages Chromium loads. Most of the site is the pages Doxygen writes from the code with one
 template per kind (a struct or class, its member list, a namespace, a folder, a file, a source
-listing, an index of members): about 700 of its 1,000 pages, which differ in their text and links
-but not in their scripts. Chromium loads every other page (the index, the chapter and the other
+listing, an index of members): about 860 of its 1,050 pages, which differ in their text and
+links but not in their scripts. Chromium loads every other page (the index, the chapter and the other
 written pages, the lists, the search results), every code page with a formula or a TeX delimiter
 anywhere in its file, and of the code pages that run the same scripts (the same kind, and the
 same script elements, event handlers, frames and style sheets once the page's own name is taken
 out of them) the largest; the others are read from their markup (Python's html.parser), which
 gives the links, resources, images and named files the browser would report, and checked the
-same way, each image decoded (a PNG's signature, an SVG parsed as XML). What only a browser sees
-(a console error, an exception, a failed typesetting) comes from the scripts, which such a page
-shares with one loaded, and from the formulas, which it does not have. The width check cannot
-fail on them either: with Doxygen's navigation tree the text scrolls inside its own pane, and a
-page is as wide as the window whatever it holds. Each full page costs Chromium 0.2 to 0.3 s of
-CPU; reading one costs about 3 ms. --browser-all loads every page in Chromium.
+same way, each image decoded (a PNG's signature, an SVG parsed as XML): on all 861 code pages of
+the site, loaded and read, the markup gave the same named files as the browser and a subset of
+its links, the rest being the links the navigation tree and the menu add with their scripts,
+which are checked whole from the scripts' data (every page they link exists) in shard 1. What
+only a browser sees (a console error, an exception, a failed typesetting) comes from the
+scripts, which such a page shares with one loaded, and from the formulas, which it does not
+have. Each page loaded costs Chromium 0.2 to 0.3 s of CPU; one read, about 3 ms.
+--browser-all loads every page in Chromium.
 
 With --screenshots DIR, the index and each chapter page are also saved as PNGs, 1280 pixels
 wide, cut into pieces of at most 2400 pixels high (index.png, index-2.png, ...).
