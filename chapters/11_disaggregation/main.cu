@@ -67,13 +67,6 @@ struct Options {
 };
 
 // [ch11_transfer]
-/// The greedy token of each of the @p rows rows of @p m's logits.
-std::vector<int> argmax_rows(const md::Model& m, int rows) {
-    pd::DeviceBuffer<int> out(static_cast<std::size_t>(rows));
-    m.argmax(out.data());
-    return out.download();
-}
-
 /// Chapter 04's model prefills a batch on device 0 and decodes it on device 1: the cache moves
 /// block by block (device 1's blocks numbered differently, so the tables are remapped), and the
 /// tokens must be one device's. Returns the row, or nothing with fewer than two devices.
@@ -123,7 +116,7 @@ pd::Row real_transfer(pd::Bench& bench, const Options& o, const sv::LinkPreset& 
             for (int b = 0; b < B; ++b)
                 seqs.push_back({.slot = b, .context = P + step - 1, .tokens = 1, .blocks = tables[b]});
             m.forward(next, seqs);
-            next = argmax_rows(m, B);
+            next = m.greedy_tokens();
             out.insert(out.end(), next.begin(), next.end());
         }
         return out;
@@ -135,7 +128,7 @@ pd::Row real_transfer(pd::Bench& bench, const Options& o, const sv::LinkPreset& 
     md::Model pre(config, mo);
     pre.init_synthetic(bench.options.seed);
     prefill(pre, src);
-    const std::vector<int> first = argmax_rows(pre, B);
+    const std::vector<int> first = pre.greedy_tokens();
     const std::vector<int> reference = decode(pre, src, first);
     // two devices: the prompt's blocks to device 1, numbered differently, and the decode there
     PD_CHECK_CUDA(cudaSetDevice(1));

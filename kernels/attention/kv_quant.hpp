@@ -6,12 +6,12 @@
 /// max |x| / 448 and q = e4m3(x / scale) (ties to even); a row of zeros has scale 0 and codes 0.
 /// A row dequantizes to code x scale, rounded once to fp32. Includable from plain C++.
 ///
-/// The appends (layers/kv_append.hpp) write the codes and the scales; the kernels that read the
-/// cache (decode attention v3/v4, paged v2, the varlen and paged varlen attention) take the
-/// codes as a cache of Fp8Kv or Int8Kv elements, in the layouts of the fp32 and bf16 caches,
-/// with the scales alongside in the same layout without the d dimension: [slots, Hkv, S_max] for
-/// chapter 04's slots, [num_blocks, Hkv, block_size] for chapter 06's blocks. So the row that
-/// starts at element offset `row` of the codes has its scale at scales[row / d]. The kernels
+/// The runtime's appends (runtime/runtime.hpp's kv_append_rows()) write the codes and the scales;
+/// the kernels that read the cache (decode attention v3/v4, paged v2, the varlen and paged varlen
+/// attention) take the codes as a cache of Fp8Kv or Int8Kv elements, in the layouts of the fp32 and
+/// bf16 caches, with the scales alongside in the same layout without the d dimension: [slots, Hkv,
+/// S_max] for chapter 04's slots, [num_blocks, Hkv, block_size] for chapter 06's blocks. So the row
+/// that starts at element offset `row` of the codes has its scale at scales[row / d]. The kernels
 /// multiply the codes by the scale in registers as they load a row (no dequantized copy).
 #pragma once
 

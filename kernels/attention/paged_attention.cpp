@@ -3,7 +3,7 @@
 /// kernels are chapter 04's and 05's read through the block table: v2 is ch06_v2_paged.cu (chapter
 /// 04's v4 through the table; on an 8-bit cache, kernels/runtime/paged_decode.cu), the varlen
 /// form flash attention v3's body (kernels/runtime/flash_varlen.cu), the KV append
-/// layers/kv_append.cu; v1 is lab 06 (block_table_walk.cu).
+/// the runtime's kv_append_rows.cu; v1 is lab 06 (block_table_walk.cu).
 #include "attention/paged_attention.hpp"
 
 #include "pd/common.hpp"

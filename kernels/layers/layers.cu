@@ -3,7 +3,8 @@
 /// residual add, fp32 -> bf16, the token-major <-> head-major permutes, the bookkeeping of
 /// chapter 05's mixed batches and the greedy argmax.
 /// Each is one short kernel; together they move far fewer bytes than the projections between
-/// them. The KV appends are in kv_append.cu (lab 04's in solutions/04_kv_cache/kv_append.cu).
+/// them. The KV appends are lab 04's (solutions/04_kv_cache/kv_append.cu) and the
+/// runtime's (kernels/runtime/kv_append_rows.cu).
 #include "layers/layers.hpp"
 
 #include "pd/common.hpp"

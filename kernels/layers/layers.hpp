@@ -1,8 +1,9 @@
 /// @file layers.hpp
 /// @brief Chapter 04: the small kernels of a Llama-style block besides the projections and the
-/// attention: embedding gather, RMSNorm, RoPE, SwiGLU, residual add, fp32 -> bf16, the
-/// token-major <-> head-major permutes of prefill, the bookkeeping of a mixed batch and the
-/// greedy argmax (the KV appends: kv_append.hpp). Includable from plain C++ (tests, programs).
+/// attention: embedding gather, RMSNorm, RoPE, SwiGLU, residual add, fp32 -> bf16, the token-major
+/// <-> head-major permutes of prefill, the bookkeeping of a mixed batch and the greedy argmax (lab
+/// 04's KV append: kv_append.hpp; the model's: runtime/runtime.hpp). Includable from plain C++
+/// (tests, programs).
 ///
 /// Activations are token-major: row t of an [T, ...] array is token t (T = B x tokens per
 /// sequence, sequence-major).

@@ -260,15 +260,45 @@ Format version_format(const std::string& version);
 /// per weight to decode and stage it. @param s the sizes  @param tensor_cores a _tc version
 double sim_work(const Shape& s, bool tensor_cores = false);
 
-/// The int8 and fp8 kernel (the layout of @p w says which): Y [B, N] = X W^T.
-/// @param w the quantized weights  @param x [B, K] bf16  @param y [B, N] fp32  @param s the sizes
-/// @param stream the stream
-void gemv_per_row_scale(const DeviceQuantizedMatrix& w, const __nv_bfloat16* x, float* y, const Shape& s,
-                        cudaStream_t stream = nullptr);
-/// The int4 kernel (lab 08's unpack-and-scale). @param w int4 weights  @param x [B, K] bf16
+/// The SIMT kernels of one format each (versions int8, fp8, int4): Y [B, N] = X W^T, chapter 03's
+/// v5 reading the packed weights (ch08_int8_gemv.cu, ch08_fp8_gemv.cu, and int4's in lab 08's
+/// gemv_int4.cu). @param w the quantized weights, in the function's format  @param x [B, K] bf16
+/// @param y [B, N] fp32  @param s the sizes  @param stream the stream
+/// @throws std::invalid_argument for weights in another format or a bad shape
+void gemv_int8(const DeviceQuantizedMatrix& w, const __nv_bfloat16* x, float* y, const Shape& s,
+               cudaStream_t stream = nullptr);
+/// The fp8 SIMT kernel (version fp8). @param w fp8 weights  @param x [B, K] bf16  @param y [B, N] fp32
+/// @param s the sizes  @param stream the stream
+void gemv_fp8(const DeviceQuantizedMatrix& w, const __nv_bfloat16* x, float* y, const Shape& s,
+              cudaStream_t stream = nullptr);
+/// The int4 SIMT kernel (version int4, lab 08). @param w int4 weights  @param x [B, K] bf16
 /// @param y [B, N] fp32  @param s the sizes  @param stream the stream
 void gemv_int4(const DeviceQuantizedMatrix& w, const __nv_bfloat16* x, float* y, const Shape& s,
                cudaStream_t stream = nullptr);
+/// The tensor-core kernels of one format each (versions int8_tc, fp8_tc, int4_tc): chapter 03's
+/// v6 fed the same way, in the same files. @param w the quantized weights, in the function's
+/// format  @param x [B, K] bf16  @param y [B, N] fp32  @param s the sizes  @param stream the stream
+/// @throws std::invalid_argument for weights in another format, a bad shape, or a GPU without
+/// bf16 tensor cores
+void gemv_int8_mma(const DeviceQuantizedMatrix& w, const __nv_bfloat16* x, float* y, const Shape& s,
+                   cudaStream_t stream = nullptr);
+/// The fp8 tensor-core kernel (version fp8_tc). @param w fp8 weights  @param x [B, K] bf16
+/// @param y [B, N] fp32  @param s the sizes  @param stream the stream
+void gemv_fp8_mma(const DeviceQuantizedMatrix& w, const __nv_bfloat16* x, float* y, const Shape& s,
+                  cudaStream_t stream = nullptr);
+/// The int4 tensor-core kernel (version int4_tc, lab 08's file). @param w int4 weights
+/// @param x [B, K] bf16  @param y [B, N] fp32  @param s the sizes  @param stream the stream
+void gemv_int4_mma(const DeviceQuantizedMatrix& w, const __nv_bfloat16* x, float* y, const Shape& s,
+                   cudaStream_t stream = nullptr);
+/// dequantize_device() for one format: in the format's file, beside its view (nvcc compiles each
+/// file whole: a device function is called from the file that defines it).
+/// @param q the packed matrix, in the function's format  @param out [N, K] bf16  @param stream the stream
+void dequantize_int8(const DeviceQuantizedMatrix& q, __nv_bfloat16* out, cudaStream_t stream = nullptr);
+/// dequantize_device() for fp8 weights. @param q fp8 weights  @param out [N, K] bf16  @param stream the stream
+void dequantize_fp8(const DeviceQuantizedMatrix& q, __nv_bfloat16* out, cudaStream_t stream = nullptr);
+/// dequantize_device() for int4 weights (lab 08's file). @param q int4 weights  @param out [N, K] bf16
+/// @param stream the stream
+void dequantize_int4(const DeviceQuantizedMatrix& q, __nv_bfloat16* out, cudaStream_t stream = nullptr);
 /// The tensor-core path (the _tc versions), for the larger batches: the kernel of @p w's format
 /// (int8, int4 or fp8) on bf16 tensor cores, WMMA 16 x 16 x 16 over up to 16 tokens. int8 and fp8
 /// codes are exact in bf16; int4's dequantized weights are rounded to bf16, as the model's

@@ -2,7 +2,6 @@
 /// @brief Chapter 08's formats on the device: the quantizer the model runs on its bf16 weights
 /// (bit-exact with the host's quantize(): the same per-value functions of quant.hpp), the
 /// dequantizer that feeds a prompt's GEMM, and the copy back to the host.
-#include "gemv_quant.cuh"
 #include "quant.hpp"
 
 #include "pd/common.hpp"
@@ -106,14 +105,11 @@ DeviceQuantizedMatrix quantize_device(const __nv_bfloat16* w, int n, const Layou
 void dequantize_device(const DeviceQuantizedMatrix& q, __nv_bfloat16* out, cudaStream_t stream) {
     switch (q.layout.format) {
         case Format::int8:
-            launch_dequantize(per_row_scale_view<Format::int8>(q), q, out, stream);
-            break;
+            return dequantize_int8(q, out, stream);
         case Format::fp8:
-            launch_dequantize(per_row_scale_view<Format::fp8>(q), q, out, stream);
-            break;
+            return dequantize_fp8(q, out, stream);
         case Format::int4:
-            dequantize_int4(q, out, stream);
-            break;  // in lab 08's file, beside int4's view
+            return dequantize_int4(q, out, stream);  // in lab 08's file, beside int4's view
         default:
             throw std::invalid_argument("dequantize_device: bf16 weights are not packed");
     }

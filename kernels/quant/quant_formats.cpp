@@ -1,6 +1,6 @@
 /// @file quant_formats.cpp
 /// @brief The formats of chapter 08 on the host: names, layouts, the quantizer, its exact
-/// dequantizer and the e4m3 conversions (quant.hpp documents each).
+/// dequantizer, the e4m3 conversions (quant.hpp documents each), and the GEMVs' dispatch by format.
 #include "quant.hpp"
 
 #include "pd/half.hpp"
@@ -216,6 +216,32 @@ double sim_work(const Shape& s, bool tensor_cores) {
     const double warps = std::ceil(s.n / 4.0), padded_k = std::ceil(s.k / 32.0) * 32.0;
     const double flops = 2.0 * bucket * 4 * warps * padded_k + 4 * warps * padded_k;
     return sim_launch_work(32 * std::ceil(s.n / 32.0) * 8, flops, 0, warps * 31.0 * std::ceil(4.0 * bucket / 32.0));
+}
+
+void gemv(const DeviceQuantizedMatrix& w, const __nv_bfloat16* x, float* y, const Shape& s, cudaStream_t stream) {
+    switch (w.layout.format) {
+        case Format::int8:
+            return gemv_int8(w, x, y, s, stream);
+        case Format::fp8:
+            return gemv_fp8(w, x, y, s, stream);
+        case Format::int4:
+            return gemv_int4(w, x, y, s, stream);  // lab 08's file
+        default:
+            throw std::invalid_argument("quant::gemv: bf16 weights are chapter 03's (gemv::gemv)");
+    }
+}
+
+void gemv_mma(const DeviceQuantizedMatrix& w, const __nv_bfloat16* x, float* y, const Shape& s, cudaStream_t stream) {
+    switch (w.layout.format) {
+        case Format::int8:
+            return gemv_int8_mma(w, x, y, s, stream);
+        case Format::fp8:
+            return gemv_fp8_mma(w, x, y, s, stream);
+        case Format::int4:
+            return gemv_int4_mma(w, x, y, s, stream);  // lab 08's file
+        default:
+            throw std::invalid_argument("quant::gemv_mma: bf16 weights are chapter 03's (gemv::gemv, v6)");
+    }
 }
 
 }  // namespace pd::kernels::quant

@@ -10,6 +10,7 @@
 #include "attention/paged_attention.hpp"
 #include "attention/varlen_attention.hpp"
 #include "layers/kv_append.hpp"
+#include "runtime/runtime.hpp"
 
 #include "quant/quant.hpp"
 
@@ -24,6 +25,7 @@ namespace pd::model {
 
 namespace at = pd::kernels::attention;
 namespace ly = pd::kernels::layers;
+namespace rt = pd::kernels::runtime;
 
 namespace {
 
@@ -96,13 +98,13 @@ public:
 
     void append(int layer, const float* k, const float* v, const BatchView& b) override {
         if constexpr (at::kIsKv8<T>)  // codes and a scale per row (chapter 08)
-            ly::kv_append_rows(k, v, store_.k_of(layer), store_.v_of(layer), store_.k_scales_of(layer),
+            rt::kv_append_rows(k, v, store_.k_of(layer), store_.v_of(layer), store_.k_scales_of(layer),
                                store_.v_scales_of(layer), b.row_seq, b.positions, b.tokens, layer_);
         else if (b.rows_in_order && b.uniform > 0)  // B sequences of n tokens in slots 0 ... B - 1: lab 04's append
             ly::kv_append(k, v, store_.k_of(layer), store_.v_of(layer), b.context, b.uniform,
                           {b.sequences, s_.kv_heads, s_.max_seq, s_.head_dim});
         else  // each row to its slot and position
-            ly::kv_append_rows(k, v, store_.k_of(layer), store_.v_of(layer), b.row_seq, b.positions, b.tokens, layer_);
+            rt::kv_append_rows(k, v, store_.k_of(layer), store_.v_of(layer), b.row_seq, b.positions, b.tokens, layer_);
     }
     bool serves_decode(const BatchView& b) const override { return b.rows_in_order; }
     void decode_attention(int layer, const float* q, float* out, const BatchView& b) override {
@@ -196,11 +198,11 @@ public:
 
     void append(int layer, const float* k, const float* v, const BatchView& b) override {
         if constexpr (at::kIsKv8<T>)
-            ly::paged_kv_append_rows(k, v, store_.k_of(layer), store_.v_of(layer), store_.k_scales_of(layer),
+            rt::paged_kv_append_rows(k, v, store_.k_of(layer), store_.v_of(layer), store_.k_scales_of(layer),
                                      store_.v_scales_of(layer), b.block_table, b.row_seq, b.positions, b.tokens,
                                      pages(b.sequences, b.max_kv_len));
         else
-            ly::paged_kv_append_rows(k, v, store_.k_of(layer), store_.v_of(layer), b.block_table, b.row_seq,
+            rt::paged_kv_append_rows(k, v, store_.k_of(layer), store_.v_of(layer), b.block_table, b.row_seq,
                                      b.positions, b.tokens, pages(b.sequences, b.max_kv_len));
     }
     bool serves_decode(const BatchView&) const override { return true; }

@@ -1094,6 +1094,12 @@ void Model::argmax(int* out_device) const {
     ly::argmax(logits_.data(), out_device, rows_ > 0 ? rows_ : options_.batch, full_.vocab);
 }
 
+std::vector<int> Model::greedy_tokens() const {
+    DeviceBuffer<int> out(std::size_t(rows_ > 0 ? rows_ : options_.batch));
+    argmax(out.data());
+    return out.download();
+}
+
 void Model::sample(const ly::SamplingParams& p, std::span<const int> streams, std::span<const int> positions,
                    int* out_device) {
     const int R = rows_ > 0 ? rows_ : options_.batch;

@@ -22,9 +22,9 @@
 #include "attention/kv_quant.hpp"
 #include "attention/paged_attention.hpp"
 #include "attention/varlen_attention.hpp"
-#include "layers/kv_append.hpp"
 #include "paged_check.hpp"
 #include "quant/quant.hpp"
+#include "runtime/runtime.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -39,7 +39,7 @@
 #include <vector>
 
 namespace at = pd::kernels::attention;
-namespace ly = pd::kernels::layers;
+namespace rt = pd::kernels::runtime;
 namespace qt = pd::kernels::quant;
 using at::Fp8Kv;
 using at::Int8Kv;
@@ -215,7 +215,7 @@ void append_slots_case(int slots, int kv_heads, int max_seq, int d, std::uint64_
     check_append_kv8<E>(
         k, v, T, kv_heads, d, cs.elements() / std::size_t(d), row_of,
         [&](const float* kn, const float* vn, E* kc, E* vc, float* ks, float* vs) {
-            ly::kv_append_rows(kn, vn, kc, vc, ks, vs, dslot.data(), dpos.data(), T, cs);
+            rt::kv_append_rows(kn, vn, kc, vc, ks, vs, dslot.data(), dpos.data(), T, cs);
         },
         ctx.str());
 }
@@ -251,7 +251,7 @@ void append_pages_case(int kv_heads, int d, int block_size, const std::vector<in
     check_append_kv8<E>(
         k, v, T, kv_heads, d, s.cache_elements() / std::size_t(d), row_of,
         [&](const float* kn, const float* vn, E* kc, E* vc, float* ks, float* vs) {
-            ly::paged_kv_append_rows(kn, vn, kc, vc, ks, vs, dtable.data(), dseq.data(), dpos.data(), T, s);
+            rt::paged_kv_append_rows(kn, vn, kc, vc, ks, vs, dtable.data(), dseq.data(), dpos.data(), T, s);
         },
         "paged_kv_append_rows " + pb.context(seed));
 }
@@ -634,7 +634,7 @@ TEMPLATE_TEST_CASE("chapter 08: the device e4m3 and int8 encoders agree with the
     check_append_kv8<TestType>(
         k, k, T, 1, d, std::size_t(T), [](int t, int) { return static_cast<long long>(t); },
         [&](const float* kn, const float* vn, TestType* kc, TestType* vc, float* ks, float* vs) {
-            ly::kv_append_rows(kn, vn, kc, vc, ks, vs, dslot.data(), dpos.data(), T, cs);
+            rt::kv_append_rows(kn, vn, kc, vc, ks, vs, dslot.data(), dpos.data(), T, cs);
         },
         ctx.str());
 }
@@ -653,7 +653,7 @@ TEMPLATE_TEST_CASE("chapter 08: an appended 8-bit row dequantizes within the for
     DeviceBuffer<float> dx{std::span<const float>(x)}, ks(cs.elements() / d), vs(cs.elements() / d);
     DeviceBuffer<TestType> kc(cs.elements()), vc(cs.elements());
     DeviceBuffer<int> dslot{std::span<const int>(slot)}, dpos{std::span<const int>(pos)};
-    ly::kv_append_rows(dx.data(), dx.data(), kc.data(), vc.data(), ks.data(), vs.data(), dslot.data(), dpos.data(), T,
+    rt::kv_append_rows(dx.data(), dx.data(), kc.data(), vc.data(), ks.data(), vs.data(), dslot.data(), dpos.data(), T,
                        cs);
     PD_CHECK_CUDA(cudaDeviceSynchronize());
     const std::vector<TestType> codes = kc.download();
@@ -753,10 +753,10 @@ TEST_CASE("chapter 08: the 8-bit cache's launchers refuse missing scales", "[kv8
     CHECK_THROWS_WITH(at::varlen_attention(q.data(), k.data(), k.data(), scales.data(), nullptr, len.data(), len.data(),
                                            len.data(), len.data(), out.data(), vs),
                       Contains("varlen attention"));
-    CHECK_THROWS_WITH(ly::kv_append_rows(q.data(), q.data(), k.data(), k.data(), nullptr, scales.data(), len.data(),
+    CHECK_THROWS_WITH(rt::kv_append_rows(q.data(), q.data(), k.data(), k.data(), nullptr, scales.data(), len.data(),
                                          len.data(), 1, s.cache()),
                       Contains("kv_append_rows") && Contains("k_scales"));
-    CHECK_THROWS_WITH(ly::paged_kv_append_rows(q.data(), q.data(), k8.data(), k8.data(), scales.data(), nullptr,
+    CHECK_THROWS_WITH(rt::paged_kv_append_rows(q.data(), q.data(), k8.data(), k8.data(), scales.data(), nullptr,
                                                table.data(), len.data(), len.data(), 1, ps),
                       Contains("paged_kv_append_rows"));
     // the versions that take fp32 and bf16 caches only

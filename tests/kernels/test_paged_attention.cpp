@@ -10,8 +10,8 @@
 // slots. Bad shapes and names are rejected naming the parameter.
 #include "attention/paged_attention.hpp"
 #include "attention/varlen_attention.hpp"
-#include "layers/kv_append.hpp"
 #include "paged_check.hpp"
+#include "runtime/runtime.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -21,7 +21,7 @@
 #include <vector>
 
 namespace at = pd::kernels::attention;
-namespace ly = pd::kernels::layers;
+namespace rt = pd::kernels::runtime;
 using Catch::Matchers::Contains;
 using bf16 = __nv_bfloat16;
 using pd::testing::PagedBatch;
@@ -243,7 +243,7 @@ void check_paged_append(const PagedBatch& pb, const std::vector<int>& row_seq, c
     pd::DeviceBuffer<int> dtable{std::span<const int>(pb.table)}, dseq{std::span<const int>(row_seq)},
         dpos{std::span<const int>(positions)};
     const std::size_t first = pd::testing::kGuardBlocks * pb.block_elements();
-    ly::paged_kv_append_rows(dk.data(), dv.data(), kc.data() + first, vc.data() + first, dtable.data(), dseq.data(),
+    rt::paged_kv_append_rows(dk.data(), dv.data(), kc.data() + first, vc.data() + first, dtable.data(), dseq.data(),
                              dpos.data(), T, s);
     PD_CHECK_CUDA(cudaDeviceSynchronize());
     const std::vector<C> gk = kc.download(), gv = vc.download();
@@ -291,7 +291,7 @@ TEST_CASE("paged kv append: bad sizes are rejected, naming the parameter", "[pag
     pd::DeviceBuffer<float> buf(16);
     pd::DeviceBuffer<int> idx(1);
     const auto call = [&](int T, const at::PagedShape& s) {
-        ly::paged_kv_append_rows(buf.data(), buf.data(), buf.data(), buf.data(), idx.data(), idx.data(), idx.data(), T,
+        rt::paged_kv_append_rows(buf.data(), buf.data(), buf.data(), buf.data(), idx.data(), idx.data(), idx.data(), T,
                                  s);
     };
     REQUIRE_THROWS_WITH(call(0, {1, 1, 1, 4, 4, 1, 1, 1}), Contains("T must be >= 1"));

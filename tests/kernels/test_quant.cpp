@@ -327,7 +327,11 @@ TEST_CASE("quant: bad formats, group sizes and shapes are refused, naming the fi
                       Contains("B (batch) must be in 1 ... kMaxQuantBatch = 16"));
     CHECK_THROWS_WITH(qt::gemv(dw, x.data(), y.data(), {1, 1, 65}), Contains("differs from the weights' K = 64"));
     CHECK_THROWS_WITH(qt::gemv(dw, x.data(), y.data(), {1, 0, 64}), Contains("N (rows of W) must be >= 1"));
-    CHECK_THROWS_WITH(qt::gemv_per_row_scale(dw, x.data(), y.data(), {1, 1, 64}), Contains("not int8 or fp8"));
+    // each format's kernel refuses another format's weights, naming both
+    CHECK_THROWS_WITH(qt::gemv_int8(dw, x.data(), y.data(), {1, 1, 64}), Contains("weights in int4, not int8"));
+    CHECK_THROWS_WITH(qt::gemv_fp8_mma(dw, x.data(), y.data(), {1, 1, 64}), Contains("weights in int4, not fp8"));
+    const qt::DeviceQuantizedMatrix dw8(qt::quantize(w, 1, {Format::int8, 64}));
+    CHECK_THROWS_WITH(qt::gemv_int4(dw8, x.data(), y.data(), {1, 1, 64}), Contains("weights in int8, not int4"));
     CHECK_THROWS_WITH(qt::gemv_mma(dw, x.data(), y.data(), {17, 1, 64}), Contains("B (batch) must be in 1"));
     CHECK(pd::names_of(qt::versions()) ==
           std::vector<std::string>{"int8", "int4", "fp8", "int8_tc", "int4_tc", "fp8_tc"});

@@ -1,5 +1,5 @@
-// Lab 08: the int4 weights of chapter 08's GEMV (Int4Weights::load and dequant8, in
-// <lab tree>/08_quantized_decode/gemv_int4.cu), through the kernel that every format shares:
+// Lab 08: the int4 weights of chapter 08's GEMV (int4_gemv::Weights::load and dequant8, in
+// <lab tree>/08_quantized_decode/gemv_int4.cu), through the int8 step's kernels, which the file copies:
 // against the GEMV of the dequantized weights (double accumulation) for hand-made rows whose
 // every nibble has its own value, groups of 32 and 128 with and without zero points, ragged K
 // (not a multiple of the group or of the 32 values of a vector), several tokens and more rows
@@ -23,7 +23,8 @@ using bf16 = __nv_bfloat16;
 
 namespace {
 
-constexpr const char* kWhere = "lab 08: Int4Weights::load and dequant8 in <lab tree>/08_quantized_decode/gemv_int4.cu";
+constexpr const char* kWhere =
+    "lab 08: int4_gemv::Weights::load and dequant8 in <lab tree>/08_quantized_decode/gemv_int4.cu";
 constexpr std::size_t kGuard = 32;  // poisoned floats after Y that must stay untouched
 
 /// Quantizes @p w [N, K] to int4 in groups of @p group (with zero points when @p zero_point),

@@ -18,10 +18,7 @@
 
 namespace pd::test {
 
-/// Largest |a - b| / (1 + |b|) (1e30 where a is not finite).
-inline double max_rel_diff(const std::vector<float>& a, const std::vector<float>& b) {
-    return pd::model::max_rel_diff(a, b);
-}
+using pd::model::max_rel_diff;  ///< largest |a - b| / (1 + |b|) (1e30 where a is not finite)
 
 /// The logits of @p m's last pass: rows x V (on the current device).
 inline std::vector<float> logits_of(const pd::model::Model& m) {

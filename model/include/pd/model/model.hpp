@@ -239,6 +239,8 @@ public:
     void rewind(int length);
     /// Greedy sampling: the argmax of each row of logits() of the last pass into @p out_device.
     void argmax(int* out_device) const;
+    /// argmax() on the host: each row's greedy token, one per row of the last pass.
+    std::vector<int> greedy_tokens() const;
     /// Chapter 09: a token drawn from each row of logits() of the last pass into @p out_device by
     /// the rule @p p (kernels::layers::sample()), row r with the Philox draw (p.seed, streams[r],
     /// positions[r]); probs() then holds the distribution each was drawn from.

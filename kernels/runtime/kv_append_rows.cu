@@ -1,9 +1,10 @@
-/// @file kv_append.cu
-/// @brief The KV append of packed rows (kv_append.hpp): one kernel body, written into either
-/// layout of the cache through its row accessor (attention/cache_rows.cuh): chapter 05's slots
-/// and chapter 06's block tables. Lab 04's append of B equal sequences is
-/// solutions/04_kv_cache/kv_append.cu.
-#include "layers/kv_append.hpp"
+/// @file kv_append_rows.cu
+/// @brief The runtime's KV append of packed rows (runtime.hpp): lab 04's append
+/// (solutions/04_kv_cache/kv_append.cu, B equal sequences) for chapter 05's packed rows, written
+/// into either layout of the cache through its row accessor (attention/cache_rows.cuh): chapter
+/// 05's slots and chapter 06's block tables, and into chapter 08's 8-bit cache (codes and a
+/// scale per row). The model's passes write their K and V with it.
+#include "runtime/runtime.hpp"
 
 #include "attention/cache_rows.cuh"
 #include "attention/kv_quant.cuh"
@@ -13,12 +14,14 @@
 #include <stdexcept>
 #include <string>
 
-namespace pd::kernels::layers {
+namespace pd::kernels::runtime {
 
+using attention::CacheShape;
 using attention::Fp8Kv;
 using attention::Int8Kv;
 using attention::kIsKv8;
 using attention::PagedRows;
+using attention::PagedShape;
 using attention::SlotRows;
 
 namespace {
@@ -163,4 +166,4 @@ void paged_kv_append_rows(const float* k_new, const float* v_new, Int8Kv* k_cach
                        positions, T, "paged_kv_append_rows", stream);
 }
 
-}  // namespace pd::kernels::layers
+}  // namespace pd::kernels::runtime
