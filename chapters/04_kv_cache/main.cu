@@ -179,7 +179,9 @@ void add_options(pd::Bench& bench, Options& o) {
                  CLI::IsMember({"fp32", "bf16", "fp8", "int8"}));
     bench.option("--attention", o.attention, "Decode attention version the model uses",
                  CLI::IsMember({"v1", "v2", "v3", "v4"}));
-    o.attn.add_to(bench);
+    bench.option("--attn-batch", o.attn.batch, "Sequences of the decode attention benchmark", CLI::Range(1, 65535));
+    bench.option("--attn-context", o.attn.context, "Longest context of the decode attention benchmark",
+                 CLI::Range(1, 1 << 20));
     bench.app.add_flag("--sweep-context", o.sweep, "Also time one decode step against the context: cache vs recompute");
     bench.option("--sweep-max", o.sweep_max, "Longest context of the sweep", CLI::Range(2, 1 << 20));
     bench.app
@@ -189,7 +191,7 @@ void add_options(pd::Bench& bench, Options& o) {
     bench.app.add_option("--tokenizer", o.tokenizer, "Its tokenizer.bin (for --prompt and to print the text)")
         ->check(pd::input_file());
     bench.app.add_option("--prompt", o.p.text, "Prompt text (needs --tokenizer)");
-    md::add_sampling_options(bench, o.sampling);
+    bench.add_sampling_options(o.sampling.temperature, o.sampling.top_k, o.sampling.top_p);
 }
 
 int run(int argc, char** argv) {

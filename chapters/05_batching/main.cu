@@ -181,7 +181,7 @@ int run(int argc, char** argv) {
                     {}};
     add_options(bench, o);
     if (auto code = bench.parse(argc, argv)) return *code;
-    md::check_executor_types(o.s, bench);  // quantized weights, an 8-bit cache: the model's
+    sv::check_executor_types(o.s, bench.weight_quant());  // quantized weights, an 8-bit cache: the model's
     if (o.find_capacity && (o.slo_tpot_ms <= 0 || o.s.w.scenario != "poisson" || !o.s.w.trace.empty()))
         throw std::invalid_argument("--find-capacity needs --slo-tpot-ms > 0 and the poisson scenario (no --trace)");
     const bool on_model = o.s.on_model();

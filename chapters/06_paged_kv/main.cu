@@ -168,7 +168,9 @@ void add_options(pd::Bench& bench, Options& o) {
                  "The KV cache's memory in GiB, over all GPUs (model executor: four slots of the model's max_seq)",
                  CLI::Range(1e-6, 1e6));
     bench.app.add_flag("--prefix-cache", o.prefix_cache, "Prefix caching on the paged cache (shared-prefix: both)");
-    o.attn.add_to(bench);
+    bench.option("--attn-batch", o.attn.batch, "Sequences of the decode attention benchmark", CLI::Range(1, 65535));
+    bench.option("--attn-context", o.attn.context, "Longest context of the decode attention benchmark",
+                 CLI::Range(1, 1 << 20));
 }
 
 /// What the setups' replays give: a row each (the memory reserved and used, the waste, the
@@ -249,7 +251,7 @@ int run(int argc, char** argv) {
                     at::paged_versions()};
     add_options(bench, o);
     if (auto code = bench.parse(argc, argv)) return *code;
-    md::check_executor_types(o.s, bench);  // quantized weights, an 8-bit cache: the model's
+    sv::check_executor_types(o.s, bench.weight_quant());  // quantized weights, an 8-bit cache: the model's
     if (o.prefix_cache && o.kv == "slots")
         return pd::bad_input(bench.app,
                              "--prefix-cache needs the paged cache (--kv paged or both): slots share no blocks");

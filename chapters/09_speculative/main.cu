@@ -221,7 +221,7 @@ void add_options(pd::Bench& bench, Options& o) {
     bench.option("--accept-rate", o.accept_rate, "The oracle's probability a of proposing the target's choice",
                  CLI::Range(0.0, 1.0));
     bench.option("--draft-layers", o.draft_layers, "The draft model: the target's first layers", CLI::Range(1, 200));
-    md::add_sampling_options(bench, o.sampling);
+    bench.add_sampling_options(o.sampling.temperature, o.sampling.top_k, o.sampling.top_p);
     bench.option("--gpu", o.gpu, "GPU preset of the cost model's prediction", CLI::IsMember(pd::roofline::gpu_names()));
     bench.option("--cost-preset", o.cost_preset, "Model shape of the cost model's prediction",
                  CLI::IsMember(pd::model_names()));

@@ -50,6 +50,13 @@ Bench::Bench(std::string chapter, std::string title, const std::string& descript
     app.get_option("--kernel")->description(kernels);
 }
 
+void Bench::add_sampling_options(float& temperature, int& top_k, float& top_p) {
+    option("--temperature", temperature, "0: greedy (the argmax); > 0: sample from softmax(logits / T)",
+           CLI::Range(0.0f, 100.0f));
+    option("--top-k", top_k, "Sample among the k most likely tokens (0: all)", CLI::Range(0, 1 << 24));
+    option("--top-p", top_p, "Sample within the nucleus of this probability (1: all)", CLI::Range(0.0f, 1.0f));
+}
+
 void Bench::add_dtype_option(bool quantized_weights) {
     has_dtype_option_ = true;
     if (quantized_weights)

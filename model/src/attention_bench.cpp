@@ -86,12 +86,6 @@ long long DecodeAttentionBench::table_entries() const {
     return entries;
 }
 
-void AttentionBenchOptions::add_to(Bench& bench) {
-    bench.option("--attn-batch", batch, "Sequences of the decode attention benchmark", CLI::Range(1, 65535));
-    bench.option("--attn-context", context, "Longest context of the decode attention benchmark",
-                 CLI::Range(1, 1 << 20));
-}
-
 double DecodeAttentionBench::device_bytes() const {
     return 2.0 * (paged_.block_size > 0 ? 2 : 1) * double(k_.size()) * sizeof(float);
 }

@@ -191,13 +191,6 @@ std::string prepare_engine_models(Bench& bench, const ModelConfig& config,
     return first ? describe_model(config, *first, caches) : std::string();
 }
 
-void check_executor_types(const serving::ServingOptions& o, const Bench& bench) {
-    if (o.on_model()) return;
-    const std::string why = " needs --executor model: the cost model counts bf16 weights and a bf16 cache";
-    if (bench.weight_quant() != "none") throw std::invalid_argument("--dtype " + bench.weight_quant() + why);
-    if (o.kv_dtype == "fp8" || o.kv_dtype == "int8") throw std::invalid_argument("--kv-dtype " + o.kv_dtype + why);
-}
-
 serving::Timeline replay(const serving::ServingOptions& o, Bench& bench, const serving::CostModelConfig& cost,
                          const serving::SchedulerConfig& scheduler, const std::vector<serving::Request>& requests,
                          std::vector<std::vector<int>>* generated, nlohmann::json* profile) {

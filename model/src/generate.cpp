@@ -89,13 +89,6 @@ std::vector<int> make_prompts(const PromptSpec& s, const ModelConfig& c, const l
     return prompt;
 }
 
-void add_sampling_options(Bench& bench, kernels::layers::SamplingParams& s) {
-    bench.option("--temperature", s.temperature, "0: greedy (the argmax); > 0: sample from softmax(logits / T)",
-                 CLI::Range(0.0f, 100.0f));
-    bench.option("--top-k", s.top_k, "Sample among the k most likely tokens (0: all)", CLI::Range(0, 1 << 24));
-    bench.option("--top-p", s.top_p, "Sample within the nucleus of this probability (1: all)", CLI::Range(0.0f, 1.0f));
-}
-
 double generation_flops(const ModelConfig& c, const PromptSpec& s, int P, bool cached, bool recomputed, int sweep_max) {
     const double B = s.batch, G = s.gen;
     double tokens = (cached ? B * (P + G - 1) : 0) + (recomputed ? B * (G * P + G * (G - 1) / 2) : 0);

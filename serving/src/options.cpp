@@ -166,6 +166,13 @@ void check_budgets(const std::vector<Request>& requests, int runs, double sim_pa
         require_within(kSimWorkBudget, runs * tokens * 2 * sim_params, "the model's steps for " + what, advice);
 }
 
+void check_executor_types(const ServingOptions& o, const std::string& weight_quant) {
+    if (o.on_model()) return;
+    const std::string why = " needs --executor model: the cost model counts bf16 weights and a bf16 cache";
+    if (weight_quant != "none") throw std::invalid_argument("--dtype " + weight_quant + why);
+    if (o.kv_dtype == "fp8" || o.kv_dtype == "int8") throw std::invalid_argument("--kv-dtype " + o.kv_dtype + why);
+}
+
 void check_kv_memory(const ServingOptions& o, const ModelConfig& model, const CostModelConfig& cost, double kv_bytes) {
     const double beside_weights = cost.machine.memory_bytes - model.parameter_count() * cost.weight_bytes_per_param;
     if (kv_bytes > beside_weights)

@@ -2,11 +2,13 @@
 // 1, 31, 32, 33, 257 and 4099 (one filling the cache to its last position), GQA groups 1, 4
 // and 8, head dims 32, 48, 64 and 128, B in 1, 3 and 8 with ragged contexts, fp32 and bf16
 // caches; NaN in every cache position past a context (attending to one fails); v4 with more
-// splits than positions; bitwise repeatability; the KV append's layout, rounding and bounds;
-// and the rejection of bad shapes and names.
+// splits than positions; bitwise repeatability; the KV append's layout, rounding and bounds, and
+// the runtime's append of packed rows against it bit for bit; and the rejection of bad shapes
+// and names.
 #include "attention/decode_attention.hpp"
 #include "decode_check.hpp"
 #include "layers/kv_append.hpp"
+#include "runtime/runtime.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -17,6 +19,7 @@
 
 namespace at = pd::kernels::attention;
 namespace ly = pd::kernels::layers;
+namespace rt = pd::kernels::runtime;
 using Catch::Matchers::Contains;
 using bf16 = __nv_bfloat16;
 
@@ -144,6 +147,44 @@ TEST_CASE("kv append: the new tokens land at their positions, nothing else chang
     check_append<bf16>({3, 8, 33, 64}, 5, {0, 28, 10}, 3);    // several tokens, rounded to bf16
     check_append<float>({2, 3, 16, 48}, 4, {14, 15}, 4);      // tokens past S_max are dropped
     check_append<bf16>({2, 1, 16, 2}, 3, {-2, 3}, 5);         // and before 0
+}
+
+/// The runtime's kv_append_rows() on the rows of B equal sequences (row t = b n + i: slot b,
+/// position start[b] + i; the same buffer as kv_append()'s [B, n, Hkv, d]) writes the cache that
+/// lab 04's kv_append() writes, bit for bit, positions outside [0, S_max) dropped by both.
+template <typename C>
+void check_rows_equal_append(const at::CacheShape& s, int n, const std::vector<int>& start, std::uint64_t seed) {
+    INFO("kv_append_rows against kv_append: seed=" << seed << " B=" << s.batch << " S_max=" << s.max_seq << " n=" << n);
+    const std::size_t fresh = std::size_t(s.batch) * n * s.kv_heads * s.head_dim;
+    std::vector<float> k(fresh), v(fresh);
+    pd::fill_uniform<float>(k, -1.f, 1.f, pd::derive_seed(seed, 1));
+    pd::fill_uniform<float>(v, -1.f, 1.f, pd::derive_seed(seed, 2));
+    std::vector<int> slot, pos;
+    for (int b = 0; b < s.batch; ++b)
+        for (int i = 0; i < n; ++i) {
+            slot.push_back(b);
+            pos.push_back(start[std::size_t(b)] + i);
+        }
+    const std::vector<C> init(s.elements(), pd::from_float<C>(-7.f));
+    pd::DeviceBuffer<float> dk{std::span<const float>(k)}, dv{std::span<const float>(v)};
+    pd::DeviceBuffer<int> dstart{std::span<const int>(start)}, dslot{std::span<const int>(slot)},
+        dpos{std::span<const int>(pos)};
+    pd::DeviceBuffer<C> k1{std::span<const C>(init)}, v1{std::span<const C>(init)}, k2{std::span<const C>(init)},
+        v2{std::span<const C>(init)};
+    ly::kv_append(dk.data(), dv.data(), k1.data(), v1.data(), dstart.data(), n, s);
+    rt::kv_append_rows(dk.data(), dv.data(), k2.data(), v2.data(), dslot.data(), dpos.data(), s.batch * n, s);
+    const std::vector<C> a = k1.download(), b = k2.download(), c = v1.download(), d = v2.download();
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < a.size(); ++i)
+        differ += pd::to_float(a[i]) != pd::to_float(b[i]) || pd::to_float(c[i]) != pd::to_float(d[i]);
+    INFO(differ << " cache elements differ");
+    CHECK(differ == 0);
+}
+
+TEST_CASE("kv append: the runtime's append of packed rows writes lab 04's cache, bit for bit", "[decode][kv_append]") {
+    check_rows_equal_append<float>({3, 2, 40, 128}, 1, {0, 17, 39}, 11);  // a decode step
+    check_rows_equal_append<bf16>({3, 8, 33, 64}, 5, {0, 28, 10}, 12);    // several tokens, rounded to bf16
+    check_rows_equal_append<float>({2, 3, 16, 48}, 4, {14, -2}, 13);      // past S_max and before 0: dropped
 }
 
 TEST_CASE("kv append: bad sizes are rejected, naming the parameter", "[decode][kv_append]") {

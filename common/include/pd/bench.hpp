@@ -95,6 +95,11 @@ public:
     /// int8, int4 and fp8: the model's weights quantized as chapter 08 does (from bf16, its
     /// activations bf16); the kernels of such a run take bf16 inputs (dtypes() is {bf16}).
     void add_dtype_option(bool quantized_weights = false);
+    /// Adds `--temperature`, `--top-k` and `--top-p` for the programs that generate (chapters 04
+    /// and 09), writing into the fields of their sampling rule (kernels::layers::SamplingParams,
+    /// whose check_sampling() checks them against the vocabulary, naming its fields). Its seed is
+    /// `--seed`. @param temperature 0: greedy  @param top_k 0: all tokens  @param top_p 1: all
+    void add_sampling_options(float& temperature, int& top_k, float& top_p);
     /// Parses the command line. Returns the exit code to return now (0 after `--help`, 2 for bad
     /// input, with a one-line message naming the option), or nothing to go on. A CUDA-only
     /// version asked for on the simulator, or a `--kernel` whose input type `--dtype` excludes,

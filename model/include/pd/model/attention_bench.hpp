@@ -23,7 +23,7 @@
 
 namespace pd::model {
 
-/// The benchmark's size, `--attn-batch` and `--attn-context` of chapters 04 and 06.
+/// The benchmark's size (chapters 04 and 06 set it with `--attn-batch` and `--attn-context`).
 struct AttentionBenchOptions {
 #if defined(PD_BACKEND_SIM)
     int batch = 3;      ///< B sequences: 3 on the simulator (seconds on a CPU)
@@ -32,8 +32,6 @@ struct AttentionBenchOptions {
     int batch = 16;      ///< B sequences: 16 on a GPU
     int context = 8192;  ///< the longest context (llama-3-8b: 512 MiB of bf16 K and V per call)
 #endif
-    /// Adds `--attn-batch` and `--attn-context` to @p bench's options, writing here.
-    void add_to(Bench& bench);
 };
 
 /// One layer's decode attention problem and its measurements.

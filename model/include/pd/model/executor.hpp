@@ -116,12 +116,6 @@ std::string prepare_engine_models(Bench& bench, const ModelConfig& config,
                                   const std::vector<serving::SchedulerConfig>& schedulers,
                                   const std::vector<serving::Request>& requests, DType kv, const std::string& advice);
 
-/// Refuses what only the model executor runs: quantized weights (`--dtype int8`, `int4`, `fp8`)
-/// and an 8-bit cache (`--kv-dtype fp8`, `int8`) with `--executor cost`, whose cost model counts
-/// bf16 weights and a bf16 cache. @param o the serving options  @param bench the harness (`--dtype`)
-/// @throws std::invalid_argument naming the options
-void check_executor_types(const serving::ServingOptions& o, const Bench& bench);
-
 /// One replay of @p requests under @p scheduler with the executor that chapters 05 and 06 choose
 /// with `--executor`: chapter 04's model (serve_on_model(), with the harness's `--dtype`, its
 /// device and the options' `--kv-dtype`), or the cost model of @p cost. Returns the timeline (the

@@ -39,12 +39,6 @@ struct PromptSpec {
 std::vector<int> make_prompts(const PromptSpec& s, const ModelConfig& c, const llama2c::Tokenizer* tok,
                               std::uint64_t seed, int& P);
 
-/// `--temperature`, `--top-k` and `--top-p` on a generating program (chapters 04 and 09), into
-/// @p s; its seed is the program's `--seed` (set it after parsing). Their ranges are checked by
-/// kernels::layers::check_sampling() against the vocabulary, which names SamplingParams' fields.
-/// @param bench the harness  @param s where they go
-void add_sampling_options(Bench& bench, kernels::layers::SamplingParams& s);
-
 /// The arithmetic chapter 04's run asks of the model, in FLOPs (2 per parameter per token through
 /// it): the cached generation (P + G - 1 tokens per sequence), the recomputed one (the whole
 /// sequence at every step), and the context sweep's points (C + 1 tokens at C = 8, 16, ... up to

@@ -113,6 +113,13 @@ std::vector<Request> make_workload(const WorkloadOptions& o, double rate, std::u
 /// @throws std::invalid_argument naming the budget and the options that set the run's size
 void check_budgets(const std::vector<Request>& requests, int runs, double sim_params = 0);
 
+/// Refuses what only the model executor runs: quantized weights (`--dtype int8`, `int4`, `fp8`)
+/// and an 8-bit cache (`--kv-dtype fp8`, `int8`) with `--executor cost`, whose cost model counts
+/// bf16 weights and a bf16 cache. @param o the serving options  @param weight_quant the weights'
+/// format of `--dtype` (pd::Bench::weight_quant(): "none" for fp32 and bf16)
+/// @throws std::invalid_argument naming the options
+void check_executor_types(const ServingOptions& o, const std::string& weight_quant);
+
 /// Refuses a KV cache of @p kv_bytes larger than the cost model's machine (`--tp` x `--gpu`)
 /// holds beside the model's weights: what chapter 06 allocates the cache's books for.
 /// @throws std::invalid_argument naming --kv-memory, the memory left and the options that set it
