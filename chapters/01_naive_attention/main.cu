@@ -79,6 +79,18 @@ Problem make_problem(const att::Shape& s, std::uint64_t seed, std::uint64_t stre
     return p;
 }
 
+// [ch01_cost]
+/// The score matrix holds B H Sq Sk floats: it grows as S^2, and every version writes it,
+/// reads and writes it again (softmax), and reads it once more (P V).
+double score_bytes(const att::Shape& s) {
+    return 4.0 * double(s.score_elements());
+}
+/// What a problem holds on the device: the score matrix, and Q, K, V and O.
+double problem_bytes(const att::Shape& s) {
+    return score_bytes(s) + 4.0 * double(2 * s.q_elements() + 2 * s.kv_elements());
+}
+// [ch01_cost]
+
 // [ch01_versions]
 /// Every selected version on problem @p p: validated against the reference, then timed, with
 /// v1 as the baseline. A version is its three kernels: scores, its softmax, P V.
@@ -106,6 +118,70 @@ std::vector<pd::Row> run_versions(pd::Bench& bench, Problem& p, const nlohmann::
 }
 // [ch01_versions]
 
+/// Where the time goes: each kernel of a version on its own (the softmax is in place, so it is
+/// timed after recomputing the scores, whose time is subtracted), printed and returned as JSON.
+nlohmann::json time_per_kernel(pd::Bench& bench, Problem& p, const std::vector<pd::Row>& rows) {
+    nlohmann::json breakdown = nlohmann::json::object();
+    pd::Table t({"version", "scores", "softmax", "P V", "scores %", "softmax %", "P V %"});
+    for (const pd::Row& r : rows) {
+        if (!r.result.time_ms) continue;
+        const std::string& v = r.result.kernel;
+        const double scores = bench.time_ms([&] { att::scores(p.dq.data(), p.dk.data(), p.work.data(), p.s); });
+        const double softmax = bench.time_ms([&] {
+            att::scores(p.dq.data(), p.dk.data(), p.work.data(), p.s);
+            att::softmax(v, p.work.data(), p.s);
+        }) - scores;
+        const double pv = bench.time_ms([&] { att::pv(p.work.data(), p.dv.data(), p.out.data(), p.s); });
+        const double sum = scores + softmax + pv;
+        t.add_row({v, pd::format_number(scores), pd::format_number(softmax), pd::format_number(pv),
+                   fmt("%.0f", 100 * scores / sum), fmt("%.0f", 100 * softmax / sum), fmt("%.0f", 100 * pv / sum)});
+        breakdown[v] = {{"scores_ms", scores}, {"softmax_ms", softmax}, {"pv_ms", pv}, {"total_ms", *r.result.time_ms}};
+    }
+    if (!breakdown.empty())
+        bench.out() << "\ntime per kernel (median ms and share of the sum)" << (bench.sim() ? ", CPU figures" : "")
+                    << ":\n"
+                    << t.render();
+    return breakdown;
+}
+
+// [ch01_sweep]
+/// --sweep: time and score bytes against S = Sq = Sk at @p shape's B, H and d (each point
+/// validated); doubling S multiplies the score matrix by 4.
+std::vector<pd::Row> sweep_versions(pd::Bench& bench, const att::Shape& shape) {
+    std::ostream& out = bench.out();
+    std::vector<pd::Row> sweep;
+    out << "\nsweep over S = Sq = Sk (B = " << shape.batch << ", H = " << shape.heads << ", d = " << shape.head_dim
+        << "; each point validated against the reference, on sampled rows when large"
+        << (bench.sim() ? "; CPU figures" : "") << "):\n";
+    std::map<std::string, double> previous;  // each version's time at the previous S
+    for (int S = bench.sim() ? 32 : 256; S <= (bench.sim() ? 256 : 8192); S *= 2) {
+        att::Shape s = shape;
+        s.q_len = s.kv_len = S;
+        if (!bench.fits(problem_bytes(s))) {
+            out << "S = " << S << ": does not fit in device memory, sweep stops\n";
+            break;
+        }
+        Problem sp = make_problem(s, bench.options.seed, 10 * std::uint64_t(S), false);
+        for (pd::Row& r : run_versions(bench, sp, {{"seq_len", S}, {"score_bytes", score_bytes(s)}})) {
+            const std::optional<double>& ms = r.result.time_ms;
+            r.point["vs_previous_s"] =
+                ms && previous.count(r.result.kernel) ? nlohmann::json(*ms / previous[r.result.kernel]) : nullptr;
+            if (ms) previous[r.result.kernel] = *ms;
+            sweep.push_back(std::move(r));
+        }
+    }
+    out << pd::render(sweep,
+                      {pd::Column::point("S", "seq_len"),
+                       {"score bytes", [](const pd::Row& r) { return pd::format_bytes(r.point["score_bytes"]); }},
+                       "kernel",
+                       "time ms",
+                       pd::Column::point("x previous S", "vs_previous_s")},
+                      bench.options.check_only)
+        << "doubling S multiplies the score bytes by 4, and the time by about 4 once the GPU is full\n";
+    return sweep;
+}
+// [ch01_sweep]
+
 int run(int argc, char** argv) {
     Options o;
     pd::Bench bench{"01_naive_attention", "naive attention",
@@ -132,14 +208,6 @@ int run(int argc, char** argv) {
         throw std::invalid_argument("--batch x --heads = " + std::to_string(long(shape.batch) * shape.heads) +
                                     " exceeds 65535 (the grid's z limit)");
 
-    // [ch01_cost]
-    // The score matrix holds B H Sq Sk floats: it grows as S^2, and every version writes it,
-    // reads and writes it again (softmax), and reads it once more (P V).
-    const auto score_bytes = [](const att::Shape& s) { return 4.0 * double(s.score_elements()); };
-    const auto problem_bytes = [&](const att::Shape& s) {
-        return score_bytes(s) + 4.0 * double(2 * s.q_elements() + 2 * s.kv_elements());  // Q, K, V, O
-    };
-    // [ch01_cost]
     std::ostream& out = bench.out();
     bench.device();
     bench.require_fits(problem_bytes(shape),
@@ -192,63 +260,8 @@ int run(int argc, char** argv) {
         << "'of roofline' is the floor time (FP32 peak, copy bandwidth) over the time; 'vs baseline' is v1's time "
            "over the version's.\n";
 
-    // Where the time goes: each kernel of a version on its own (the softmax is in place, so it
-    // is timed after recomputing the scores, whose time is subtracted).
-    nlohmann::json breakdown = nlohmann::json::object();
-    pd::Table t({"version", "scores", "softmax", "P V", "scores %", "softmax %", "P V %"});
-    for (const pd::Row& r : rows) {
-        if (!r.result.time_ms) continue;
-        const std::string& v = r.result.kernel;
-        const double scores = bench.time_ms([&] { att::scores(p.dq.data(), p.dk.data(), p.work.data(), shape); });
-        const double softmax = bench.time_ms([&] {
-            att::scores(p.dq.data(), p.dk.data(), p.work.data(), shape);
-            att::softmax(v, p.work.data(), shape);
-        }) - scores;
-        const double pv = bench.time_ms([&] { att::pv(p.work.data(), p.dv.data(), p.out.data(), shape); });
-        const double sum = scores + softmax + pv;
-        t.add_row({v, pd::format_number(scores), pd::format_number(softmax), pd::format_number(pv),
-                   fmt("%.0f", 100 * scores / sum), fmt("%.0f", 100 * softmax / sum), fmt("%.0f", 100 * pv / sum)});
-        breakdown[v] = {{"scores_ms", scores}, {"softmax_ms", softmax}, {"pv_ms", pv}, {"total_ms", *r.result.time_ms}};
-    }
-    if (!breakdown.empty())
-        out << "\ntime per kernel (median ms and share of the sum)" << (bench.sim() ? ", CPU figures" : "") << ":\n"
-            << t.render();
-
-    // [ch01_sweep]
-    // Time and score bytes against S = Sq = Sk: doubling S multiplies the score matrix by 4.
-    std::vector<pd::Row> sweep;
-    if (o.sweep) {
-        out << "\nsweep over S = Sq = Sk (B = " << shape.batch << ", H = " << shape.heads << ", d = " << shape.head_dim
-            << "; each point validated against the reference, on sampled rows when large"
-            << (bench.sim() ? "; CPU figures" : "") << "):\n";
-        std::map<std::string, double> previous;  // each version's time at the previous S
-        for (int S = bench.sim() ? 32 : 256; S <= (bench.sim() ? 256 : 8192); S *= 2) {
-            att::Shape s = shape;
-            s.q_len = s.kv_len = S;
-            if (!bench.fits(problem_bytes(s))) {
-                out << "S = " << S << ": does not fit in device memory, sweep stops\n";
-                break;
-            }
-            Problem sp = make_problem(s, bench.options.seed, 10 * std::uint64_t(S), false);
-            for (pd::Row& r : run_versions(bench, sp, {{"seq_len", S}, {"score_bytes", score_bytes(s)}})) {
-                const std::optional<double>& ms = r.result.time_ms;
-                r.point["vs_previous_s"] =
-                    ms && previous.count(r.result.kernel) ? nlohmann::json(*ms / previous[r.result.kernel]) : nullptr;
-                if (ms) previous[r.result.kernel] = *ms;
-                sweep.push_back(std::move(r));
-            }
-        }
-        out << pd::render(sweep,
-                          {pd::Column::point("S", "seq_len"),
-                           {"score bytes", [](const pd::Row& r) { return pd::format_bytes(r.point["score_bytes"]); }},
-                           "kernel",
-                           "time ms",
-                           pd::Column::point("x previous S", "vs_previous_s")},
-                          bench.options.check_only)
-            << "doubling S multiplies the score bytes by 4, and the time by about 4 once the GPU is full\n";
-    }
-    // [ch01_sweep]
-
+    const nlohmann::json breakdown = time_per_kernel(bench, p, rows);
+    const std::vector<pd::Row> sweep = o.sweep ? sweep_versions(bench, shape) : std::vector<pd::Row>{};
     nlohmann::json report = bench.report({{"batch", shape.batch},
                                           {"heads", shape.heads},
                                           {"seq_len", shape.q_len},
