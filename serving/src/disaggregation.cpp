@@ -175,23 +175,13 @@ void run_decode(std::vector<Arrival> arrivals, int max_seqs, long long capacity,
     }
 }
 
-Served serve_disaggregated(const std::vector<Request>& requests, const Setup& s, const Cluster& c) {
-    check_pool(s.prefill, "prefill");
-    check_pool(s.decode, "decode");
-    if (!(s.link.bytes_per_s > 0)) throw std::invalid_argument("Setup.link.bytes_per_s must be > 0");
-    Served out;
-    const long long prefill_kv = instance_kv(c, s.prefill.tp, "prefill");
-    out.kv_capacity = instance_kv(c, s.decode.tp, "decode");
-    out.timeline.policy = s.name();
-    out.timeline.requests.resize(requests.size());
-    for (const Request& r : requests)
-        if (r.prompt_tokens + r.output_tokens > out.kv_capacity)
-            throw std::invalid_argument("request " + std::to_string(r.id) + " (" +
-                                        std::to_string(r.prompt_tokens + r.output_tokens) +
-                                        " positions) never fits a decode instance's cache of " +
-                                        std::to_string(out.kv_capacity) + " positions");
-
-    // 1. The prefill pool: whole prompts, one output token each, the instances in turn.
+/// The prefill pool of @p s: whole prompts, one output token each, dealt to the instances in
+/// turn, each running the serving engine. Merges their steps into @p out's timeline (a request's
+/// first token at its prefill's end, replaced by the caller with the cache's arrival) and fills
+/// @p out's transfer records of the prefill; returns each request's transfer job, by id.
+std::vector<TransferJob> run_prefill_pool(const std::vector<Request>& requests, const Setup& s, const Cluster& c,
+                                          long long prefill_kv, Served& out) {
+    out.transfers.resize(requests.size());
     std::vector<Request> prompts = requests;
     for (Request& r : prompts) r.output_tokens = 1;
     std::vector<std::vector<int>> ids;
@@ -200,7 +190,6 @@ Served serve_disaggregated(const std::vector<Request>& requests, const Setup& s,
                                  .token_budget = s.prefill.token_budget,
                                  .max_seqs = s.prefill.max_seqs,
                                  .kv_capacity = prefill_kv};
-    out.transfers.resize(requests.size());
     const double per_token = c.cost.model.kv_bytes_per_token(c.cost.kv_bytes_per_element);
     std::vector<TransferJob> jobs(requests.size());
     for (std::size_t k = 0; k < parts.size(); ++k) {
@@ -225,6 +214,27 @@ Served serve_disaggregated(const std::vector<Request>& requests, const Setup& s,
             }
         merge(std::move(t), ids[k], out.timeline);  // token_s[0]: the prefill's end, replaced below
     }
+    return jobs;
+}
+
+Served serve_disaggregated(const std::vector<Request>& requests, const Setup& s, const Cluster& c) {
+    check_pool(s.prefill, "prefill");
+    check_pool(s.decode, "decode");
+    if (!(s.link.bytes_per_s > 0)) throw std::invalid_argument("Setup.link.bytes_per_s must be > 0");
+    Served out;
+    const long long prefill_kv = instance_kv(c, s.prefill.tp, "prefill");
+    out.kv_capacity = instance_kv(c, s.decode.tp, "decode");
+    out.timeline.policy = s.name();
+    out.timeline.requests.resize(requests.size());
+    for (const Request& r : requests)
+        if (r.prompt_tokens + r.output_tokens > out.kv_capacity)
+            throw std::invalid_argument("request " + std::to_string(r.id) + " (" +
+                                        std::to_string(r.prompt_tokens + r.output_tokens) +
+                                        " positions) never fits a decode instance's cache of " +
+                                        std::to_string(out.kv_capacity) + " positions");
+
+    // 1. The prefill pool: whole prompts, one output token each, the instances in turn.
+    const std::vector<TransferJob> jobs = run_prefill_pool(requests, s, c, prefill_kv, out);
 
     // 2. The transfers (lab 11's schedule): an instance's tp GPUs send their heads at once.
     const LinkModel link{.bytes_per_s = s.link.bytes_per_s * s.prefill.tp, .latency_s = s.link.latency_s};
