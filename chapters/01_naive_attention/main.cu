@@ -210,26 +210,25 @@ int run(int argc, char** argv) {
 
     std::ostream& out = bench.out();
     bench.device();
-    bench.require_fits(problem_bytes(shape),
-                       "the score matrix (" + pd::format_bytes(score_bytes(shape)) + ") with Q, K, V and O",
-                       "lower --seq-len, --batch or --heads");
-    const auto sim_work = [&](const att::Shape& s) {  // the versions (timed: also each kernel alone), the reference
-        return (bench.timing() ? 3 : 1) * bench.versions_work([&](const pd::Version& v, pd::DType) {
-            return att::sim_work(v.name, s);
-        }) + pd::kSimElementWork * double(3 * s.q_elements() + 2 * s.kv_elements()) +
-               (bench.dumping() ? s.flops() : std::min(s.flops(), 4e8));
+    pd::Needs needs{"the versions at B = " + std::to_string(shape.batch) + ", H = " + std::to_string(shape.heads) +
+                        ", Sq = " + std::to_string(shape.q_len) + ", Sk = " + std::to_string(shape.kv_len) +
+                        ", d = " + std::to_string(shape.head_dim),
+                    "lower --seq-len, --kv-len, --batch, --heads or --head-dim, or choose one --kernel"};
+    needs.device("the score matrix (" + pd::format_bytes(score_bytes(shape)) + ") with Q, K, V and O",
+                 problem_bytes(shape));
+    const auto add_work = [&](const att::Shape& s) {  // the versions (timed: also each kernel alone), the reference
+        needs.elements(double(3 * s.q_elements() + 2 * s.kv_elements()))
+            .work((bench.timing() ? 3 : 1) * bench.versions_work([&](const pd::Version& v, pd::DType) {
+                return att::sim_work(v.name, s);
+            }) + (bench.dumping() ? s.flops() : std::min(s.flops(), 4e8)));
     };
-    double work = sim_work(shape);
+    add_work(shape);
     for (int S = 32; o.sweep && S <= 256; S *= 2) {
         att::Shape s = shape;
         s.q_len = s.kv_len = S;
-        work += sim_work(s);
+        add_work(s);
     }
-    bench.require_sim_work(work,
-                           "the versions at B = " + std::to_string(shape.batch) +
-                               ", H = " + std::to_string(shape.heads) + ", Sq = " + std::to_string(shape.q_len) +
-                               ", Sk = " + std::to_string(shape.kv_len) + ", d = " + std::to_string(shape.head_dim),
-                           "lower --seq-len, --kv-len, --batch, --heads or --head-dim, or choose one --kernel");
+    bench.require(needs);
     bench.measure_roofs();
     out << "problem: B = " << shape.batch << ", H = " << shape.heads << ", Sq = " << shape.q_len
         << ", Sk = " << shape.kv_len << ", d = " << shape.head_dim << ", " << (shape.causal ? "causal" : "no mask")

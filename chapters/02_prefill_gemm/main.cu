@@ -169,19 +169,18 @@ int run(int argc, char** argv) {
     };
     std::ostream& out = bench.out();
     bench.device();
-    bench.require_fits(problem_bytes(shape), "X, W and Y", "lower --tokens, --n or --k");
-    const auto sim_work = [&](const gm::Shape& s) {  // the versions' launches, the inputs and the reference
-        const double elements = double(s.x_elements() + s.w_elements() + s.y_elements());
-        return bench.versions_work([&](const pd::Version& v, DType) { return gm::sim_work(v.name, s); }) +
-               double(dtypes.size()) *
-                   (pd::kSimElementWork * elements + (bench.dumping() ? s.flops() : std::min(s.flops(), 4e8)));
+    pd::Needs needs{"the versions at T = " + std::to_string(o.tokens) + ", N = " + std::to_string(o.n) +
+                        ", K = " + std::to_string(o.k),
+                    "lower --tokens, --n or --k, or choose one --kernel"};
+    needs.device("X, W and Y", problem_bytes(shape));
+    const auto add_work = [&](const gm::Shape& s) {  // the versions' launches, the inputs and the reference
+        needs.elements(double(dtypes.size()) * double(s.x_elements() + s.w_elements() + s.y_elements()))
+            .work(bench.versions_work([&](const pd::Version& v, DType) { return gm::sim_work(v.name, s); }) +
+                  double(dtypes.size()) * (bench.dumping() ? s.flops() : std::min(s.flops(), 4e8)));
     };
-    double work = sim_work(shape);
-    for (int T = 1; o.sweep && T <= 256; T *= 2) work += sim_work({T, shape.n, shape.k});
-    bench.require_sim_work(work,
-                           "the versions at T = " + std::to_string(o.tokens) + ", N = " + std::to_string(o.n) +
-                               ", K = " + std::to_string(o.k),
-                           "lower --tokens, --n or --k, or choose one --kernel");
+    add_work(shape);
+    for (int T = 1; o.sweep && T <= 256; T *= 2) add_work({T, shape.n, shape.k});
+    bench.require(needs);
     bench.measure_roofs();
 
     // [ch02_cost]

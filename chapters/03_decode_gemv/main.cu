@@ -193,26 +193,25 @@ int run(int argc, char** argv) {
         throw std::invalid_argument("--n x --k = " + std::to_string(shape.w_elements()) +
                                     " elements exceeds 2^31 - 1 (the kernels' 32-bit offsets)");
 
-    // Device memory: the widest type's stack, and X and Y up to the sweep's B = 64.
-    const int max_batch = o.sweep ? gv::kMaxBatch : o.batch;
-    const double stack_bytes = double(o.layers) * double(shape.w_elements()) * pd::size_of(dtypes.front());
-    const double device_bytes =
-        stack_bytes + double(o.layers) * max_batch * double(o.n) * 4.0 + double(max_batch) * double(o.k) * 4.0;
     std::ostream& out = bench.out();
     const pd::DeviceInfo& dev = bench.device();
-    bench.require_fits(device_bytes, "the weight stack, X and Y", "lower --layers, --n or --k");
-    const auto sim_work = [&](int B) {  // the versions' launches over the stack, and the reference's two matrices
+    pd::Needs needs{"the versions on " + std::to_string(o.layers) + " matrices of N = " + std::to_string(o.n) +
+                        ", K = " + std::to_string(o.k),
+                    "lower --layers, --n or --k, or choose one --kernel"};
+    const double max_batch = o.sweep ? gv::kMaxBatch : o.batch;  // X and Y up to the sweep's B = 64
+    needs.device("the weight stack", double(o.layers) * double(shape.w_elements()) * pd::size_of(dtypes.front()))
+        .device("X", max_batch * double(o.k) * 4.0)
+        .device("Y", double(o.layers) * max_batch * double(o.n) * 4.0)
+        .elements(double(dtypes.size()) * o.layers * double(shape.w_elements()));
+    const auto add_work = [&](int B) {  // the versions' launches over the stack, and the reference's two matrices
         const gv::Shape s{B, o.n, o.k};
-        return o.layers * bench.versions_work([&](const pd::Version& v, DType) { return gv::sim_work(v.name, s); }) +
-               double(dtypes.size()) * 4 * s.flops();
+        needs.work(o.layers * bench.versions_work([&](const pd::Version& v, DType) {
+            return gv::sim_work(v.name, s);
+        }) + double(dtypes.size()) * 4 * s.flops());
     };
-    double work =
-        double(dtypes.size()) * pd::kSimElementWork * o.layers * double(shape.w_elements()) + sim_work(o.batch);
-    for (int B = 1; o.sweep && B <= gv::kMaxBatch; B *= 2) work += sim_work(B);
-    bench.require_sim_work(work,
-                           "the versions on " + std::to_string(o.layers) + " matrices of N = " + std::to_string(o.n) +
-                               ", K = " + std::to_string(o.k),
-                           "lower --layers, --n or --k, or choose one --kernel");
+    add_work(o.batch);
+    for (int B = 1; o.sweep && B <= gv::kMaxBatch; B *= 2) add_work(B);
+    bench.require(needs);
     bench.measure_roofs();
 
     // [ch03_cost]

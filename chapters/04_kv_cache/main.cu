@@ -232,14 +232,12 @@ int run(int argc, char** argv) {
                         .attention = o.attention,
                         .sm_count = std::max(dev.sm_count, 1)};
     mo.quant = bench.weight_quant();  // --dtype int8, int4 or fp8: quantized from bf16 (chapter 08)
-    bench.require_fits(md::Model::device_bytes(config, mo), "the model, its cache and the activations",
-                       "choose a smaller --preset, or lower --batch, --prompt-len, --gen or --sweep-max");
-    if (bench.sim())  // every token through the model, 2 FLOPs per parameter, per dtype
-        pd::require_within(pd::kSimWorkBudget,
-                           double(dtypes.size()) * md::generation_flops(config, o.p, P, o.mode != "recompute",
-                                                                        o.mode != "cache", o.sweep ? o.sweep_max : 0),
-                           "generating with " + config.name + " on the simulator",
-                           "lower --batch, --prompt-len, --gen or --sweep-max, or choose a smaller --preset");
+    bench.require(  // on the simulator, every token through the model, 2 FLOPs per parameter, per dtype
+        pd::Needs{"generating with " + config.name,
+                  "choose a smaller --preset, or lower --batch, --prompt-len, --gen or --sweep-max"}
+            .device("the model, its cache and the activations", md::Model::device_bytes(config, mo))
+            .work(double(dtypes.size()) * md::generation_flops(config, o.p, P, o.mode != "recompute", o.mode != "cache",
+                                                               o.sweep ? o.sweep_max : 0)));
     bench.measure_roofs();
 
     // [ch04_cost]

@@ -435,30 +435,29 @@ int run(int argc, char** argv) {
 
     std::ostream& out = bench.out();
     const pd::DeviceInfo& dev = bench.device();
-    bench.require_fits(flash_bytes(shape), "Q, K, V and O", "lower --seq-len, --kv-len, --batch or --heads");
     // the host holds Q, K and V in fp32 three times (drawn, as the kernels read them, in bf16)
     const att::Shape& largest =
         sweep_shapes.empty() || sweep_shapes.back().q_len < shape.q_len ? shape : sweep_shapes.back();
-    pd::require_within(pd::kHostMemoryBudget, 12.0 * double(largest.q_elements() + 2 * largest.kv_elements()),
-                       "Q, K and V on the host", "lower --seq-len, --kv-len, --sweep-max, --batch or --heads");
-    const auto sim_work = [&](const att::Shape& s, bool suffix) {  // the versions' launches, the inputs, the references
-        return bench.versions_work([&](const pd::Version& v, DType d) {
-            if (!runs_on(v, s, d) ||
-                (suffix && std::count(kSuffixVersions.begin(), kSuffixVersions.end(), v.name) == 0))
-                return 0.0;
-            return v.name == "naive" ? att::sim_work("v2", s) : att::flash_sim_work(v.name, s);
-        }) + pd::kSimElementWork * 3.0 * double(s.q_elements() + s.kv_elements()) +
-               2.0 * std::min(att::flash_flops(s), 4e8);
+    pd::Needs needs{"the versions at B = " + std::to_string(shape.batch) + ", H = " + std::to_string(shape.heads) +
+                        ", Sq = " + std::to_string(shape.q_len) + ", Sk = " + std::to_string(shape.kv_len) +
+                        ", d = " + std::to_string(shape.head_dim),
+                    "lower --seq-len, --kv-len, --sweep-max, --batch or --heads, or choose one --kernel"};
+    needs.device("Q, K, V and O", flash_bytes(shape))
+        .host("Q, K and V on the host", 12.0 * double(largest.q_elements() + 2 * largest.kv_elements()));
+    const auto add_work = [&](const att::Shape& s, bool suffix, int times) {  // the launches, inputs, references
+        needs.elements(3.0 * times * double(s.q_elements() + s.kv_elements()))
+            .work(times *
+                  (2.0 * std::min(att::flash_flops(s), 4e8) + bench.versions_work([&](const pd::Version& v, DType d) {
+                      if (!runs_on(v, s, d) ||
+                          (suffix && std::count(kSuffixVersions.begin(), kSuffixVersions.end(), v.name) == 0))
+                          return 0.0;
+                      return v.name == "naive" ? att::sim_work("v2", s) : att::flash_sim_work(v.name, s);
+                  })));
     };
-    double work = sim_work(shape, false);
-    for (const att::Shape& s : sweep_shapes)
-        work += sim_work(s, false) * (s.causal && &s == &sweep_shapes.back() ? 2 : 1);
-    for (const att::Shape& s : suffix_shapes) work += sim_work(s, true);
-    bench.require_sim_work(work,
-                           "the versions at B = " + std::to_string(shape.batch) +
-                               ", H = " + std::to_string(shape.heads) + ", Sq = " + std::to_string(shape.q_len) +
-                               ", Sk = " + std::to_string(shape.kv_len) + ", d = " + std::to_string(shape.head_dim),
-                           "lower --seq-len, --kv-len, --sweep-max, --batch or --heads, or choose one --kernel");
+    add_work(shape, false, 1);
+    for (const att::Shape& s : sweep_shapes) add_work(s, false, s.causal && &s == &sweep_shapes.back() ? 2 : 1);
+    for (const att::Shape& s : suffix_shapes) add_work(s, true, 1);
+    bench.require(needs);
     bench.measure_roofs();
     // split-KV is sized for this GPU's SMs, on the simulator for the --gpu preset's
     Run run{bench, bench.dtypes(),

@@ -356,37 +356,37 @@ int run(int argc, char** argv) {
             bench.report({{"model", config.name}, {"context", o.context}, {"group", o.group}}, {}, nullptr));
     }
 
-    // Device memory: two bf16 draws, each format's stack (at most 1.03 bytes per weight), X and Y.
-    const double device_bytes = 4.0 * shape.w_elements() + 3.1 * o.layers * double(shape.w_elements()) +
-                                4.0 * o.layers * qt::kMaxQuantBatch * o.n + 2.0 * qt::kMaxQuantBatch * o.k;
     bench.device();
     print_bytes(out, config, o.context, o.group, o.zero_point);
-    bench.require_fits(device_bytes, "the weight stacks, X and Y", "lower --layers, --n or --k");
-    // Host memory: two fp32 draws, their bf16 copies and dequantized references, per format.
-    pd::require_within(pd::kHostMemoryBudget, 24.0 * double(shape.w_elements()),
-                       "the weight draws and their references", "lower --n or --k");
-    const auto sim_work = [&](int B) {
+    // The host holds per weight the two draws, their bf16 roundings, one format's two dequantized copies
+    // (fp32) and every format's bytes; its work is about 12 passes over them and 8 reference GEMVs.
+    pd::Needs formats{"the formats on " + std::to_string(o.layers) + " matrices of N = " + std::to_string(o.n) +
+                          ", K = " + std::to_string(o.k),
+                      "lower --layers, --n or --k, or choose one --kernel"};
+    const double weights = double(shape.w_elements());  // each format's stack: at most 1.03 bytes per weight
+    formats.device("the two bf16 draws", 2 * 2.0 * weights)
+        .device("the weight stacks", 3 * 1.03 * o.layers * weights)
+        .device("X", 2.0 * qt::kMaxQuantBatch * o.k)
+        .device("Y", 4.0 * o.layers * qt::kMaxQuantBatch * o.n)
+        .host("the weight draws and their references", (2 * 4 * 4.0 + 2 * 3 * 1.03) * weights)
+        .elements(12.0 * weights);
+    const auto add_work = [&](int B) {
         const qt::Shape s{B, o.n, o.k};
-        return o.layers * (bench.versions_work([&](const pd::Version& v, pd::DType) {
-                   return qt::sim_work(s, v.units == pd::Units::tensor_cores);
-               }) + bench.runs() * gv::sim_work("v5", {B, o.n, o.k})) +
-               8 * s.flops();
+        formats.work(o.layers * (bench.versions_work([&](const pd::Version& v, pd::DType) {
+                         return qt::sim_work(s, v.units == pd::Units::tensor_cores);
+                     }) + bench.runs() * gv::sim_work("v5", {B, o.n, o.k})) +
+                     8 * s.flops());
     };
-    double work = 12 * pd::kSimElementWork * double(shape.w_elements()) + sim_work(o.batch);
-    for (int B = 1; o.sweep && B <= qt::kMaxQuantBatch; B *= 2) work += sim_work(B);
-    bench.require_sim_work(work,
-                           "the formats on " + std::to_string(o.layers) + " matrices of N = " + std::to_string(o.n) +
-                               ", K = " + std::to_string(o.k),
-                           "lower --layers, --n or --k, or choose one --kernel");
+    add_work(o.batch);
+    for (int B = 1; o.sweep && B <= qt::kMaxQuantBatch; B *= 2) add_work(B);
+    bench.require(formats);
     md::ModelOptions biggest{
         .weights = pd::DType::bf16, .kv = pd::DType::bf16, .batch = o.batch, .max_seq = o.context, .quant = "int8"};
-    bench.require_fits(md::Model::device_bytes(config, biggest), "the model (bf16, then each quantized copy)",
-                       "choose a smaller --model, or lower --context");
-    if (bench.sim())  // two models through the prompt, the context and the generation, per format
-        pd::require_within(pd::kSimWorkBudget,
-                           8.0 * 4 * config.parameter_count() * o.batch * (o.context + bench.runs()),
-                           "the decode step and the generation of " + config.name + " on the simulator",
-                           "lower --context or --gen, or choose a smaller --model");
+    bench.require(  // two models through the prompt, the context and the generation, per format
+        pd::Needs{"the decode step and the generation of " + config.name,
+                  "lower --context or --gen, or choose a smaller --model"}
+            .device("the model (bf16, then each quantized copy)", md::Model::device_bytes(config, biggest))
+            .work(8.0 * 4 * config.parameter_count() * o.batch * (o.context + bench.runs())));
     bench.measure_roofs();
 
     out << "problem: Y [B, N] = X [B, K] W [N, K]^T with B = " << shape.batch << ", N = " << o.n << ", K = " << o.k

@@ -297,14 +297,12 @@ int run(int argc, char** argv) {
                               .max_seq = P + G + k_max,
                               .max_step_tokens = B * std::max(P, k_max + 1),
                               .max_logit_rows = B * (k_max + 1)};
-    bench.require_fits(md::Model::device_bytes(config, mo) * (use_draft ? 2 : 1),
-                       use_draft ? "the target and draft models" : "the target model",
-                       "choose a smaller --preset, or lower --batch, --prompt-len or --gen");
-    if (bench.sim())  // every proposer at every k runs about P + G + k G tokens per sequence through the model
-        pd::require_within(pd::kSimWorkBudget,
-                           2 * config.parameter_count() * B * (P + G) * (1 + 3.0 * double(o.ks.size())) * 2,
-                           "speculating with " + config.name + " on the simulator",
-                           "lower --batch, --prompt-len, --gen or the --k list, or choose a smaller --preset");
+    bench.require(  // every proposer at every k runs about P + G + k G tokens per sequence through the model
+        pd::Needs{"speculating with " + config.name,
+                  "choose a smaller --preset, or lower --batch, --prompt-len, --gen or the --k list"}
+            .device(use_draft ? "the target and draft models" : "the target model",
+                    md::Model::device_bytes(config, mo) * (use_draft ? 2 : 1))
+            .work(2 * config.parameter_count() * B * (P + G) * (1 + 3.0 * double(o.ks.size())) * 2));
     bench.device();
     bench.measure_roofs();
     std::ostream& out = bench.out();

@@ -337,14 +337,11 @@ int run(int argc, char** argv) {
     const int B = o.p.batch, G = o.p.gen;
     const md::ModelOptions mo{
         .weights = bench.single_dtype(), .batch = B, .max_seq = P + G, .sm_count = std::max(dev.sm_count, 1)};
-    bench.require_fits(md::Model::device_bytes(config, mo),
-                       "the whole model (TP = 1, the reference), its cache and activations",
-                       "choose a smaller --preset, or lower --batch, --prompt-len or --gen");
-    if (bench.sim())
-        pd::require_within(pd::kSimWorkBudget,
-                           double(tps.size() + 1) * md::generation_flops(config, o.p, P, true, false, 0),
-                           "generating with " + config.name + " on the simulator",
-                           "lower --batch, --prompt-len or --gen, or give fewer --tp");
+    bench.require(pd::Needs{"generating with " + config.name,
+                            "choose a smaller --preset, or lower --batch, --prompt-len or --gen, or give fewer --tp"}
+                      .device("the whole model (TP = 1, the reference), its cache and activations",
+                              md::Model::device_bytes(config, mo))
+                      .work(double(tps.size() + 1) * md::generation_flops(config, o.p, P, true, false, 0)));
     bench.measure_roofs();
     std::ostream& out = bench.out();
     out << "model: " << pd::describe(config) << "\n"

@@ -88,12 +88,10 @@ pd::Row real_transfer(pd::Bench& bench, const Options& o, const sv::LinkPreset& 
     if (P + G > config.max_seq)
         throw std::invalid_argument("--transfer-prompt-len + --transfer-gen = " + std::to_string(P + G) + " pass the " +
                                     std::to_string(config.max_seq) + " positions of " + config.name);
-    bench.require_fits(md::Model::device_bytes(config, mo), "the real transfer's model, its cache and activations",
-                       advice);
-    if (bench.sim())
-        pd::require_within(pd::kSimWorkBudget,
-                           2 * md::generation_flops(config, {.batch = B, .length = P, .gen = G}, P, true, false, 0),
-                           "the real transfer on the simulator", advice);
+    bench.require(
+        pd::Needs{"the real transfer", advice}
+            .device("the real transfer's model, its cache and activations", md::Model::device_bytes(config, mo))
+            .work(2 * md::generation_flops(config, {.batch = B, .length = P, .gen = G}, P, true, false, 0)));
     pd::Rng rng(bench.options.seed);
     std::vector<int> tokens(std::size_t(B) * P);
     for (int& t : tokens) t = static_cast<int>(rng.next() % std::uint64_t(config.vocab));

@@ -216,6 +216,30 @@ void Bench::require_fits(double bytes, const std::string& what, const std::strin
                                     " of free device memory: " + advice);
 }
 
+namespace {
+
+/// "a", "a and b", "a, b and c": the names of @p buffers, with their total size in @p bytes.
+std::string joined(const std::vector<Needs::Buffer>& buffers, double& bytes) {
+    std::string names;
+    bytes = 0;
+    for (std::size_t i = 0; i < buffers.size(); ++i) {
+        names += (i == 0 ? "" : i + 1 == buffers.size() ? " and " : ", ") + buffers[i].what;
+        bytes += buffers[i].bytes;
+    }
+    return names;
+}
+
+}  // namespace
+
+void Bench::require(const Needs& needs) const {
+    double bytes = 0;
+    std::string names = joined(needs.on_device, bytes);
+    if (!needs.on_device.empty()) require_fits(bytes, names, needs.advice);
+    names = joined(needs.on_host, bytes);
+    if (!needs.on_host.empty()) require_within(kHostMemoryBudget, bytes, names, needs.advice);
+    require_sim_work(needs.sim_work, needs.run, needs.advice);
+}
+
 bool Bench::fits(double bytes) const {
     return bytes <= 0.9 * free_device_bytes();
 }

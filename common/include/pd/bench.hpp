@@ -10,7 +10,7 @@
 ///     if (auto code = bench.parse(argc, argv)) return *code;
 ///     bench.device();                                  // title, device; exit 2 without one
 ///     bench.measure_roofs();                           // copy bandwidth and peaks (GPU)
-///     bench.require_fits(bytes, "X, W and Y", "lower --tokens, --n or --k");
+///     bench.require(needs);                            // its buffers and work (pd::Needs)
 ///     ... inputs, reference (pd::Expected) ...
 ///     rows.push_back(bench.measure({.name = "v1", .cost = cost}, launch, y, expected));
 ///     bench.out() << pd::render(rows, {"kernel", "time ms", ...});
@@ -66,6 +66,50 @@ struct Kernel {
     std::string context;                              ///< the sizes, printed (after the seed) when the check fails
     std::string dump;                                 ///< `--dump` file stem of the output ("" = not written)
     std::vector<std::size_t> dump_shape;              ///< the shape dumped: the first prod(shape) floats of the output
+};
+
+/// What a problem asks of the machine, declared once beside the problem (its buffers and the
+/// work of its launches) and checked by Bench::require() before anything is allocated: the device
+/// buffers together in 90% of the free device memory, the host buffers within
+/// `PD_HOST_MEMORY_GIB`, and on the simulator the work within `PD_SIM_WORK_GFLOP`. A refusal
+/// (exit code 2) names the buffers or the run that pass their budget, and gives the advice.
+///
+///     pd::Needs needs{"the versions at T = 512, N = 4096, K = 4096", "lower --tokens, --n or --k"};
+///     needs.device("X, W and Y", bytes);              // a buffer on the device
+///     needs.host("X and W in fp32", bytes);           // a buffer on the host
+///     needs.elements(n);                              // host elements drawn, rounded and checked
+///     needs.work(bench.versions_work(one_launch));    // the versions' launches
+///     bench.require(needs);
+struct Needs {
+    /// A buffer (or buffers) of the problem, named as the user knows it.
+    struct Buffer {
+        std::string what;  ///< "Q, K, V and O"
+        double bytes = 0;  ///< its size
+    };
+    std::string run;                ///< the run, in the simulator-work message ("the versions at B = 1, ...")
+    std::string advice;             ///< the options that make it smaller ("lower --seq-len or --batch")
+    std::vector<Buffer> on_device;  ///< device buffers, allocated together
+    std::vector<Buffer> on_host;    ///< host buffers, held together
+    double sim_work = 0;            ///< simulator work, in FLOPs (pd::sim_launch_work() and kSimElementWork)
+
+    /// Adds a device buffer. @param what its name  @param bytes its size  @return this record
+    Needs& device(std::string what, double bytes) {
+        on_device.push_back({std::move(what), bytes});
+        return *this;
+    }
+    /// Adds a host buffer. @param what its name  @param bytes its size  @return this record
+    Needs& host(std::string what, double bytes) {
+        on_host.push_back({std::move(what), bytes});
+        return *this;
+    }
+    /// Adds simulator work (launches, or a model's FLOPs). @param flops the work  @return this record
+    Needs& work(double flops) {
+        sim_work += flops;
+        return *this;
+    }
+    /// Adds the simulator work of @p n elements handled on the host (kSimElementWork each).
+    /// @param n elements drawn, rounded, copied and checked  @return this record
+    Needs& elements(double n) { return work(kSimElementWork * n); }
 };
 
 /// The harness of one chapter program: its options, device, roofs, measurements and report.
@@ -159,6 +203,11 @@ public:
     /// The device JSON: to_json(device()) plus "measured" {copy_gbps} and "roofs".
     nlohmann::json device_json() const;
 
+    /// Checks what a problem declared (see pd::Needs): throws std::invalid_argument, in this
+    /// order, when its device buffers do not fit (as require_fits(), the buffers' names joined),
+    /// its host buffers pass `PD_HOST_MEMORY_GIB` or, on the simulator, its work passes
+    /// `PD_SIM_WORK_GFLOP`. Call it after device(). @param needs the problem's buffers and work
+    void require(const Needs& needs) const;
     /// Throws std::invalid_argument when @p bytes do not fit in 90% of the free device memory:
     /// "<what> (<bytes>) do not fit in the <free> of free device memory: <advice>".
     void require_fits(double bytes, const std::string& what, const std::string& advice) const;
