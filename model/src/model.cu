@@ -290,6 +290,14 @@ Model::Model(const ModelConfig& config, const ModelOptions& options)
     max_step_tokens_ = o.max_step_tokens > 0 ? o.max_step_tokens : o.batch * max_seq_;
     max_logit_rows_ = o.max_logit_rows > 0 ? o.max_logit_rows : o.batch;
 
+    allocate_weights();
+    allocate_cache();
+    allocate_activations();
+    if (o.tensor_parallel > 1 && o.tp_rank == 0) build_ranks();
+}
+
+void Model::allocate_weights() {
+    const ModelOptions& o = options_;
     using S = std::size_t;
     const S V = S(config_.vocab), D = S(config_.d_model), L = S(config_.layers), F = S(config_.ffn_dim);
     const S q = S(config_.heads) * config_.head_dim, kv = S(config_.kv_heads) * config_.head_dim;
@@ -306,8 +314,10 @@ Model::Model(const ModelConfig& config, const ModelOptions& options)
     attn_norm_ = DeviceBuffer<float>(L * D);
     ffn_norm_ = DeviceBuffer<float>(L * D);
     final_norm_ = DeviceBuffer<float>(D);
+}
 
-    // the cache: slots of max_seq positions, or pages read through the passes' block tables
+void Model::allocate_cache() {  // slots of max_seq positions, or pages read through the passes' block tables
+    const ModelOptions& o = options_;
     if (o.block_size > 0) {
         max_blocks_ = ceil_div(max_seq_, o.block_size);
         if (options_.num_blocks <= 0) options_.num_blocks = o.batch * max_blocks_;
@@ -334,7 +344,14 @@ Model::Model(const ModelConfig& config, const ModelOptions& options)
         }
         throw std::invalid_argument(m);
     }
+}
 
+void Model::allocate_activations() {
+    const ModelOptions& o = options_;
+    using S = std::size_t;
+    const S V = S(config_.vocab), D = S(config_.d_model), F = S(config_.ffn_dim);
+    const S q = S(config_.heads) * config_.head_dim, kv = S(config_.kv_heads) * config_.head_dim;
+    const DType w = o.weights;
     // the batch of a pass: its metadata, and the scan's scratch (no pass allocates)
     const S B = S(o.batch), T = S(max_step_tokens_);
     meta_host_.assign(3 * B, 0);
@@ -379,19 +396,6 @@ Model::Model(const ModelConfig& config, const ModelOptions& options)
     }
     logit_rows_ = DeviceBuffer<int>(R);
     draw_ = DeviceBuffer<int>(2 * R);
-
-    // rank 0 builds the other ranks, each on its device, in its thread
-    if (o.tensor_parallel > 1 && o.tp_rank == 0) {
-        group_ = std::make_unique<RankGroup>(o.tensor_parallel);
-        for (std::size_t i = 0; i < group_->ranks.size(); ++i) {
-            ModelOptions other = options_;
-            other.tp_rank = int(i) + 1;
-            group_->post(
-                i, [this, other, k = group_->ranks[i].get()] { k->model = std::make_unique<Model>(full_, other); });
-        }
-        for (std::size_t i = 0; i < group_->ranks.size(); ++i)
-            if (std::exception_ptr e = group_->wait(i)) std::rethrow_exception(e);
-    }
 }
 
 Model::~Model() {

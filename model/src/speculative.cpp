@@ -222,6 +222,82 @@ void check_spec(const SpecOptions& o, const Model& target, const Model* draft, i
 }
 
 // [generate_speculative]
+namespace {
+
+/// Step 1 without a draft model: each unfinished sequence's proposal (an n-gram's or the
+/// oracle's), of up to @p k_max tokens, fewer when its generation or the cache ends sooner.
+/// @return the tokens each sequence may propose (the draft model proposes that many itself)
+std::vector<int> propose(std::vector<Sequence>& seqs, const SpecOptions& o, int k_max, int G, int max_seq, int V,
+                         std::span<const int> truth) {
+    const std::size_t B = seqs.size();
+    std::vector<int> k(B, 0);
+    for (std::size_t s = 0; s < B; ++s) {
+        Sequence& q = seqs[s];
+        q.draft.clear();
+        q.q.clear();
+        if (q.generated >= G) continue;
+        const int n = k[s] = std::min({k_max, G - q.generated - 1, max_seq - q.context - 1});
+        if (n == 0) continue;
+        if (o.proposer == "ngram") {
+            q.draft = serving::propose_ngram(q.tokens, n, o.ngram_max, o.ngram_min);
+        } else if (o.proposer == "oracle") {
+            std::vector<int> next;  // the target's choices for the next n positions
+            for (int i = 0; i < n; ++i) next.push_back(truth[std::size_t(q.generated + i) * B + s]);
+            q.draft = serving::propose_oracle(next, V, o.accept_rate, o.sampling.seed, accept_stream(int(s)),
+                                              4 * kMaxDraft * std::uint64_t(q.context));
+        }
+    }
+    return k;
+}
+
+/// Step 3 for sequence @p s: how many of its drafts the target accepts, and the token after
+/// them. Greedy: the drafts that match the target's argmax; sampled: rejection sampling of the
+/// target's probabilities @p p (from @p row) against the drafts' distributions.
+/// @param picked the tokens the target chose, from the sequence's first verify row
+serving::SpecVerdict verdict(Sequence& q, int s, const SpecOptions& o, std::span<const int> picked,
+                             std::span<const float> p, std::size_t row, int V) {
+    const int n = int(q.draft.size());
+    serving::SpecVerdict v;
+    if (o.sampling.greedy() || n == 0) {
+        v.accepted = serving::accept_greedy(q.draft, picked.first(std::size_t(n + 1)));
+        v.token = picked[std::size_t(v.accepted)];
+        if (!o.sampling.greedy()) v.token = picked[0];  // no draft: the target's own draw
+        return v;
+    }
+    if (q.q.empty())  // a proposer without a distribution: the draft is certain
+        for (int t : q.draft) {
+            q.q.resize(q.q.size() + std::size_t(V), 0.f);
+            q.q[q.q.size() - std::size_t(V) + std::size_t(t)] = 1.f;
+        }
+    std::vector<float> u;
+    for (int i = 0; i <= n; ++i)
+        u.push_back(
+            philox_uniform(o.sampling.seed, accept_stream(s),
+                           i < n ? 2 * std::uint64_t(q.context + 1 + i) : 2 * std::uint64_t(q.context + 1) + 1));
+    return serving::rejection_sample(p.subspan(row * std::size_t(V), std::size_t(n + 1) * V), q.q, q.draft, V, u);
+}
+
+/// The generation's tokens [G, B] (and greedy top-5 ids, the oracle's positions off the
+/// truth), the sequences' contexts and the blocks they hold, into @p g.
+void collect(SpecGeneration& g, const std::vector<Sequence>& seqs, int P, int G, bool greedy, bool oracle) {
+    const std::size_t B = seqs.size();
+    g.tokens.assign(std::size_t(G) * B, -1);
+    if (greedy) g.top5.assign(std::size_t(G) * B * 5, -1);
+    for (std::size_t s = 0; s < B; ++s) {
+        const Sequence& q = seqs[s];
+        for (int i = 0; i < G; ++i) {
+            g.tokens[std::size_t(i) * B + s] = q.tokens[std::size_t(P + i)];
+            if (greedy)
+                std::copy_n(q.top5.begin() + 5 * i, 5, g.top5.begin() + std::ptrdiff_t((std::size_t(i) * B + s) * 5));
+        }
+        g.context.push_back(q.context);
+        g.blocks_held += int(q.blocks.size());
+        if (oracle) g.off_truth.push_back(q.off_truth < 0 ? G : q.off_truth);
+    }
+}
+
+}  // namespace
+
 SpecGeneration generate_speculative(Model& target, Model* draft, std::span<const int> prompt, int P, int G,
                                     const SpecOptions& o, std::span<const int> truth) {
     const int B = target.options().batch, V = target.config().vocab, bs = target.options().block_size;
@@ -229,7 +305,7 @@ SpecGeneration generate_speculative(Model& target, Model* draft, std::span<const
     if (prompt.size() != std::size_t(B) * std::size_t(P))
         throw std::invalid_argument("generate_speculative: the prompts hold " + std::to_string(prompt.size()) +
                                     " tokens, expected B P = " + std::to_string(std::size_t(B) * P));
-    const bool greedy = o.sampling.greedy(), paged = bs > 0;
+    const bool greedy = o.sampling.greedy(), paged = bs > 0, oracle = o.proposer == "oracle";
     const int k_max = o.proposer == "none" ? 0 : o.k;
     SpecGeneration g;
     Blocks blocks(paged ? target.options().num_blocks : 0, std::max(bs, 1));
@@ -250,43 +326,23 @@ SpecGeneration generate_speculative(Model& target, Model* draft, std::span<const
     }
     g.prefill_ms = once([&] { target.forward(prompt, items); });
     const std::vector<int> first = choose(target, o.sampling, streams, positions, out);
-    const bool oracle = o.proposer == "oracle";
     const auto left_truth = [&](Sequence& q, int s, int at, int token) {  // oracle: the first position off it
         if (oracle && q.off_truth < 0 && token != truth[std::size_t(at) * B + std::size_t(s)]) q.off_truth = at;
     };
-    if (greedy) {
-        const std::vector<int> best = top5_rows(target, std::size_t(B));
-        for (int s = 0; s < B; ++s) seqs[std::size_t(s)].top5.assign(best.begin() + 5 * s, best.begin() + 5 * (s + 1));
-    }
+    const std::vector<int> first5 = greedy ? top5_rows(target, std::size_t(B)) : std::vector<int>{};
     if (draft) g.prefill_ms += once([&] { draft->forward(prompt, draft_items); });
     for (int s = 0; s < B; ++s) {
         Sequence& q = seqs[std::size_t(s)];
         q.tokens.push_back(first[std::size_t(s)]);
         q.context = q.draft_context = P;
         q.generated = 1;
+        if (greedy) q.top5.assign(first5.begin() + 5 * s, first5.begin() + 5 * (s + 1));
         left_truth(q, s, 0, first[std::size_t(s)]);
     }
 
     while (std::any_of(seqs.begin(), seqs.end(), [&](const Sequence& q) { return q.generated < G; })) {
         // 1. propose: up to k tokens, fewer when the generation or the cache ends sooner
-        std::vector<int> k(static_cast<std::size_t>(B), 0);
-        for (int s = 0; s < B; ++s) {
-            Sequence& q = seqs[std::size_t(s)];
-            q.draft.clear();
-            q.q.clear();
-            if (q.generated >= G) continue;
-            k[std::size_t(s)] = std::min({k_max, G - q.generated - 1, target.max_seq() - q.context - 1});
-            const int n = k[std::size_t(s)];
-            if (n == 0) continue;
-            if (o.proposer == "ngram") {
-                q.draft = serving::propose_ngram(q.tokens, n, o.ngram_max, o.ngram_min);
-            } else if (o.proposer == "oracle") {
-                std::vector<int> next;  // the target's choices for the next n positions
-                for (int i = 0; i < n; ++i) next.push_back(truth[std::size_t(q.generated + i) * B + std::size_t(s)]);
-                q.draft = serving::propose_oracle(next, V, o.accept_rate, o.sampling.seed, accept_stream(s),
-                                                  4 * kMaxDraft * std::uint64_t(q.context));
-            }
-        }
+        const std::vector<int> k = propose(seqs, o, k_max, G, target.max_seq(), V, truth);
         if (draft) propose_with_draft(*draft, seqs, k, o, out, g);
 
         // 2. verify: each sequence's last token and its draft, k + 1 positions, every row's logits
@@ -317,27 +373,7 @@ SpecGeneration generate_speculative(Model& target, Model* draft, std::span<const
             Sequence& q = seqs[std::size_t(s)];
             if (q.generated >= G) continue;
             const int n = int(q.draft.size());
-            serving::SpecVerdict v;
-            if (greedy || n == 0) {
-                const std::span<const int> choice(picked.data() + row, std::size_t(n + 1));
-                v.accepted = serving::accept_greedy(q.draft, choice);
-                v.token = choice[std::size_t(v.accepted)];
-                if (!greedy) v.token = picked[row];  // no draft: the target's own draw
-            } else {
-                if (q.q.empty())  // a proposer without a distribution: the draft is certain
-                    for (int t : q.draft) {
-                        q.q.resize(q.q.size() + std::size_t(V), 0.f);
-                        q.q[q.q.size() - std::size_t(V) + std::size_t(t)] = 1.f;
-                    }
-                std::vector<float> u;
-                for (int i = 0; i <= n; ++i)
-                    u.push_back(philox_uniform(
-                        o.sampling.seed, accept_stream(s),
-                        i < n ? 2 * std::uint64_t(q.context + 1 + i) : 2 * std::uint64_t(q.context + 1) + 1));
-                v = serving::rejection_sample(
-                    std::span<const float>(p).subspan(row * std::size_t(V), std::size_t(n + 1) * V), q.q, q.draft, V,
-                    u);
-            }
+            const serving::SpecVerdict v = verdict(q, s, o, std::span<const int>(picked).subspan(row), p, row, V);
             if (q.off_truth < 0) {  // (an oracle's metrics stop where its sequence left the truth)
                 if (n > 0) g.stats.record(n, v.accepted);
                 ++g.sequence_steps;
@@ -358,19 +394,7 @@ SpecGeneration generate_speculative(Model& target, Model* draft, std::span<const
         }
     }
 
-    g.tokens.assign(std::size_t(G) * B, -1);
-    if (greedy) g.top5.assign(std::size_t(G) * B * 5, -1);
-    for (int s = 0; s < B; ++s) {
-        const Sequence& q = seqs[std::size_t(s)];
-        for (int i = 0; i < G; ++i) {
-            g.tokens[std::size_t(i) * B + std::size_t(s)] = q.tokens[std::size_t(P + i)];
-            if (greedy)
-                std::copy_n(q.top5.begin() + 5 * i, 5, g.top5.begin() + std::ptrdiff_t((std::size_t(i) * B + s) * 5));
-        }
-        g.context.push_back(q.context);
-        g.blocks_held += int(q.blocks.size());
-        if (oracle) g.off_truth.push_back(q.off_truth < 0 ? G : q.off_truth);
-    }
+    collect(g, seqs, P, G, greedy, oracle);
     return g;
 }
 // [generate_speculative]

@@ -320,6 +320,10 @@ public:
 private:
     struct RankGroup;
     void check(std::span<const int> tokens, std::span<const StepSequence> sequences) const;
+    void allocate_weights();      // this rank's weight matrices and norms (uninitialized)
+    void allocate_cache();        // slots or pages: KvCacheShape errors named as ModelOptions'
+    void allocate_activations();  // the pass's batch metadata and activations, for the largest pass
+    void build_ranks();           // rank 0 of several: the other ranks, each in its thread
     /// Runs @p f on this rank and, split across ranks, on every other rank in its thread, and waits.
     void on_every_rank(const std::function<void(Model&)>& f);
     void forward_local(std::span<const int> tokens, std::span<const StepSequence> sequences);
