@@ -73,15 +73,10 @@ double review_work(const ReviewInput& in) {
            replay_work(n, n > 0 ? prompt / n : 0, n > 0 ? output / n : 0, in.setup.pool.token_budget);
 }
 
-Review review(const ReviewInput& in) {
-    if (in.setup.disaggregated) throw std::invalid_argument("review: the setup as served must be aggregated");
-    if (!(in.slo.ttft_s > 0 && in.slo.tpot_s > 0)) throw std::invalid_argument("review: the SLO needs both bounds");
-    if (!(in.usd_per_gpu_hour > 0)) throw std::invalid_argument("review: the price per GPU-hour must be > 0");
-    if (in.requests.empty()) throw std::invalid_argument("review: the workload has no requests");
-    Review r;
-    const std::vector<Request>& rq = in.requests;
+namespace {
 
-    // 2. the workload
+/// 2. The workload: the offered rate, the tokens per second, the mean prompt, output and context.
+void describe_workload(Review& r, const std::vector<Request>& rq) {
     double prompt = 0, output = 0, context = 0;
     for (const Request& q : rq) {
         prompt += q.prompt_tokens;
@@ -98,43 +93,45 @@ Review review(const ReviewInput& in) {
     r.mean_output = output / n;
     const double decodes = output - n;
     r.mean_context = decodes > 0 ? context / decodes : r.mean_prompt;
+}
 
-    // 3. the setup as served, and what its steps spent their time on
-    Served served;
-    r.baseline = outcome_of(rq, in.setup, in.cluster, in.slo, &served);
-    const CostModelConfig cost = instance_cost(in.cluster, in.setup.pool.tp);
-    if (r.baseline.fits) {
-        const CostModel cm(cost);
-        double busy = 0, prefill_busy = 0;
-        WorkShares w;
-        for (const Timeline::StepRecord& s : served.timeline.steps) {
-            const CostModel::Breakdown b = cm.breakdown(s.step);
-            const double t = std::max(b.compute_s, b.memory_s) + b.overhead_s;
-            if (b.compute_s >= b.memory_s) {
-                w.dense += t * b.dense_flops / b.flops;
-                w.attention += t * b.attention_flops / b.flops;
-            } else {
-                w.weights += t * b.weight_bytes / b.bytes;
-                w.kv += t * b.kv_bytes / b.bytes;
-            }
-            w.comm += b.comm_s;
-            busy += b.total_s;
-            const double tp = part_time(cm, s.step, true), td = part_time(cm, s.step, false);
-            prefill_busy += b.total_s * (tp + td > 0 ? tp / (tp + td) : 0);
+/// 3. What the steps of the setup as served spent their time on, and 5. the cost per million
+/// tokens: every GPU from the first arrival to the last token.
+void account(Review& r, const ReviewInput& in, const Served& served, const CostModelConfig& cost) {
+    const std::vector<Request>& rq = in.requests;
+    double prompt = 0, output = 0;
+    for (const Request& q : rq) prompt += q.prompt_tokens, output += q.output_tokens;
+    const CostModel cm(cost);
+    double busy = 0, prefill_busy = 0;
+    WorkShares w;
+    for (const Timeline::StepRecord& s : served.timeline.steps) {
+        const CostModel::Breakdown b = cm.breakdown(s.step);
+        const double t = std::max(b.compute_s, b.memory_s) + b.overhead_s;
+        if (b.compute_s >= b.memory_s) {
+            w.dense += t * b.dense_flops / b.flops;
+            w.attention += t * b.attention_flops / b.flops;
+        } else {
+            w.weights += t * b.weight_bytes / b.bytes;
+            w.kv += t * b.kv_bytes / b.bytes;
         }
-        if (busy > 0) {
-            r.work = {w.dense / busy, w.attention / busy, w.weights / busy, w.kv / busy, w.comm / busy};
-            r.prefill_share = prefill_busy / busy;
-        }
-        // 5. the cost: every GPU from the first arrival to the last token
-        double last = 0;
-        for (const Timeline::RequestRecord& q : served.timeline.requests) last = std::max(last, q.token_s.back());
-        const double usd = in.usd_per_gpu_hour * in.setup.gpus() * (last - rq.front().arrival_s) / 3600;
-        r.usd_per_m_prompt = usd * r.prefill_share / prompt * 1e6;
-        r.usd_per_m_output = usd * (1 - r.prefill_share) / output * 1e6;
+        w.comm += b.comm_s;
+        busy += b.total_s;
+        const double tp = part_time(cm, s.step, true), td = part_time(cm, s.step, false);
+        prefill_busy += b.total_s * (tp + td > 0 ? tp / (tp + td) : 0);
     }
+    if (busy > 0) {
+        r.work = {w.dense / busy, w.attention / busy, w.weights / busy, w.kv / busy, w.comm / busy};
+        r.prefill_share = prefill_busy / busy;
+    }
+    double last = 0;
+    for (const Timeline::RequestRecord& q : served.timeline.requests) last = std::max(last, q.token_s.back());
+    const double usd = in.usd_per_gpu_hour * in.setup.gpus() * (last - rq.front().arrival_s) / 3600;
+    r.usd_per_m_prompt = usd * r.prefill_share / prompt * 1e6;
+    r.usd_per_m_output = usd * (1 - r.prefill_share) / output * 1e6;
+}
 
-    // 1. the complaint
+/// 1. The complaint a user would make of the setup as served, why, and what binds.
+void complain(Review& r, const ReviewInput& in, const CostModelConfig& cost) {
     const Outcome& b = r.baseline;
     if (!b.fits) {
         r.complaint = "out of memory";
@@ -168,8 +165,11 @@ Review review(const ReviewInput& in) {
                                                                    {r.work.comm, "communication"}};
         r.binds = std::max_element(parts.begin(), parts.end())->second;
     }
+}
 
-    // 4. the remedies, each replayed on the same workload
+/// 4. The remedies of the chapters, each replayed on the same workload.
+void add_remedies(Review& r, const ReviewInput& in, const CostModelConfig& cost) {
+    const std::vector<Request>& rq = in.requests;
     const auto add = [&](std::string name, std::string chapter, std::string change, const Setup& s, const Cluster& c,
                          const std::vector<Request>& requests) {
         r.remedies.push_back(
@@ -251,9 +251,12 @@ Review review(const ReviewInput& in) {
             }
         if (any) r.remedies.push_back(best);
     }
-    // Ranked by goodput in steps of 1% of the offered rate (closer is a tie), then by the metric
-    // of the complaint: p90 TPOT for slow streaming, the memory per GPU for out of memory, p90
-    // TTFT otherwise.
+}
+
+/// The remedies ranked by goodput in steps of 1% of the offered rate (closer is a tie), then by
+/// the metric of the complaint: p90 TPOT for slow streaming, the memory per GPU for out of
+/// memory, p90 TTFT otherwise.
+void rank_remedies(Review& r) {
     const double step = std::max(0.01 * r.offered_rps, 1e-9);
     const auto metric = [&](const Outcome& o) {
         return r.complaint == "slow streaming"  ? o.tpot_p90_s
@@ -266,6 +269,24 @@ Review review(const ReviewInput& in) {
         if (ga != gb) return ga > gb;
         return metric(a.outcome) < metric(b.outcome);
     });
+}
+
+}  // namespace
+
+Review review(const ReviewInput& in) {
+    if (in.setup.disaggregated) throw std::invalid_argument("review: the setup as served must be aggregated");
+    if (!(in.slo.ttft_s > 0 && in.slo.tpot_s > 0)) throw std::invalid_argument("review: the SLO needs both bounds");
+    if (!(in.usd_per_gpu_hour > 0)) throw std::invalid_argument("review: the price per GPU-hour must be > 0");
+    if (in.requests.empty()) throw std::invalid_argument("review: the workload has no requests");
+    Review r;
+    describe_workload(r, in.requests);
+    Served served;  // 3. the setup as served
+    r.baseline = outcome_of(in.requests, in.setup, in.cluster, in.slo, &served);
+    const CostModelConfig cost = instance_cost(in.cluster, in.setup.pool.tp);
+    if (r.baseline.fits) account(r, in, served, cost);
+    complain(r, in, cost);
+    add_remedies(r, in, cost);
+    rank_remedies(r);
     return r;
 }
 
