@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -77,25 +78,23 @@ double expected_length(const sv::AcceptanceStats& s, double a) {
 /// (c_v = 1): the speed-up at k = 1 ... 12 for a draft step of 5% and of 20% of a target step,
 /// and the best k of each. The runs' `formula` column is the same formula for the drafts they
 /// made (shorter near the end of a run), their `model x` the cost model's c_draft and c_v.
-std::string formula_key(int k) {
-    std::string key = "k";
-    return key.append(std::to_string(k));
-}
 std::vector<pd::Row> formula_rows(double a) {
     std::vector<pd::Row> rows;
     for (double c_draft : {0.05, 0.20}) {
         pd::Row r;
         r.result.kernel = "oracle";
         r.result.passed = true;
-        r.point = {{"c_draft", pd::fmt("%.2f", c_draft)}};
         int best = 1;
+        std::vector<std::string> speedup;  // at k = 1 ... 12
         for (int k = 1; k <= 12; ++k) {
             const double x = sv::predicted_speedup(a, k, c_draft, 1.0);
-            r.point[formula_key(k)] = pd::fmt("%.2f", x);
+            speedup.push_back(pd::fmt("%.2f", x));
             if (x > sv::predicted_speedup(a, best, c_draft, 1.0)) best = k;
         }
-        r.point["best_k"] = best;
-        r.point["best_speedup"] = pd::fmt("%.2f", sv::predicted_speedup(a, best, c_draft, 1.0));
+        r.point = {{"c_draft", pd::fmt("%.2f", c_draft)},
+                   {"speedup", speedup},
+                   {"best_k", best},
+                   {"best_speedup", pd::fmt("%.2f", sv::predicted_speedup(a, best, c_draft, 1.0))}};
         rows.push_back(r);
     }
     return rows;
@@ -140,16 +139,20 @@ std::vector<pd::Row> sweep_batch(pd::Bench& bench, const sv::CostModel& cm, cons
         pd::Row r;
         r.result.kernel = "oracle";
         r.result.passed = true;
-        r.point = {{"B", B}};
+        std::vector<double> c_v, speedup;  // at k = 1, 2, 4, 8
         for (int k : {1, 2, 4, 8}) {
-            const double cv = modelled_s(cm, B, k + 1, C) / modelled_s(cm, B, 1, C);
-            r.point["c_v_k" + std::to_string(k)] = cv;
-            r.point["speedup_k" + std::to_string(k)] = sv::predicted_speedup(o.accept_rate, k, 0.0, cv);
+            c_v.push_back(modelled_s(cm, B, k + 1, C) / modelled_s(cm, B, 1, C));
+            speedup.push_back(sv::predicted_speedup(o.accept_rate, k, 0.0, c_v.back()));
         }
-        const std::optional<double> cv = m ? measured_cv(bench, *m, B, P, k_meas) : std::nullopt;
-        r.point["c_v_measured_k4"] = cv ? nlohmann::json(*cv) : nlohmann::json(nullptr);
-        r.point["speedup_measured_k4"] =
-            cv ? nlohmann::json(sv::predicted_speedup(o.accept_rate, k_meas, 0.0, *cv)) : nlohmann::json(nullptr);
+        nlohmann::json measured = nullptr, measured_speedup = nullptr;  // k = 4 on the model
+        if (const std::optional<double> cv = m ? measured_cv(bench, *m, B, P, k_meas) : std::nullopt; cv)
+            measured = *cv, measured_speedup = sv::predicted_speedup(o.accept_rate, k_meas, 0.0, *cv);
+        r.point = {{"B", B},
+                   {"k", {1, 2, 4, 8}},
+                   {"c_v", c_v},
+                   {"speedup", speedup},
+                   {"c_v_measured_k4", measured},
+                   {"speedup_measured_k4", measured_speedup}};
         rows.push_back(r);
     }
     return rows;
@@ -243,45 +246,45 @@ void add_options(pd::Bench& bench, Options& o) {
                        "the batch, on the cost model and the model");
 }
 
-int run(int argc, char** argv) {
-    Options o;
-    pd::Bench bench{"09_speculative", "sampling and speculative decoding",
-                    "Chapter 09: speculative decoding. Proposers guess k tokens; the target verifies them in one pass "
-                    "of k + 1 positions. Reports tokens per target step, acceptance, the verify pass's cost c_v and "
-                    "the speed-up over plain decoding, beside the cost model's prediction.",
-                    sv::proposer_versions()};
-    add_options(bench, o);
-    if (auto code = bench.parse(argc, argv)) return *code;
-    // the target: a preset with synthetic weights, or a llama2.c checkpoint (and its draft: the
-    // target's first layers, or a smaller checkpoint of the same vocabulary)
+/// The target's shape and files: a preset with synthetic weights, or a llama2.c checkpoint (and
+/// its draft: the target's first layers, or a smaller checkpoint of the same vocabulary).
+struct Target {
+    pd::ModelConfig config;
     std::optional<pd::llama2c::Checkpoint> ckpt, draft_ckpt;
+    std::optional<pd::llama2c::Tokenizer> tok;
+};
+
+/// Reads the files the options name, after the rules between those options (exit code 2).
+Target read_target(const Options& o) {
     if (!o.draft_checkpoint.empty() && o.checkpoint.empty())
         throw std::invalid_argument("--draft-checkpoint needs --checkpoint");
     if (!o.tokenizer.empty() && o.checkpoint.empty()) throw std::invalid_argument("--tokenizer needs --checkpoint");
     if (!o.p.text.empty() && o.tokenizer.empty()) throw std::invalid_argument("--prompt needs --tokenizer");
-    if (!o.checkpoint.empty()) ckpt = pd::llama2c::read_checkpoint(o.checkpoint);
-    if (!o.draft_checkpoint.empty()) draft_ckpt = pd::llama2c::read_checkpoint(o.draft_checkpoint);
-    const pd::ModelConfig config = ckpt ? ckpt->config : *pd::find_model(o.preset);
-    if (draft_ckpt && draft_ckpt->config.vocab != config.vocab)
+    Target t;
+    if (!o.checkpoint.empty()) t.ckpt = pd::llama2c::read_checkpoint(o.checkpoint);
+    if (!o.draft_checkpoint.empty()) t.draft_ckpt = pd::llama2c::read_checkpoint(o.draft_checkpoint);
+    t.config = t.ckpt ? t.ckpt->config : *pd::find_model(o.preset);
+    if (t.draft_ckpt && t.draft_ckpt->config.vocab != t.config.vocab)
         throw std::invalid_argument("--draft-checkpoint has a vocabulary of " +
-                                    std::to_string(draft_ckpt->config.vocab) + " tokens, the target " +
-                                    std::to_string(config.vocab) + ": a draft needs the target's tokenizer");
-    std::optional<pd::llama2c::Tokenizer> tok;
-    if (!o.tokenizer.empty()) tok = pd::llama2c::Tokenizer::read(o.tokenizer, config.vocab);
+                                    std::to_string(t.draft_ckpt->config.vocab) + " tokens, the target " +
+                                    std::to_string(t.config.vocab) + ": a draft needs the target's tokenizer");
+    if (!o.tokenizer.empty()) t.tok = pd::llama2c::Tokenizer::read(o.tokenizer, t.config.vocab);
+    return t;
+}
+
+/// The rules between the proposers and the problem (exit code 2). @return whether the draft
+/// model runs: selected, and either a checkpoint or a target small enough to copy (2e9 parameters)
+bool check_problem(const pd::Bench& bench, const Options& o, const Target& t, int P, int G, int k_max) {
+    const pd::ModelConfig& config = t.config;
     if (!o.sampling.greedy() && bench.options.kernel == "oracle")
         throw std::invalid_argument("--kernel oracle proposes the target's greedy choice: it needs --temperature 0");
-    int P = 0;
-    const std::vector<int> prompt = md::make_prompts(o.p, config, tok ? &*tok : nullptr, bench.options.seed, P);
-    const int B = o.p.batch, G = o.p.gen, k_max = *std::max_element(o.ks.begin(), o.ks.end());
-    o.sampling.seed = bench.options.seed;
     pd::kernels::layers::check_sampling(o.sampling, config.vocab);
-    // the draft model copies the target's first layers through the host: up to 2e9 parameters
-    const bool draft_fits = draft_ckpt || config.parameter_count() <= 2e9;
+    const bool draft_fits = t.draft_ckpt || config.parameter_count() <= 2e9;
     if (bench.options.kernel == "draft" && !draft_fits)
         throw std::invalid_argument("--kernel draft copies the target's weights through the host: " + config.name +
                                     " is too large; choose ngram or oracle, or a smaller --preset");
     const bool use_draft = bench.selects(sv::proposer_versions()[1]) && draft_fits;
-    if (use_draft && !draft_ckpt) md::draft_config(config, o.draft_layers);  // names --draft-layers when out of range
+    if (use_draft && !t.draft_ckpt) md::draft_config(config, o.draft_layers);  // names --draft-layers when out of range
     // each sequence holds its prompt, its tokens and a verify pass's k drafts past them
     if (P + G + k_max > config.max_seq)
         throw std::invalid_argument("--prompt-len + --gen + the largest --k = " + std::to_string(P + G + k_max) +
@@ -292,6 +295,192 @@ int run(int argc, char** argv) {
                                     " has a vocabulary of 1 token: the oracle (--kernel "
                                     "all or oracle) proposes other tokens than the target's; choose --kernel ngram "
                                     "or draft");
+    return use_draft;
+}
+
+/// The draft model of the target @p target (built with @p mo): the draft checkpoint, or the
+/// target's first --draft-layers layers.
+md::Model make_draft(const Options& o, const Target& t, md::Model& target, const md::ModelOptions& mo) {
+    const md::ModelOptions dmo{
+        .weights = mo.weights, .batch = mo.batch, .max_seq = mo.max_seq, .max_step_tokens = mo.max_step_tokens};
+    if (t.draft_ckpt) {
+        md::Model draft(t.draft_ckpt->config, dmo);
+        draft.load(t.draft_ckpt->weights);
+        return draft;
+    }
+    md::Model draft(md::draft_config(t.config, o.draft_layers), dmo);
+    draft.load(md::draft_weights(target.download_weights(), t.config, o.draft_layers));
+    return draft;
+}
+
+/// What every proposer's row needs: the problem, the baseline's tokens and the cost model.
+struct Problem {
+    const Options& o;
+    const Target& t;
+    std::span<const int> prompt;
+    int P, G;
+    const sv::CostModel& cm;
+    double decode_s;  // the cost model's decode step at --cost-context
+};
+
+// [ch09_versions]
+/// Each selected proposer at each k, after plain decoding (the baseline and, greedy, the
+/// oracle's truth): greedy speculation must choose plain decoding's tokens (fp32: every one;
+/// bf16: up to a near tie, compare_spec_tokens()). @p notes gets the near ties, @p passed the verdict.
+std::vector<pd::Row> run_proposers(pd::Bench& bench, const Problem& pb, md::Model& target, md::Model* draft,
+                                   std::vector<std::string>& notes, bool& passed) {
+    const Options& o = pb.o;
+    const int B = target.options().batch;
+    const DType weights = target.options().weights;
+    const md::SpecGeneration plain =
+        md::generate_speculative(target, nullptr, pb.prompt, pb.P, pb.G, {.sampling = o.sampling});
+    const double tokens = double(B) * (pb.G - 1);  // after each sequence's first, from the prefill
+    std::vector<pd::Row> rows = {bench.timed_row(
+        {.name = "plain", .dtype = weights, .tokens = tokens, .point = {{"k", 0}, {"tokens_per_step", 1.0}}},
+        bench.timing() ? std::optional<double>(plain.target_ms) : std::nullopt, true)};
+    for (const pd::Version& v : sv::proposer_versions()) {
+        if (!bench.selects(v)) continue;
+        if (v.name == "oracle" && !o.sampling.greedy()) continue;  // it proposes the greedy choice
+        if (v.name == "draft" && !draft) {
+            bench.out() << "draft: skipped (" << pb.t.config.name << " is too large to copy through the host)\n";
+            continue;
+        }
+        for (int k : o.ks) {
+            const md::SpecOptions so{.proposer = v.name,
+                                     .k = k,
+                                     .accept_rate = o.accept_rate,
+                                     .draft_layers = o.draft_layers,
+                                     .sampling = o.sampling};
+            const md::SpecGeneration g = md::generate_speculative(target, v.name == "draft" ? draft : nullptr,
+                                                                  pb.prompt, pb.P, pb.G, so, plain.tokens);
+            bool same = true;
+            const std::string verdict =
+                o.sampling.greedy() ? md::compare_spec_tokens(plain, g, B, weights, same) : std::string();
+            passed = passed && same;
+            if (!verdict.empty() && !verdict.starts_with("identical"))  // bf16: left plain decoding's at a near tie
+                notes.push_back(v.name + " k = " + std::to_string(k) + ": " + verdict +
+                                (v.name == "oracle" ? "; its acceptance counts the steps before" : ""));
+            const std::optional<double> cv = measured_cv(bench, target, B, pb.P, k);
+            const double c_draft = v.name != "draft" ? 0.0  // its share of the target's parameters
+                                   : pb.t.draft_ckpt
+                                       ? pb.t.draft_ckpt->config.parameter_count() / pb.t.config.parameter_count()
+                                       : double(o.draft_layers) / pb.t.config.layers;
+            const double cv_model = modelled_s(pb.cm, B, k + 1, o.cost_context) / pb.decode_s;
+            nlohmann::json point{
+                {"k", k},
+                {"tokens_per_step", g.tokens_per_step()},
+                {"acceptance_rate", g.stats.acceptance_rate()},  // vLLM's: accepted / drafted
+                {"mean_acceptance_length", g.stats.mean_acceptance_length()},
+                {"per_position", g.stats.per_position()},
+                {"formula", v.name == "oracle" ? nlohmann::json(expected_length(g.stats, o.accept_rate))
+                                               : nlohmann::json(nullptr)},
+                {"c_verify", cv ? nlohmann::json(*cv) : nlohmann::json(nullptr)},
+                {"c_verify_model", cv_model},
+                {"tokens", verdict.empty() ? nlohmann::json(nullptr) : nlohmann::json(verdict)},
+                {"off_truth", g.off_truth.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.off_truth)},
+                {"speedup_model", g.tokens_per_step() / (k * c_draft + cv_model)}};
+            rows.push_back(bench.timed_row(
+                {.name = v.name, .dtype = weights, .tokens = tokens, .baseline = &rows.front(), .point = point},
+                bench.timing() ? std::optional<double>(g.target_ms + g.draft_ms) : std::nullopt, same));
+        }
+    }
+    return rows;
+}
+// [ch09_versions]
+
+/// The proposers' table, its legend and the near ties.
+void print_proposers(std::ostream& out, const Options& o, const std::vector<pd::Row>& rows,
+                     const std::vector<std::string>& notes) {
+    out << "\n"
+        << pd::render(rows,
+                      {"kernel", pd::Column::point("k", "k"), pd::Column::point("tok/step", "tokens_per_step"),
+                       pd::Column::percent("accept", "acceptance_rate"),
+                       pd::Column::point("mean len", "mean_acceptance_length"), pd::Column::point("formula", "formula"),
+                       pd::Column::point("c_v", "c_verify"), pd::Column::point("c_v " + o.gpu, "c_verify_model"),
+                       "time ms", "vs baseline", pd::Column::point("model x", "speedup_model"), "status"})
+        << "tok/step: tokens per target pass of a sequence (the bonus token counted); accept: accepted / drafted; mean "
+           "len: "
+           "1 + accepted / drafts (vLLM); formula: the oracle's expected mean len, (1 - a^(k+1)) / (1 - a) for drafts "
+           "of k (shorter near the end); c_v: a verify pass of k + 1 tokens over a "
+           "decode step, measured"
+        << (pd::Bench::sim() ? " (CPU time on the simulator)" : "")
+        << " and modelled; vs baseline: the measured speed-up over plain decoding; model x: "
+           "tok/step / (k c_draft + c_v), modelled for "
+        << o.cost_preset << " on " << o.gpu << ".\n";
+    for (const std::string& n : notes) out << n << "\n";
+}
+
+/// The formula alone (formula_rows()), printed.
+std::vector<pd::Row> formula_section(std::ostream& out, const Options& o) {
+    std::vector<pd::Row> formula = formula_rows(o.accept_rate);
+    std::vector<pd::Column> columns = {pd::Column::point("c_draft", "c_draft")};
+    for (std::size_t k = 1; k <= 12; ++k)
+        columns.push_back(pd::Column::element("k=" + std::to_string(k), "speedup", k - 1));
+    columns.push_back(pd::Column::point("best k", "best_k"));
+    columns.push_back(pd::Column::point("speed-up", "best_speedup"));
+    out << "\nthe formula alone at a = " << o.accept_rate
+        << ", a verify pass as dear as a decode step: speed-up (1 - a^(k+1)) / ((1 - a)(k c_draft + 1))\n"
+        << pd::render(formula, columns);
+    return formula;
+}
+
+/// --sweep-batch (sweep_batch()), printed.
+std::vector<pd::Row> sweep_section(pd::Bench& bench, const Problem& pb, DType weights) {
+    const Options& o = pb.o;
+    std::vector<pd::Row> sweep = sweep_batch(bench, pb.cm, o, pb.t.config, weights, pb.P);
+    std::vector<pd::Column> columns = {pd::Column::point("B", "B")};
+    for (std::size_t i = 0; i < 4; ++i)
+        columns.push_back(pd::Column::element(i ? "k=" + std::to_string(1 << i) : "c_v k=1", "c_v", i));
+    for (std::size_t i = 0; i < 4; ++i)
+        columns.push_back(pd::Column::element(i ? "k=" + std::to_string(1 << i) : "speed-up k=1", "speedup", i));
+    columns.push_back(pd::Column::point("measured c_v k=4", "c_v_measured_k4"));
+    columns.push_back(pd::Column::point("speed-up", "speedup_measured_k4"));
+    bench.out() << "\nsweep: the oracle at a = " << o.accept_rate << " against the batch; modelled for "
+                << o.cost_preset << " on " << o.gpu << " at a " << o.cost_context
+                << "-token context, and k = 4 measured on " << pb.t.config.name << " at its prompt's context"
+                << (bench.sim() ? " (CPU time on the simulator)" : "") << ":\n"
+                << pd::render(sweep, columns)
+                << "a verify pass moves B (k + 1) tokens through weights read once: cheap while B (k + 1) stays under "
+                   "the ridge, then as dear as k + 1 steps.\n";
+    return sweep;
+}
+
+/// --engine (engine_row()) at several batches, on the cost model and on the model, printed.
+std::vector<pd::Row> engine_section(pd::Bench& bench, const Options& o, const pd::ModelConfig& config, DType weights) {
+    std::vector<pd::Row> engine;
+    for (int B : {1, 4, 16, 64}) engine.push_back(engine_row(bench, o, config, weights, false, B));
+    for (int B : bench.sim() ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 4, 16})
+        engine.push_back(engine_row(bench, o, config, weights, true, B));
+    bench.out() << "\nthe engine (chunked, B slots, 2B requests at once asking k = 4): output tokens/s plain, and each "
+                   "way over plain\n"
+                << pd::render(engine,
+                              {pd::Column::point("executor", "executor"), "kernel", pd::Column::point("B", "B"),
+                               pd::Column::point("accept", "acceptance"), pd::Column::point("rule k", "rule_k"),
+                               pd::Column::point("plain tok/s", "plain_tps"), pd::Column::point("always x", "always_x"),
+                               pd::Column::point("rule x", "rule_x")})
+                << "cost: " << o.cost_preset << " on " << o.gpu << ", prompts of " << o.cost_context
+                << " tokens, 256 out, the oracle at --accept-rate; model: " << config.name << ", prompt lookup"
+                << (bench.sim() ? " (CPU time on the simulator)" : "")
+                << ", its acceptance measured by the always run. rule k: the draft tokens the rule allows at B.\n";
+    return engine;
+}
+
+int run(int argc, char** argv) {
+    Options o;
+    pd::Bench bench{"09_speculative", "sampling and speculative decoding",
+                    "Chapter 09: speculative decoding. Proposers guess k tokens; the target verifies them in one pass "
+                    "of k + 1 positions. Reports tokens per target step, acceptance, the verify pass's cost c_v and "
+                    "the speed-up over plain decoding, beside the cost model's prediction.",
+                    sv::proposer_versions()};
+    add_options(bench, o);
+    if (auto code = bench.parse(argc, argv)) return *code;
+    const Target t = read_target(o);
+    const pd::ModelConfig& config = t.config;
+    int P = 0;
+    const std::vector<int> prompt = md::make_prompts(o.p, config, t.tok ? &*t.tok : nullptr, bench.options.seed, P);
+    const int B = o.p.batch, G = o.p.gen, k_max = *std::max_element(o.ks.begin(), o.ks.end());
+    o.sampling.seed = bench.options.seed;
+    const bool use_draft = check_problem(bench, o, t, P, G, k_max);
     const md::ModelOptions mo{.weights = bench.dtypes().front(),
                               .batch = B,
                               .max_seq = P + G + k_max,
@@ -323,144 +512,19 @@ int run(int argc, char** argv) {
     // [ch09_cost]
 
     md::Model target(config, mo);
-    if (ckpt)
-        target.load(ckpt->weights);
+    if (t.ckpt)
+        target.load(t.ckpt->weights);
     else
         target.init_synthetic(bench.options.seed);
     std::optional<md::Model> draft;
-    if (use_draft) {
-        const md::ModelOptions dmo{
-            .weights = mo.weights, .batch = B, .max_seq = mo.max_seq, .max_step_tokens = mo.max_step_tokens};
-        if (draft_ckpt) {
-            draft.emplace(draft_ckpt->config, dmo);
-            draft->load(draft_ckpt->weights);
-        } else {
-            draft.emplace(md::draft_config(config, o.draft_layers), dmo);
-            draft->load(md::draft_weights(target.download_weights(), config, o.draft_layers));
-        }
-    }
-
-    // [ch09_versions]
-    // plain decoding, through the same loop: the baseline and (greedy) the oracle's truth
-    const md::SpecGeneration plain = md::generate_speculative(target, nullptr, prompt, P, G, {.sampling = o.sampling});
-    const double tokens = double(B) * (G - 1);  // after each sequence's first, from the prefill
-    pd::Row base = bench.timed_row(
-        {.name = "plain", .dtype = mo.weights, .tokens = tokens, .point = {{"k", 0}, {"tokens_per_step", 1.0}}},
-        bench.timing() ? std::optional<double>(plain.target_ms) : std::nullopt, true);
-    std::vector<pd::Row> rows = {base};
+    if (use_draft) draft.emplace(make_draft(o, t, target, mo));
+    const Problem pb{o, t, prompt, P, G, cm, decode_s};
+    std::vector<std::string> notes;
     bool passed = true;
-    for (const pd::Version& v : sv::proposer_versions()) {
-        if (!bench.selects(v)) continue;
-        if (v.name == "oracle" && !o.sampling.greedy()) continue;  // it proposes the greedy choice
-        if (v.name == "draft" && !use_draft) {
-            out << "draft: skipped (" << config.name << " is too large to copy through the host)\n";
-            continue;
-        }
-        for (int k : o.ks) {
-            const md::SpecOptions so{.proposer = v.name,
-                                     .k = k,
-                                     .accept_rate = o.accept_rate,
-                                     .draft_layers = o.draft_layers,
-                                     .sampling = o.sampling};
-            const md::SpecGeneration g = md::generate_speculative(
-                target, draft && v.name == "draft" ? &*draft : nullptr, prompt, P, G, so, plain.tokens);
-            // greedy: plain decoding's tokens (fp32: every one; bf16: up to a near tie, compare_spec_tokens())
-            bool same = true;
-            const std::string verdict =
-                o.sampling.greedy() ? md::compare_spec_tokens(plain, g, B, mo.weights, same) : std::string();
-            passed = passed && same;
-            const std::optional<double> cv = measured_cv(bench, target, B, P, k);
-            const double a = g.stats.acceptance_rate();     // vLLM's: accepted / drafted
-            const double c_draft = v.name != "draft" ? 0.0  // its share of the target's parameters
-                                   : draft_ckpt      ? draft_ckpt->config.parameter_count() / config.parameter_count()
-                                                     : double(o.draft_layers) / config.layers;
-            const double cv_model = modelled_s(cm, B, k + 1, C) / decode_s;
-            nlohmann::json point{
-                {"k", k},
-                {"tokens_per_step", g.tokens_per_step()},
-                {"acceptance_rate", a},
-                {"mean_acceptance_length", g.stats.mean_acceptance_length()},
-                {"per_position", g.stats.per_position()},
-                {"formula", v.name == "oracle" ? nlohmann::json(expected_length(g.stats, o.accept_rate))
-                                               : nlohmann::json(nullptr)},
-                {"c_verify", cv ? nlohmann::json(*cv) : nlohmann::json(nullptr)},
-                {"c_verify_model", cv_model},
-                {"tokens", verdict.empty() ? nlohmann::json(nullptr) : nlohmann::json(verdict)},
-                {"off_truth", g.off_truth.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.off_truth)},
-                {"speedup_model", g.tokens_per_step() / (k * c_draft + cv_model)}};
-            rows.push_back(bench.timed_row(
-                {.name = v.name, .dtype = mo.weights, .tokens = tokens, .baseline = &rows.front(), .point = point},
-                bench.timing() ? std::optional<double>(g.target_ms + g.draft_ms) : std::nullopt, same));
-        }
-    }
-    // [ch09_versions]
-    out << "\n"
-        << pd::render(rows,
-                      {"kernel", pd::Column::point("k", "k"), pd::Column::point("tok/step", "tokens_per_step"),
-                       pd::Column::percent("accept", "acceptance_rate"),
-                       pd::Column::point("mean len", "mean_acceptance_length"), pd::Column::point("formula", "formula"),
-                       pd::Column::point("c_v", "c_verify"), pd::Column::point("c_v " + o.gpu, "c_verify_model"),
-                       "time ms", "vs baseline", pd::Column::point("model x", "speedup_model"), "status"})
-        << "tok/step: tokens per target pass of a sequence (the bonus token counted); accept: accepted / drafted; mean "
-           "len: "
-           "1 + accepted / drafts (vLLM); formula: the oracle's expected mean len, (1 - a^(k+1)) / (1 - a) for drafts "
-           "of k (shorter near the end); c_v: a verify pass of k + 1 tokens over a "
-           "decode step, measured"
-        << (bench.sim() ? " (CPU time on the simulator)" : "")
-        << " and modelled; vs baseline: the measured speed-up over plain decoding; model x: "
-           "tok/step / (k c_draft + c_v), modelled for "
-        << o.cost_preset << " on " << o.gpu << ".\n";
-    for (const pd::Row& r : rows)  // bf16: a speculative run whose tokens left plain decoding's at a near tie
-        if (r.point.contains("tokens") && r.point["tokens"].is_string() &&
-            !r.point["tokens"].get<std::string>().starts_with("identical"))
-            out << r.result.kernel << " k = " << r.point["k"] << ": " << r.point["tokens"].get<std::string>()
-                << (r.result.kernel == "oracle" ? "; its acceptance counts the steps before" : "") << "\n";
-
-    std::vector<pd::Row> formula;
-    if (std::any_of(rows.begin(), rows.end(), [](const pd::Row& r) { return r.result.kernel == "oracle"; })) {
-        formula = formula_rows(o.accept_rate);
-        std::vector<pd::Column> columns = {pd::Column::point("c_draft", "c_draft")};
-        for (int k = 1; k <= 12; ++k) columns.push_back(pd::Column::point("k=" + std::to_string(k), formula_key(k)));
-        columns.push_back(pd::Column::point("best k", "best_k"));
-        columns.push_back(pd::Column::point("speed-up", "best_speedup"));
-        out << "\nthe formula alone at a = " << o.accept_rate
-            << ", a verify pass as dear as a decode step: speed-up (1 - a^(k+1)) / ((1 - a)(k c_draft + 1))\n"
-            << pd::render(formula, columns);
-    }
-
-    std::vector<pd::Row> sweep;
-    if (o.sweep) {
-        sweep = sweep_batch(bench, cm, o, config, mo.weights, P);
-        out << "\nsweep: the oracle at a = " << o.accept_rate << " against the batch; modelled for " << o.cost_preset
-            << " on " << o.gpu << " at a " << C << "-token context, and k = 4 measured on " << config.name
-            << " at its prompt's context" << (bench.sim() ? " (CPU time on the simulator)" : "") << ":\n"
-            << pd::render(sweep, {pd::Column::point("B", "B"), pd::Column::point("c_v k=1", "c_v_k1"),
-                                  pd::Column::point("k=2", "c_v_k2"), pd::Column::point("k=4", "c_v_k4"),
-                                  pd::Column::point("k=8", "c_v_k8"), pd::Column::point("speed-up k=1", "speedup_k1"),
-                                  pd::Column::point("k=2", "speedup_k2"), pd::Column::point("k=4", "speedup_k4"),
-                                  pd::Column::point("k=8", "speedup_k8"),
-                                  pd::Column::point("measured c_v k=4", "c_v_measured_k4"),
-                                  pd::Column::point("speed-up", "speedup_measured_k4")})
-            << "a verify pass moves B (k + 1) tokens through weights read once: cheap while B (k + 1) stays under the "
-               "ridge, then as dear as k + 1 steps.\n";
-    }
-
-    std::vector<pd::Row> engine;
-    if (o.engine) {
-        for (int B : {1, 4, 16, 64}) engine.push_back(engine_row(bench, o, config, mo.weights, false, B));
-        for (int B : bench.sim() ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 4, 16})
-            engine.push_back(engine_row(bench, o, config, mo.weights, true, B));
-        out << "\nthe engine (chunked, B slots, 2B requests at once asking k = 4): output tokens/s plain, and each "
-               "way over plain\n"
-            << pd::render(engine, {pd::Column::point("executor", "executor"), "kernel", pd::Column::point("B", "B"),
-                                   pd::Column::point("accept", "acceptance"), pd::Column::point("rule k", "rule_k"),
-                                   pd::Column::point("plain tok/s", "plain_tps"),
-                                   pd::Column::point("always x", "always_x"), pd::Column::point("rule x", "rule_x")})
-            << "cost: " << o.cost_preset << " on " << o.gpu << ", prompts of " << o.cost_context
-            << " tokens, 256 out, the oracle at --accept-rate; model: " << config.name << ", prompt lookup"
-            << (bench.sim() ? " (CPU time on the simulator)" : "")
-            << ", its acceptance measured by the always run. rule k: the draft tokens the rule allows at B.\n";
-    }
+    const std::vector<pd::Row> rows = run_proposers(bench, pb, target, draft ? &*draft : nullptr, notes, passed);
+    print_proposers(out, o, rows, notes);
+    const bool oracle =
+        std::any_of(rows.begin(), rows.end(), [](const pd::Row& r) { return r.result.kernel == "oracle"; });
 
     nlohmann::json report = bench.report({{"preset", config.name},
                                           {"batch", B},
@@ -477,9 +541,9 @@ int run(int argc, char** argv) {
                                           {"cost_context", C},
                                           {"dtype", to_string(mo.weights)}},
                                          rows);
-    report["formula"] = bench.json(formula);
-    report["sweep"] = bench.json(sweep);
-    report["engine"] = bench.json(engine);
+    report["formula"] = bench.json(oracle ? formula_section(out, o) : std::vector<pd::Row>{});
+    report["sweep"] = bench.json(o.sweep ? sweep_section(bench, pb, mo.weights) : std::vector<pd::Row>{});
+    report["engine"] = bench.json(o.engine ? engine_section(bench, o, config, mo.weights) : std::vector<pd::Row>{});
     if (!passed) {
         out << "FAILED: greedy speculation did not choose plain decoding's tokens\n";
         report["passed"] = false;

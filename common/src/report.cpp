@@ -219,6 +219,12 @@ Column Column::point(std::string h, std::string key) {
     });
 }
 
+Column Column::element(std::string h, std::string key, std::size_t i) {
+    return Column(std::move(h), [key = std::move(key), i](const Row& r) {
+        return r.point.contains(key) && i < r.point[key].size() ? point_text(r.point[key][i]) : std::string("-");
+    });
+}
+
 Column Column::percent(std::string h, std::string key) {
     return Column(std::move(h), [key = std::move(key)](const Row& r) {
         return r.point.contains(key) ? fmt("%.1f%%", 100 * r.point[key].get<double>()) : std::string("-");

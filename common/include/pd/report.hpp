@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstddef>
 #include <functional>
 #include <optional>
 #include <string>
@@ -143,6 +144,10 @@ struct Column {
     Column(std::string h, std::function<std::string(const Row&)> c) : header(std::move(h)), cell(std::move(c)) {}
     /// A column showing the value of @p key in each row's point. @param h the header  @param key the point key
     static Column point(std::string h, std::string key);
+    /// A column showing element @p i of the array at @p key of each row's point (a row holds one
+    /// array for a series, not a key per element). @param h the header  @param key the array's
+    /// key  @param i the element
+    static Column element(std::string h, std::string key, std::size_t i);
     /// A column showing the fraction at @p key of each row's point as a percentage ("12.5%").
     /// @param h the header  @param key the point key
     static Column percent(std::string h, std::string key);
