@@ -104,121 +104,126 @@ std::string capacity_by_format(const Options& o, const rl::Machine& machine, lon
 // [ch00_formats]
 
 // [ch00_ceilings]
+/// The copy bandwidth: cudaMemcpy (the baseline) and a copy kernel, bytes read plus written.
+std::vector<pd::Row> measure_copy(pd::Bench& bench, const Options& o) {
+    const std::size_t n = std::size_t(o.copy_mib) * pd::kMiB / sizeof(float);
+    std::vector<float> host(n);
+    pd::fill_uniform<float>(host, -1.f, 1.f, pd::derive_seed(bench.options.seed, 1));
+    pd::DeviceBuffer<float> in{std::span<const float>(host)}, dst{n};
+    const pd::Check exact = [&](std::span<const float> got) {
+        return pd::compare<float, float>(got, host, pd::Tolerance::exact());
+    };
+    const std::size_t head = std::min<std::size_t>(n, std::size_t(1) << 20);
+    pd::Kernel copy{
+        .cost = {0, k::copy_bytes_moved(double(in.bytes()))}, .dump = "copy_out_head", .dump_shape = {head}};
+    std::vector<pd::Row> rows;
+    std::optional<pd::Row> memcpy_row;
+    if (bench.selects("copy_memcpy")) {
+        copy.name = "copy_memcpy";
+        memcpy_row = bench.measure(
+            copy, [&] { PD_CHECK_CUDA(cudaMemcpyAsync(dst.data(), in.data(), in.bytes(), cudaMemcpyDeviceToDevice)); },
+            dst, exact);
+        rows.push_back(*memcpy_row);
+    }
+    if (bench.selects("copy_kernel")) {
+        copy.name = "copy_kernel";
+        copy.baseline = memcpy_row ? &*memcpy_row : nullptr;
+        rows.push_back(bench.measure(
+            copy, [&] { k::copy_grid_stride(in.data(), dst.data(), n); }, dst, exact));
+    }
+    bench.dump<float>("copy_in_head", std::span<const float>(host).first(head), {head});
+    return rows;
+}
+
+/// The FP32 FMA rate: k::kFmaChains independent chains per thread, twice @p dev's resident threads.
+pd::Row measure_fma(pd::Bench& bench, const Options& o, const pd::DeviceInfo& dev) {
+    const std::uint64_t seed = bench.options.seed;
+    constexpr int kPatterns = 256;  // thread t computes row t % kPatterns of the reference
+    const std::size_t n = std::size_t(kPatterns) * k::kFmaChains;
+    std::vector<float> init(n), mul(n), add(n);
+    pd::fill_uniform<float>(init, -1.f, 1.f, pd::derive_seed(seed, 10));
+    pd::fill_uniform<float>(mul, 0.5f, 0.999f, pd::derive_seed(seed, 11));  // |mul| < 1: stays finite
+    pd::fill_uniform<float>(add, -1.f, 1.f, pd::derive_seed(seed, 12));
+    const std::vector<float> ref = pd::reference::fma_chains(init, mul, add, kPatterns, k::kFmaChains, o.fma_iters);
+    const std::size_t threads = std::size_t(dev.sm_count) * std::size_t(dev.max_threads_per_sm) * 2;  // 2 waves
+    pd::DeviceBuffer<float> d_init{std::span<const float>(init)}, d_mul{std::span<const float>(mul)},
+        d_add{std::span<const float>(add)}, d_out{threads * k::kFmaChains};
+    const pd::Check exact = [&](std::span<const float> got) {  // FFMA and std::fma round alike
+        std::vector<float> expected(got.size());
+        for (std::size_t i = 0; i < expected.size(); ++i) expected[i] = ref[i % n];
+        return pd::compare<float, float>(got, expected, pd::Tolerance::exact());
+    };
+    const std::vector<std::size_t> shape = {std::size_t(kPatterns), std::size_t(k::kFmaChains)};
+    pd::Row row = bench.measure(
+        {.name = "fma_fp32", .cost = {k::fma_flops(threads, o.fma_iters), 0}, .dump = "fma_out", .dump_shape = shape},
+        [&] {
+            k::fma_chains(d_init.data(), d_mul.data(), d_add.data(), kPatterns, d_out.data(), threads, o.fma_iters);
+        },
+        d_out, exact);
+    bench.dump<float>("fma_init", init, shape);
+    bench.dump<float>("fma_mul", mul, shape);
+    bench.dump<float>("fma_add", add, shape);
+    bench.dump<float>("fma_reference", ref, shape);
+    return row;
+}
+
+/// The cuBLAS BF16 rate of an n^3 product, BF16 in, FP32 accumulate and out (CUDA only:
+/// cuBLAS does not run on the simulator).
+pd::Row measure_cublas(pd::Bench& bench, const Options& o) {
+    const int g = o.gemm_n;
+    const std::size_t nn = std::size_t(g) * g;
+    std::vector<__nv_bfloat16> a(nn), b(nn);
+    pd::fill_uniform<__nv_bfloat16>(a, -1.f, 1.f, pd::derive_seed(bench.options.seed, 20));
+    pd::fill_uniform<__nv_bfloat16>(b, -1.f, 1.f, pd::derive_seed(bench.options.seed, 21));
+    pd::DeviceBuffer<__nv_bfloat16> d_a{std::span<const __nv_bfloat16>(a)}, d_b{std::span<const __nv_bfloat16>(b)};
+    pd::DeviceBuffer<float> d_c(nn);
+    // A 64 x 64 sample of C = A B^T (spread over the matrix, the last row and column included)
+    // against a double-precision product of the same bf16 inputs; every element must be finite.
+    std::vector<std::size_t> idx;
+    for (std::size_t i = 0; i < 64 && i < std::size_t(g); ++i)
+        idx.push_back(std::min(std::size_t(g) - 1, i * g / 64 + (i * 7) % 5));
+    idx.back() = std::size_t(g) - 1;
+    const std::vector<double> ref = pd::reference::gemm_abt_sample(pd::to_float_all<__nv_bfloat16>(a),
+                                                                   pd::to_float_all<__nv_bfloat16>(b), g, idx, idx);
+    pd::Expected sample{.values = ref, .tolerance = {1e-5 * g, 1e-5}};  // fp32 sums of g products <= 1
+    std::vector<float> got_sample(ref.size());
+    const pd::Check check = [&](std::span<const float> c) {
+        for (std::size_t i = 0; i < idx.size(); ++i)
+            for (std::size_t j = 0; j < idx.size(); ++j) got_sample[i * idx.size() + j] = c[idx[i] * g + idx[j]];
+        pd::CompareResult r = pd::check(sample, got_sample);
+        for (float v : c) r.passed = r.passed && std::isfinite(v);
+        return r;
+    };
+    const pd::CublasHandle handle;
+    pd::Row row = bench.measure(  // C [g, g] = A [g, g] B [g, g]^T
+        {.name = "cublas_bf16",
+         .dtype = pd::DType::bf16,
+         .units = pd::Units::tensor_cores,
+         .cost = {2.0 * g * g * double(g), 0}},
+        [&] { pd::cublas_linear(handle.get(), d_a.data(), d_b.data(), d_c.data(), g, g, g); }, d_c, check);
+    const std::vector<std::int64_t> idx64(idx.begin(), idx.end());
+    bench.dump<std::int64_t>("gemm_rows", idx64, {idx64.size()});
+    bench.dump<std::int64_t>("gemm_cols", idx64, {idx64.size()});
+    bench.dump<float>("gemm_sample_out", got_sample, {idx.size(), idx.size()});
+    bench.dump<double>("gemm_sample_reference", ref, {idx.size(), idx.size()});
+    return row;
+}
+
 /// Measures the ceilings of this device, each validated before it is timed: the copy
 /// bandwidth (cudaMemcpy and a copy kernel, bytes read plus written), the FP32 FMA rate, and
 /// the cuBLAS BF16 rate of an n^3 product.
 std::vector<pd::Row> measure_ceilings(pd::Bench& bench, const Options& o, const pd::DeviceInfo& dev) {
-    const std::uint64_t seed = bench.options.seed;
     std::vector<pd::Row> rows;
-    if (bench.selects("copy_memcpy") || bench.selects("copy_kernel")) {
-        const std::size_t n = std::size_t(o.copy_mib) * pd::kMiB / sizeof(float);
-        std::vector<float> host(n);
-        pd::fill_uniform<float>(host, -1.f, 1.f, pd::derive_seed(seed, 1));
-        pd::DeviceBuffer<float> in{std::span<const float>(host)}, dst{n};
-        const pd::Check exact = [&](std::span<const float> got) {
-            return pd::compare<float, float>(got, host, pd::Tolerance::exact());
-        };
-        const std::size_t head = std::min<std::size_t>(n, std::size_t(1) << 20);
-        pd::Kernel copy{
-            .cost = {0, k::copy_bytes_moved(double(in.bytes()))}, .dump = "copy_out_head", .dump_shape = {head}};
-        std::optional<pd::Row> memcpy_row;
-        if (bench.selects("copy_memcpy")) {
-            copy.name = "copy_memcpy";
-            memcpy_row = bench.measure(
-                copy,
-                [&] { PD_CHECK_CUDA(cudaMemcpyAsync(dst.data(), in.data(), in.bytes(), cudaMemcpyDeviceToDevice)); },
-                dst, exact);
-            rows.push_back(*memcpy_row);
-        }
-        if (bench.selects("copy_kernel")) {
-            copy.name = "copy_kernel";
-            copy.baseline = memcpy_row ? &*memcpy_row : nullptr;
-            rows.push_back(bench.measure(
-                copy, [&] { k::copy_grid_stride(in.data(), dst.data(), n); }, dst, exact));
-        }
-        bench.dump<float>("copy_in_head", std::span<const float>(host).first(head), {head});
-    }
-    if (bench.selects("fma_fp32")) {
-        constexpr int kPatterns = 256;  // thread t computes row t % kPatterns of the reference
-        const std::size_t n = std::size_t(kPatterns) * k::kFmaChains;
-        std::vector<float> init(n), mul(n), add(n);
-        pd::fill_uniform<float>(init, -1.f, 1.f, pd::derive_seed(seed, 10));
-        pd::fill_uniform<float>(mul, 0.5f, 0.999f, pd::derive_seed(seed, 11));  // |mul| < 1: stays finite
-        pd::fill_uniform<float>(add, -1.f, 1.f, pd::derive_seed(seed, 12));
-        const std::vector<float> ref = pd::reference::fma_chains(init, mul, add, kPatterns, k::kFmaChains, o.fma_iters);
-        const std::size_t threads = std::size_t(dev.sm_count) * std::size_t(dev.max_threads_per_sm) * 2;  // 2 waves
-        pd::DeviceBuffer<float> d_init{std::span<const float>(init)}, d_mul{std::span<const float>(mul)},
-            d_add{std::span<const float>(add)}, d_out{threads * k::kFmaChains};
-        const pd::Check exact = [&](std::span<const float> got) {  // FFMA and std::fma round alike
-            std::vector<float> expected(got.size());
-            for (std::size_t i = 0; i < expected.size(); ++i) expected[i] = ref[i % n];
-            return pd::compare<float, float>(got, expected, pd::Tolerance::exact());
-        };
-        const std::vector<std::size_t> shape = {std::size_t(kPatterns), std::size_t(k::kFmaChains)};
-        rows.push_back(bench.measure(
-            {.name = "fma_fp32",
-             .cost = {k::fma_flops(threads, o.fma_iters), 0},
-             .dump = "fma_out",
-             .dump_shape = shape},
-            [&] {
-                k::fma_chains(d_init.data(), d_mul.data(), d_add.data(), kPatterns, d_out.data(), threads, o.fma_iters);
-            },
-            d_out, exact));
-        bench.dump<float>("fma_init", init, shape);
-        bench.dump<float>("fma_mul", mul, shape);
-        bench.dump<float>("fma_add", add, shape);
-        bench.dump<float>("fma_reference", ref, shape);
-    }
-    if (bench.selects("cublas_bf16")) {  // CUDA only: cuBLAS does not run on the simulator
-        const int g = o.gemm_n;
-        const std::size_t nn = std::size_t(g) * g;
-        std::vector<__nv_bfloat16> a(nn), b(nn);
-        pd::fill_uniform<__nv_bfloat16>(a, -1.f, 1.f, pd::derive_seed(seed, 20));
-        pd::fill_uniform<__nv_bfloat16>(b, -1.f, 1.f, pd::derive_seed(seed, 21));
-        pd::DeviceBuffer<__nv_bfloat16> d_a{std::span<const __nv_bfloat16>(a)}, d_b{std::span<const __nv_bfloat16>(b)};
-        pd::DeviceBuffer<float> d_c(nn);
-        // A 64 x 64 sample of C = A B^T (spread over the matrix, the last row and column included)
-        // against a double-precision product of the same bf16 inputs; every element must be finite.
-        std::vector<std::size_t> idx;
-        for (std::size_t i = 0; i < 64 && i < std::size_t(g); ++i)
-            idx.push_back(std::min(std::size_t(g) - 1, i * g / 64 + (i * 7) % 5));
-        idx.back() = std::size_t(g) - 1;
-        const std::vector<double> ref = pd::reference::gemm_abt_sample(pd::to_float_all<__nv_bfloat16>(a),
-                                                                       pd::to_float_all<__nv_bfloat16>(b), g, idx, idx);
-        pd::Expected sample{.values = ref, .tolerance = {1e-5 * g, 1e-5}};  // fp32 sums of g products <= 1
-        std::vector<float> got_sample(ref.size());
-        const pd::Check check = [&](std::span<const float> c) {
-            for (std::size_t i = 0; i < idx.size(); ++i)
-                for (std::size_t j = 0; j < idx.size(); ++j) got_sample[i * idx.size() + j] = c[idx[i] * g + idx[j]];
-            pd::CompareResult r = pd::check(sample, got_sample);
-            for (float v : c) r.passed = r.passed && std::isfinite(v);
-            return r;
-        };
-        const pd::CublasHandle handle;
-        rows.push_back(bench.measure(  // C [g, g] = A [g, g] B [g, g]^T
-            {.name = "cublas_bf16",
-             .dtype = pd::DType::bf16,
-             .units = pd::Units::tensor_cores,
-             .cost = {2.0 * g * g * double(g), 0}},
-            [&] { pd::cublas_linear(handle.get(), d_a.data(), d_b.data(), d_c.data(), g, g, g); }, d_c, check));
-        const std::vector<std::int64_t> idx64(idx.begin(), idx.end());
-        bench.dump<std::int64_t>("gemm_rows", idx64, {idx64.size()});
-        bench.dump<std::int64_t>("gemm_cols", idx64, {idx64.size()});
-        bench.dump<float>("gemm_sample_out", got_sample, {idx.size(), idx.size()});
-        bench.dump<double>("gemm_sample_reference", ref, {idx.size(), idx.size()});
-    }
+    if (bench.selects("copy_memcpy") || bench.selects("copy_kernel")) rows = measure_copy(bench, o);
+    if (bench.selects("fma_fp32")) rows.push_back(measure_fma(bench, o, dev));
+    if (bench.selects("cublas_bf16")) rows.push_back(measure_cublas(bench, o));
     for (pd::Row& r : rows) r.copy_fraction.reset();  // the copy is the roof being measured here
     return rows;
 }
 // [ch00_ceilings]
 
-int run(int argc, char** argv) {
-    Options o;
-    pd::Bench bench{"00_roofline", "roofline and arithmetic intensity",
-                    "Chapter 00: roofline and arithmetic intensity. Reports the device, measures its ceilings (copy "
-                    "bandwidth, FP32 FMA rate, cuBLAS BF16 rate), and places prefill and decode of a model on the "
-                    "roofline.",
-                    k::versions()};
+/// The chapter's options, beside the harness's own (--kernel, --seed, ...) and the calculator's.
+void add_options(pd::Bench& bench, Options& o) {
     rl::add_calculator_options(bench.app, o.calc);
     bench
         .option("--dtype", o.dtype,
@@ -235,6 +240,63 @@ int run(int argc, char** argv) {
                  CLI::Range(1, 65536));
     bench.option("--fma-iters", o.fma_iters, "FMA steps per chain in the FP32 kernel", CLI::Range(1, 1000000));
     bench.option("--gemm-n", o.gemm_n, "Size n of the n x n x n cuBLAS BF16 product", CLI::Range(16, 32768));
+}
+
+/// The device and its measured ceilings: its report, the ceiling kernels' table (@p rows) and
+/// the measured ridge point. @return the device's JSON with the measured rates
+nlohmann::json measure_device(pd::Bench& bench, const Options& o, const pd::DeviceInfo& dev,
+                              std::vector<pd::Row>& rows) {
+    std::ostream& out = bench.out();
+    out << "== Device ==\n"
+        << pd::describe(dev)
+        << (bench.sim() ? "  (the CPU simulator: its timings below are CPU figures, not GPU performance)\n" : "")
+        << "\n";
+    const double copy_bytes = 2.0 * o.copy_mib * double(pd::kMiB);
+    bench.require_fits(copy_bytes, "the copy's two buffers (--copy-mib " + std::to_string(o.copy_mib) + ")",
+                       "lower --copy-mib");
+    if (bench.selects("cublas_bf16"))
+        bench.require_fits(double(o.gemm_n) * o.gemm_n * (2 + 2 + 4),
+                           "the cuBLAS product's A, B and C (--gemm-n " + std::to_string(o.gemm_n) + ")",
+                           "lower --gemm-n");
+    const double floats = o.copy_mib * double(pd::kMiB) / 4, threads = 2.0 * dev.sm_count * dev.max_threads_per_sm;
+    bench.require_sim_work(bench.versions_work([&](const pd::Version& v, pd::DType) {
+        return k::sim_work(v.name, floats, threads, o.fma_iters);
+    }) + 2 * pd::kSimElementWork * floats,
+                           "the ceiling kernels", "lower --copy-mib or --fma-iters, or choose one --kernel");
+    // Each ceiling is judged against the datasheet-style figure it approaches: the
+    // theoretical bandwidth (memory clock x bus width) and the FP32 peak (clock x lanes).
+    if (dev.theoretical_bandwidth_gbps > 0) bench.roofs.bytes_per_s = dev.theoretical_bandwidth_gbps * 1e9;
+    if (const double peak = pd::fp32_peak_flops(dev); peak > 0) bench.roofs.fp32_flops = peak;
+    out << (bench.sim() ? "== Ceiling kernels, run on the CPU simulator ==\n" : "== Measured ceilings ==\n")
+        << "copy: " << pd::format_bytes(o.copy_mib * double(pd::kMiB)) << " read and written; FMA: " << o.fma_iters
+        << " steps x " << k::kFmaChains << " chains per thread; cuBLAS: " << o.gemm_n
+        << "^3 BF16 in, FP32 accumulate and out" << (bench.timing() ? "" : "; --check-only: validated, not timed")
+        << "\n\n";
+    rows = measure_ceilings(bench, o, dev);
+    out << pd::render(rows,
+                      {"kernel", "time ms", "GB/s", "TFLOP/s", "of roofline", "vs baseline", "max abs err", "status"})
+        << "GB/s count bytes read plus written; 'of roofline' is the fraction of the theoretical bandwidth "
+           "(copies) or FP32 peak (FMA); 'vs baseline' is cudaMemcpy's time over the kernel's.\n";
+    const std::optional<double> copy = best(rows, "copy", true), bf16 = best(rows, "cublas", false);
+    if (copy && bf16)
+        out << "measured ridge point (BF16 tensor rate / copy bandwidth): " << fmt("%.1f", *bf16 * 1e12 / (*copy * 1e9))
+            << " FLOP/byte\n";
+    out << "\n";
+    const auto js = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    nlohmann::json device = pd::to_json(dev);
+    device["measured"] = {
+        {"copy_gbps", js(copy)}, {"fp32_tflops", js(best(rows, "fma", false))}, {"bf16_tflops", js(bf16)}};
+    return device;
+}
+
+int run(int argc, char** argv) {
+    Options o;
+    pd::Bench bench{"00_roofline", "roofline and arithmetic intensity",
+                    "Chapter 00: roofline and arithmetic intensity. Reports the device, measures its ceilings (copy "
+                    "bandwidth, FP32 FMA rate, cuBLAS BF16 rate), and places prefill and decode of a model on the "
+                    "roofline.",
+                    k::versions()};
+    add_options(bench, o);
     if (auto code = bench.parse(argc, argv)) return *code;
     apply_formats(o);
     rl::check_calculator_options(o.calc);  // before the ceilings: --context needs a --model
@@ -261,48 +323,7 @@ int run(int argc, char** argv) {
         device["reason"] = absent;
         if (o.calc.gpu == "measured") throw std::invalid_argument("--gpu measured needs a CUDA device: " + absent);
     }
-    if (dev) {
-        out << "== Device ==\n"
-            << pd::describe(*dev)
-            << (bench.sim() ? "  (the CPU simulator: its timings below are CPU figures, not GPU performance)\n" : "")
-            << "\n";
-        const double copy_bytes = 2.0 * o.copy_mib * double(pd::kMiB);
-        bench.require_fits(copy_bytes, "the copy's two buffers (--copy-mib " + std::to_string(o.copy_mib) + ")",
-                           "lower --copy-mib");
-        if (bench.selects("cublas_bf16"))
-            bench.require_fits(double(o.gemm_n) * o.gemm_n * (2 + 2 + 4),
-                               "the cuBLAS product's A, B and C (--gemm-n " + std::to_string(o.gemm_n) + ")",
-                               "lower --gemm-n");
-        const double floats = o.copy_mib * double(pd::kMiB) / 4,
-                     threads = 2.0 * dev->sm_count * dev->max_threads_per_sm;
-        bench.require_sim_work(bench.versions_work([&](const pd::Version& v, pd::DType) {
-            return k::sim_work(v.name, floats, threads, o.fma_iters);
-        }) + 2 * pd::kSimElementWork * floats,
-                               "the ceiling kernels", "lower --copy-mib or --fma-iters, or choose one --kernel");
-        // Each ceiling is judged against the datasheet-style figure it approaches: the
-        // theoretical bandwidth (memory clock x bus width) and the FP32 peak (clock x lanes).
-        if (dev->theoretical_bandwidth_gbps > 0) bench.roofs.bytes_per_s = dev->theoretical_bandwidth_gbps * 1e9;
-        if (const double peak = pd::fp32_peak_flops(*dev); peak > 0) bench.roofs.fp32_flops = peak;
-        out << (bench.sim() ? "== Ceiling kernels, run on the CPU simulator ==\n" : "== Measured ceilings ==\n")
-            << "copy: " << pd::format_bytes(o.copy_mib * double(pd::kMiB)) << " read and written; FMA: " << o.fma_iters
-            << " steps x " << k::kFmaChains << " chains per thread; cuBLAS: " << o.gemm_n
-            << "^3 BF16 in, FP32 accumulate and out" << (bench.timing() ? "" : "; --check-only: validated, not timed")
-            << "\n\n";
-        rows = measure_ceilings(bench, o, *dev);
-        out << pd::render(rows, {"kernel", "time ms", "GB/s", "TFLOP/s", "of roofline", "vs baseline", "max abs err",
-                                 "status"})
-            << "GB/s count bytes read plus written; 'of roofline' is the fraction of the theoretical bandwidth "
-               "(copies) or FP32 peak (FMA); 'vs baseline' is cudaMemcpy's time over the kernel's.\n";
-        const std::optional<double> copy = best(rows, "copy", true), bf16 = best(rows, "cublas", false);
-        if (copy && bf16)
-            out << "measured ridge point (BF16 tensor rate / copy bandwidth): "
-                << fmt("%.1f", *bf16 * 1e12 / (*copy * 1e9)) << " FLOP/byte\n";
-        out << "\n";
-        const auto js = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
-        device = pd::to_json(*dev);
-        device["measured"] = {
-            {"copy_gbps", js(copy)}, {"fp32_tflops", js(best(rows, "fma", false))}, {"bf16_tflops", js(bf16)}};
-    }
+    if (dev) device = measure_device(bench, o, *dev, rows);
 
     // [ch00_calculator]
     // Prefill and decode on the roofline: P parameters of b bytes, B sequences of S prompt

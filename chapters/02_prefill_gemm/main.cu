@@ -138,6 +138,84 @@ std::vector<pd::Row> run_versions(pd::Bench& bench, Problem& p, DType d, const p
 }
 // [ch02_versions]
 
+/// The kernels index X, W and Y with 32-bit offsets (exit code 2 past 2^31 - 1 elements).
+void check_problem(const gm::Shape& shape) {
+    for (auto [what, elements] :
+         {std::pair{"--tokens x --k", shape.x_elements()}, std::pair{"--n x --k", shape.w_elements()},
+          std::pair{"--tokens x --n", shape.y_elements()}})
+        if (elements > std::size_t(2147483647))
+            throw std::invalid_argument(std::string(what) + " = " + std::to_string(elements) +
+                                        " elements exceeds 2^31 - 1 (the kernels' 32-bit offsets)");
+}
+
+/// What a problem holds on the device: X and W in each input type, and Y.
+double problem_bytes(const gm::Shape& s, const std::vector<DType>& dtypes) {
+    double bytes = 4.0 * double(s.y_elements());
+    for (DType d : dtypes) bytes += pd::size_of(d) * double(s.x_elements() + s.w_elements());
+    return bytes;
+}
+
+// [ch02_cost]
+/// The problem's FLOPs, and per input type its minimal bytes and intensity beside the ridge point.
+void print_cost(pd::Bench& bench, const gm::Shape& shape, const std::vector<DType>& dtypes) {
+    std::ostream& out = bench.out();
+    out << "problem: Y [T, N] = X [T, K] W [N, K]^T with T = " << shape.tokens << ", N = " << shape.n
+        << ", K = " << shape.k << ": 2TNK = " << pd::format_flops(shape.flops()) << "\n";
+    for (DType d : dtypes) {
+        const pd::Cost cost{shape.flops(), shape.min_bytes(pd::size_of(d))};  // read X and W, write Y, once
+        out << "  " << to_string(d) << " inputs (fp32 Y): minimal bytes " << pd::format_bytes(cost.bytes)
+            << ", arithmetic intensity " << fmt("%.1f", cost.intensity()) << " FLOP/byte";
+        if (const auto bound = bench.roofs.bound(cost, units_of(d)))  // ridge: the units' peak over bandwidth
+            out << "; ridge point of the " << pd::to_string(units_of(d)) << " "
+                << fmt("%.1f", *bench.roofs.peak(units_of(d)) / *bench.roofs.bytes_per_s) << " ("
+                << pd::roofline::to_string(*bound) << ")";
+        out << "\n";
+    }
+}
+// [ch02_cost]
+
+/// --dump: the inputs and references of problem @p p (measure() dumps the outputs).
+void dump_problem(pd::Bench& bench, const Problem& p) {
+    for (const auto& [d, e] : p.expected) {
+        const std::string suffix = d == DType::fp32 ? "" : "_bf16";
+        const std::size_t T = p.s.tokens, N = p.s.n, K = p.s.k;
+        bench.dump<float>("x" + suffix, pd::rounded_to(d, p.x), {T, K});
+        bench.dump<float>("w" + suffix, pd::rounded_to(d, p.w), {N, K});
+        bench.dump<float>("y_reference" + suffix, std::vector<float>(e.values.begin(), e.values.end()), {T, N});
+    }
+    bench.out() << "dumped x, w, y_reference (bf16: *_bf16.npy) and y_<kernel> to " << bench.dump_dir() << "\n";
+}
+
+// [ch02_sweep]
+/// --sweep-tokens: intensity and TFLOP/s against T, at @p shape's N and K and the weights @p w:
+/// every point validated, then timed.
+std::vector<pd::Row> sweep_tokens(pd::Bench& bench, const gm::Shape& shape, const std::vector<float>& w,
+                                  const std::vector<DType>& dtypes, const pd::CublasHandle* cublas) {
+    std::ostream& out = bench.out();
+    std::vector<pd::Row> sweep;
+    const int last = bench.sim() ? 256 : 8192;
+    out << "\nsweep over T = 1, 2, 4 ... " << last << " at N = " << shape.n << ", K = " << shape.k
+        << " (each point validated, on sampled rows when large" << (bench.sim() ? "; CPU figures" : "") << "):\n";
+    for (int T = 1; T <= last; T *= 2) {
+        const gm::Shape s{T, shape.n, shape.k};
+        if (!bench.fits(problem_bytes(s, dtypes))) {
+            out << "T = " << T << ": does not fit in device memory, sweep stops\n";
+            break;
+        }
+        Problem sp = make_problem(s, w, pd::derive_seed(bench.options.seed, 100 + std::uint64_t(T)), dtypes, false);
+        for (DType d : dtypes)
+            for (pd::Row& r : run_versions(bench, sp, d, cublas)) sweep.push_back(std::move(r));
+    }
+    out << pd::render(sweep,
+                      {pd::Column::point("T", "tokens"), "dtype", "FLOP/byte", "bound", "kernel", "time ms", "TFLOP/s",
+                       "of roofline", "vs cuBLAS"},
+                      bench.options.check_only)
+        << "intensity = 2TNK / (bytes of X, W and Y): it grows with T until W's bytes no longer dominate; "
+           "below the ridge point the GEMM is memory-bound, above it compute-bound\n";
+    return sweep;
+}
+// [ch02_sweep]
+
 int run(int argc, char** argv) {
     Options o;
     pd::Bench bench{"02_prefill_gemm", "batched prefill GEMM",
@@ -155,24 +233,13 @@ int run(int argc, char** argv) {
     if (auto code = bench.parse(argc, argv)) return *code;
     const std::vector<DType> dtypes = bench.dtypes();
     const gm::Shape shape{o.tokens, o.n, o.k};
-    for (auto [what, elements] :
-         {std::pair{"--tokens x --k", shape.x_elements()}, std::pair{"--n x --k", shape.w_elements()},
-          std::pair{"--tokens x --n", shape.y_elements()}})
-        if (elements > std::size_t(2147483647))
-            throw std::invalid_argument(std::string(what) + " = " + std::to_string(elements) +
-                                        " elements exceeds 2^31 - 1 (the kernels' 32-bit offsets)");
-
-    const auto problem_bytes = [&](const gm::Shape& s) {  // X and W in each input type, and Y
-        double bytes = 4.0 * double(s.y_elements());
-        for (DType d : dtypes) bytes += pd::size_of(d) * double(s.x_elements() + s.w_elements());
-        return bytes;
-    };
+    check_problem(shape);
     std::ostream& out = bench.out();
     bench.device();
     pd::Needs needs{"the versions at T = " + std::to_string(o.tokens) + ", N = " + std::to_string(o.n) +
                         ", K = " + std::to_string(o.k),
                     "lower --tokens, --n or --k, or choose one --kernel"};
-    needs.device("X, W and Y", problem_bytes(shape));
+    needs.device("X, W and Y", problem_bytes(shape, dtypes));
     const auto add_work = [&](const gm::Shape& s) {  // the versions' launches, the inputs and the reference
         needs.elements(double(dtypes.size()) * double(s.x_elements() + s.w_elements() + s.y_elements()))
             .work(bench.versions_work([&](const pd::Version& v, DType) { return gm::sim_work(v.name, s); }) +
@@ -182,21 +249,7 @@ int run(int argc, char** argv) {
     for (int T = 1; o.sweep && T <= 256; T *= 2) add_work({T, shape.n, shape.k});
     bench.require(needs);
     bench.measure_roofs();
-
-    // [ch02_cost]
-    out << "problem: Y [T, N] = X [T, K] W [N, K]^T with T = " << shape.tokens << ", N = " << shape.n
-        << ", K = " << shape.k << ": 2TNK = " << pd::format_flops(shape.flops()) << "\n";
-    for (DType d : dtypes) {
-        const pd::Cost cost{shape.flops(), shape.min_bytes(pd::size_of(d))};  // read X and W, write Y, once
-        out << "  " << to_string(d) << " inputs (fp32 Y): minimal bytes " << pd::format_bytes(cost.bytes)
-            << ", arithmetic intensity " << fmt("%.1f", cost.intensity()) << " FLOP/byte";
-        if (const auto bound = bench.roofs.bound(cost, units_of(d)))  // ridge: the units' peak over bandwidth
-            out << "; ridge point of the " << pd::to_string(units_of(d)) << " "
-                << fmt("%.1f", *bench.roofs.peak(units_of(d)) / *bench.roofs.bytes_per_s) << " ("
-                << pd::roofline::to_string(*bound) << ")";
-        out << "\n";
-    }
-    // [ch02_cost]
+    print_cost(bench, shape, dtypes);
 
     // ---- inputs, reference, and every version: validated, then timed ----
     std::vector<float> w(shape.w_elements());
@@ -219,43 +272,9 @@ int run(int argc, char** argv) {
         << "floor = max(2TNK / peak, minimal bytes / copy bandwidth); 'of roofline' is floor / time; 'vs cuBLAS' "
            "is cuBLAS's time over the version's, same input type"
         << (bench.sim() ? " (no roofs and no cuBLAS on the simulator)" : "") << ".\n";
-    if (bench.dumping()) {  // the inputs and references; measure() dumps the outputs
-        for (const auto& [d, e] : p.expected) {
-            const std::string suffix = d == DType::fp32 ? "" : "_bf16";
-            const std::size_t T = shape.tokens, N = shape.n, K = shape.k;
-            bench.dump<float>("x" + suffix, pd::rounded_to(d, p.x), {T, K});
-            bench.dump<float>("w" + suffix, pd::rounded_to(d, p.w), {N, K});
-            bench.dump<float>("y_reference" + suffix, std::vector<float>(e.values.begin(), e.values.end()), {T, N});
-        }
-        out << "dumped x, w, y_reference (bf16: *_bf16.npy) and y_<kernel> to " << bench.dump_dir() << "\n";
-    }
-
-    // [ch02_sweep]
-    // Intensity and TFLOP/s against T, at this N and K: every point validated, then timed.
-    std::vector<pd::Row> sweep;
-    if (o.sweep) {
-        const int last = bench.sim() ? 256 : 8192;
-        out << "\nsweep over T = 1, 2, 4 ... " << last << " at N = " << shape.n << ", K = " << shape.k
-            << " (each point validated, on sampled rows when large" << (bench.sim() ? "; CPU figures" : "") << "):\n";
-        for (int T = 1; T <= last; T *= 2) {
-            const gm::Shape s{T, shape.n, shape.k};
-            if (!bench.fits(problem_bytes(s))) {
-                out << "T = " << T << ": does not fit in device memory, sweep stops\n";
-                break;
-            }
-            Problem sp = make_problem(s, w, pd::derive_seed(bench.options.seed, 100 + std::uint64_t(T)), dtypes, false);
-            for (DType d : dtypes)
-                for (pd::Row& r : run_versions(bench, sp, d, cublas ? &*cublas : nullptr))
-                    sweep.push_back(std::move(r));
-        }
-        out << pd::render(sweep,
-                          {pd::Column::point("T", "tokens"), "dtype", "FLOP/byte", "bound", "kernel", "time ms",
-                           "TFLOP/s", "of roofline", "vs cuBLAS"},
-                          bench.options.check_only)
-            << "intensity = 2TNK / (bytes of X, W and Y): it grows with T until W's bytes no longer dominate; "
-               "below the ridge point the GEMM is memory-bound, above it compute-bound\n";
-    }
-    // [ch02_sweep]
+    if (bench.dumping()) dump_problem(bench, p);
+    const std::vector<pd::Row> sweep =
+        o.sweep ? sweep_tokens(bench, shape, w, dtypes, cublas ? &*cublas : nullptr) : std::vector<pd::Row>{};
 
     nlohmann::json report = bench.report({{"tokens", shape.tokens},
                                           {"n", shape.n},

@@ -169,6 +169,68 @@ std::vector<pd::Row> run_versions(pd::Bench& bench, Problem& p, const pd::Cublas
 }
 // [ch03_versions]
 
+// [ch03_cost]
+/// The problem, and per input type the bytes of the weight stack beside the L2 and the intensity.
+void print_cost(std::ostream& out, const pd::DeviceInfo& dev, const Options& o, const gv::Shape& shape,
+                const std::vector<DType>& dtypes) {
+    out << "problem: Y [B, N] = X [B, K] W [N, K]^T with B = " << shape.batch << ", N = " << shape.n
+        << ", K = " << shape.k << ", over a stack of " << o.layers << " distinct matrices (one decode step)\n";
+    for (DType d : dtypes) {
+        // Every weight is read once per step for 2 FLOPs per token: the intensity is about 2B / b.
+        const double weights = double(o.layers) * double(shape.w_elements()) * pd::size_of(d);
+        out << "  " << to_string(d) << ": weights " << pd::format_bytes(weights);
+        if (dev.l2_bytes > 0) out << " = " << fmt("%.1f", weights / dev.l2_bytes) << " x the L2";
+        out << "; intensity " << fmt("%.2f", shape.flops() / shape.min_bytes(pd::size_of(d)))
+            << " FLOP/byte (2 FLOPs per weight per token)\n";
+    }
+}
+// [ch03_cost]
+
+/// --dump: the first matrix's inputs and reference of problem @p p (measure() dumps the outputs).
+void dump_problem(pd::Bench& bench, const Problem& p) {
+    const std::string suffix = p.d == DType::fp32 ? "" : "_bf16";
+    const std::size_t B = p.s.batch, N = p.s.n, K = p.s.k;
+    const auto& ref = p.d == DType::fp32 ? p.expected.values : p.expected.values_lowp;
+    bench.dump<float>("w" + suffix, pd::rounded_to(p.d, std::span(p.w).first(N * K)), {N, K});
+    bench.dump<float>("x" + suffix, pd::rounded_to(p.d, p.x), {B, K});
+    bench.dump<float>("y_reference" + suffix, std::vector<float>(ref.begin(), ref.begin() + B * N), {B, N});
+}
+
+// [ch03_sweep]
+/// --sweep-batch: step time against B. While reading the weights dominates, B tokens cost about
+/// as much as one. Every point validated, then timed; 'x B=1' is the step time over the same
+/// kernel's at B = 1.
+std::vector<pd::Row> sweep_batch(pd::Bench& bench, const Options& o, const gv::Shape& shape,
+                                 const std::vector<DType>& dtypes, const pd::CublasHandle* cublas) {
+    std::ostream& out = bench.out();
+    std::vector<pd::Row> sweep;
+    out << "\nsweep over B = 1, 2, 4 ... " << gv::kMaxBatch << " (N = " << shape.n << ", K = " << shape.k << ", "
+        << o.layers << " matrices; each point validated" << (bench.sim() ? "; CPU figures" : "") << "):\n";
+    for (DType d : dtypes) {
+        Problem p{.s = shape, .layers = o.layers, .d = d};
+        set_weights(p, bench.options.seed);
+        std::map<std::string, double> at_one;  // step time at B = 1, per kernel
+        for (int B = 1; B <= gv::kMaxBatch; B *= 2) {
+            set_tokens(p, B, bench.options.seed);
+            for (pd::Row& r : run_versions(bench, p, cublas)) {
+                const std::optional<double>& ms = r.result.time_ms;
+                if (ms && B == 1) at_one[r.result.kernel] = *ms;
+                r.point["step_vs_batch1"] =
+                    ms && at_one.count(r.result.kernel) ? nlohmann::json(*ms / at_one[r.result.kernel]) : nullptr;
+                sweep.push_back(std::move(r));
+            }
+        }
+    }
+    out << pd::render(sweep,
+                      {pd::Column::point("B", "batch"), "dtype", "FLOP/byte", "kernel", "step ms",
+                       pd::Column::point("x B=1", "step_vs_batch1"), "tokens/s", "of copy"},
+                      bench.options.check_only)
+        << "'x B=1' is the step time over the same kernel's at B = 1: while the weights dominate the bytes, B "
+           "tokens cost about as much as one (v5 and v6 read each weight once for all B; v1-v4 once per token)\n";
+    return sweep;
+}
+// [ch03_sweep]
+
 int run(int argc, char** argv) {
     Options o;
     pd::Bench bench{"03_decode_gemv", "decode GEMV",
@@ -214,18 +276,7 @@ int run(int argc, char** argv) {
     bench.require(needs);
     bench.measure_roofs();
 
-    // [ch03_cost]
-    out << "problem: Y [B, N] = X [B, K] W [N, K]^T with B = " << shape.batch << ", N = " << shape.n
-        << ", K = " << shape.k << ", over a stack of " << o.layers << " distinct matrices (one decode step)\n";
-    for (DType d : dtypes) {
-        // Every weight is read once per step for 2 FLOPs per token: the intensity is about 2B / b.
-        const double weights = double(o.layers) * double(shape.w_elements()) * pd::size_of(d);
-        out << "  " << to_string(d) << ": weights " << pd::format_bytes(weights);
-        if (dev.l2_bytes > 0) out << " = " << fmt("%.1f", weights / dev.l2_bytes) << " x the L2";
-        out << "; intensity " << fmt("%.2f", shape.flops() / shape.min_bytes(pd::size_of(d)))
-            << " FLOP/byte (2 FLOPs per weight per token)\n";
-    }
-    // [ch03_cost]
+    print_cost(out, dev, o, shape, dtypes);
     out << "reference: CPU, double accumulation, the first and the last matrix of the stack; bf16 within 2x "
            "the error of rounding the inputs (the reference of the bf16 inputs against that of the fp32 ones)\n\n";
 
@@ -239,14 +290,7 @@ int run(int argc, char** argv) {
         set_weights(p, bench.options.seed);
         set_tokens(p, shape.batch, bench.options.seed);
         for (pd::Row& r : run_versions(bench, p, cublas ? &*cublas : nullptr)) rows.push_back(std::move(r));
-        if (bench.dumping()) {  // the first matrix's inputs and reference; measure() dumps the outputs
-            const std::string suffix = d == DType::fp32 ? "" : "_bf16";
-            const std::size_t B = shape.batch, N = shape.n, K = shape.k;
-            const auto& ref = d == DType::fp32 ? p.expected.values : p.expected.values_lowp;
-            bench.dump<float>("w" + suffix, pd::rounded_to(d, std::span(p.w).first(N * K)), {N, K});
-            bench.dump<float>("x" + suffix, pd::rounded_to(d, p.x), {B, K});
-            bench.dump<float>("y_reference" + suffix, std::vector<float>(ref.begin(), ref.begin() + B * N), {B, N});
-        }
+        if (bench.dumping()) dump_problem(bench, p);
     }
     out << pd::render(rows, {"kernel", "dtype", "step ms", "GB/s", "of copy", "tokens/s", "vs cuBLAS", "max abs err",
                              "status"})
@@ -257,36 +301,8 @@ int run(int argc, char** argv) {
         out << "dumped the first matrix's w, x, y_reference and y_<kernel> (bf16: *_bf16.npy) to " << bench.dump_dir()
             << "\n";
 
-    // [ch03_sweep]
-    // Step time against B: while reading the weights dominates, B tokens cost about as much as
-    // one. Every point validated, then timed; 'x B=1' is the step time over the same kernel's at B = 1.
-    std::vector<pd::Row> sweep;
-    if (o.sweep) {
-        out << "\nsweep over B = 1, 2, 4 ... " << gv::kMaxBatch << " (N = " << shape.n << ", K = " << shape.k << ", "
-            << o.layers << " matrices; each point validated" << (bench.sim() ? "; CPU figures" : "") << "):\n";
-        for (DType d : dtypes) {
-            Problem p{.s = shape, .layers = o.layers, .d = d};
-            set_weights(p, bench.options.seed);
-            std::map<std::string, double> at_one;  // step time at B = 1, per kernel
-            for (int B = 1; B <= gv::kMaxBatch; B *= 2) {
-                set_tokens(p, B, bench.options.seed);
-                for (pd::Row& r : run_versions(bench, p, cublas ? &*cublas : nullptr)) {
-                    const std::optional<double>& ms = r.result.time_ms;
-                    if (ms && B == 1) at_one[r.result.kernel] = *ms;
-                    r.point["step_vs_batch1"] =
-                        ms && at_one.count(r.result.kernel) ? nlohmann::json(*ms / at_one[r.result.kernel]) : nullptr;
-                    sweep.push_back(std::move(r));
-                }
-            }
-        }
-        out << pd::render(sweep,
-                          {pd::Column::point("B", "batch"), "dtype", "FLOP/byte", "kernel", "step ms",
-                           pd::Column::point("x B=1", "step_vs_batch1"), "tokens/s", "of copy"},
-                          bench.options.check_only)
-            << "'x B=1' is the step time over the same kernel's at B = 1: while the weights dominate the bytes, B "
-               "tokens cost about as much as one (v5 and v6 read each weight once for all B; v1-v4 once per token)\n";
-    }
-    // [ch03_sweep]
+    const std::vector<pd::Row> sweep =
+        o.sweep ? sweep_batch(bench, o, shape, dtypes, cublas ? &*cublas : nullptr) : std::vector<pd::Row>{};
 
     nlohmann::json report = bench.report({{"batch", shape.batch},
                                           {"n", shape.n},
