@@ -300,14 +300,8 @@ std::vector<pd::Row> run_model(pd::Bench& bench, const Options& o, const pd::Mod
 }
 // [ch08_model]
 
-int run(int argc, char** argv) {
-    Options o;
-    pd::Bench bench{"08_quantized_decode", "quantized decode",
-                    "Chapter 08: quantized decode. The bytes a decode step reads per weight format (bf16, int8, int4 "
-                    "in groups, fp8 e4m3), and Y [B, N] = X [B, K] W [N, K]^T with the weights packed and decoded "
-                    "in registers, over a stack of distinct matrices: against chapter 03's bf16 GEMV, cuBLAS and "
-                    "the copy bandwidth of the packed bytes.",
-                    qt::versions()};
+/// The chapter's options, beside the harness's own (--kernel, --seed, ...).
+void add_options(pd::Bench& bench, Options& o) {
     bench.option("--n", o.n, "Rows N of each weight matrix (outputs)", CLI::Range(1, 1 << 20));
     bench.option("--k", o.k, "Columns K of each weight matrix (inputs)", CLI::Range(1, 1 << 20));
     bench.option("--batch", o.batch, "Tokens B decoded together", CLI::Range(1, qt::kMaxQuantBatch));
@@ -332,15 +326,10 @@ int run(int argc, char** argv) {
     bench.app.add_flag("--bytes-only", o.bytes_only,
                        "Print the bytes table of --model and stop (any model, on any machine: nothing runs)");
     bench.app.add_flag("--sweep-batch", o.sweep, "Also run B = 1, 2, 4, 8, 16: the speed-up over bf16 against B");
-    if (auto code = bench.parse(argc, argv)) return *code;
-    const gv::Shape shape{o.batch, o.n, o.k};
-    if (shape.w_elements() > std::size_t(2147483647))
-        throw std::invalid_argument("--n x --k = " + std::to_string(shape.w_elements()) + " elements exceeds 2^31 - 1");
+}
 
-    std::optional<pd::llama2c::Checkpoint> ckpt;
-    if (!o.checkpoint.empty())
-        ckpt = pd::llama2c::read_checkpoint(o.checkpoint, !o.bytes_only);  // --bytes-only: its shape
-    const pd::ModelConfig config = ckpt ? ckpt->config : *pd::find_model(o.model);
+/// The rules between the options and the model @p config (exit code 2).
+void check_problem(const Options& o, const pd::ModelConfig& config) {
     if (o.context > config.max_seq)
         throw std::invalid_argument("--context " + std::to_string(o.context) + " is past the model's " +
                                     std::to_string(config.max_seq) + " positions");
@@ -348,22 +337,17 @@ int run(int argc, char** argv) {
         throw std::invalid_argument("--gen " + std::to_string(o.gen) + " must be below --context " +
                                     std::to_string(o.context) +
                                     " (the generation ends at the context, after a prompt)");
-    std::ostream& out = bench.out();
-    if (o.bytes_only) {  // the table alone: nothing runs, no device needed
-        bench.title();
-        print_bytes(out, config, o.context, o.group, o.zero_point);
-        return bench.finish(
-            bench.report({{"model", config.name}, {"context", o.context}, {"group", o.group}}, {}, nullptr));
-    }
+}
 
-    bench.device();
-    print_bytes(out, config, o.context, o.group, o.zero_point);
+/// What the formats on the stack and the model's decode step ask of the machine, required
+/// before either runs.
+void require_problem(pd::Bench& bench, const Options& o, const pd::ModelConfig& config) {
     // The host holds per weight the two draws, their bf16 roundings, one format's two dequantized copies
     // (fp32) and every format's bytes; its work is about 12 passes over them and 8 reference GEMVs.
     pd::Needs formats{"the formats on " + std::to_string(o.layers) + " matrices of N = " + std::to_string(o.n) +
                           ", K = " + std::to_string(o.k),
                       "lower --layers, --n or --k, or choose one --kernel"};
-    const double weights = double(shape.w_elements());  // each format's stack: at most 1.03 bytes per weight
+    const double weights = double(o.n) * o.k;  // each format's stack: at most 1.03 bytes per weight
     formats.device("the two bf16 draws", 2 * 2.0 * weights)
         .device("the weight stacks", 3 * 1.03 * o.layers * weights)
         .device("X", 2.0 * qt::kMaxQuantBatch * o.k)
@@ -387,6 +371,60 @@ int run(int argc, char** argv) {
                   "lower --context or --gen, or choose a smaller --model"}
             .device("the model (bf16, then each quantized copy)", md::Model::device_bytes(config, biggest))
             .work(8.0 * 4 * config.parameter_count() * o.batch * (o.context + bench.runs())));
+}
+
+// [ch08_sweep]
+/// --sweep-batch: the speed-up against B. The packed bytes stay the same while the work per weight
+/// grows with B, so the speed-up holds while the bytes dominate and falls as the batch nears the ridge.
+std::vector<pd::Row> sweep_section(pd::Bench& bench, Problem& p, const pd::CublasHandle* cublas,
+                                   const pd::Column& vs_bf16) {
+    std::ostream& out = bench.out();
+    std::vector<pd::Row> sweep;
+    out << "\nsweep over B = 1, 2, 4, 8, 16 (each point validated" << (bench.sim() ? "; CPU figures" : "") << "):\n";
+    for (int B = 1; B <= qt::kMaxQuantBatch; B *= 2) {
+        set_tokens(p, B, bench.options.seed);
+        for (pd::Row& r : run_versions(bench, p, cublas)) sweep.push_back(std::move(r));
+    }
+    out << pd::render(
+               sweep,
+               {pd::Column::point("B", "batch"), "kernel", "FLOP/byte", "step ms", "tokens/s", "of copy", vs_bf16},
+               bench.options.check_only)
+        << "'vs bf16' falls as B grows: each weight's bytes are read once, but its decoding and B FMAs run per "
+           "step on the SIMT units, whose share of the time grows with B; the _tc versions move the B products "
+           "to the tensor cores and keep only the decoding per weight\n";
+    return sweep;
+}
+// [ch08_sweep]
+
+int run(int argc, char** argv) {
+    Options o;
+    pd::Bench bench{"08_quantized_decode", "quantized decode",
+                    "Chapter 08: quantized decode. The bytes a decode step reads per weight format (bf16, int8, int4 "
+                    "in groups, fp8 e4m3), and Y [B, N] = X [B, K] W [N, K]^T with the weights packed and decoded "
+                    "in registers, over a stack of distinct matrices: against chapter 03's bf16 GEMV, cuBLAS and "
+                    "the copy bandwidth of the packed bytes.",
+                    qt::versions()};
+    add_options(bench, o);
+    if (auto code = bench.parse(argc, argv)) return *code;
+    const gv::Shape shape{o.batch, o.n, o.k};
+    if (shape.w_elements() > std::size_t(2147483647))
+        throw std::invalid_argument("--n x --k = " + std::to_string(shape.w_elements()) + " elements exceeds 2^31 - 1");
+    std::optional<pd::llama2c::Checkpoint> ckpt;
+    if (!o.checkpoint.empty())
+        ckpt = pd::llama2c::read_checkpoint(o.checkpoint, !o.bytes_only);  // --bytes-only: its shape
+    const pd::ModelConfig config = ckpt ? ckpt->config : *pd::find_model(o.model);
+    check_problem(o, config);
+    std::ostream& out = bench.out();
+    if (o.bytes_only) {  // the table alone: nothing runs, no device needed
+        bench.title();
+        print_bytes(out, config, o.context, o.group, o.zero_point);
+        return bench.finish(
+            bench.report({{"model", config.name}, {"context", o.context}, {"group", o.group}}, {}, nullptr));
+    }
+
+    bench.device();
+    print_bytes(out, config, o.context, o.group, o.zero_point);
+    require_problem(bench, o, config);
     bench.measure_roofs();
 
     out << "problem: Y [B, N] = X [B, K] W [N, K]^T with B = " << shape.batch << ", N = " << o.n << ", K = " << o.k
@@ -421,28 +459,8 @@ int run(int argc, char** argv) {
            "quantized) in nats; 'of copy': the step's bytes (weights as packed, the KV it reads) over the copy "
            "bandwidth"
         << (bench.sim() ? " (none on the simulator)" : "") << ".\n";
-
-    // [ch08_sweep]
-    // The speed-up against B: the packed bytes stay the same while the work per weight grows with B,
-    // so the speed-up holds while the bytes dominate and falls as the batch nears the ridge.
-    std::vector<pd::Row> sweep;
-    if (o.sweep) {
-        out << "\nsweep over B = 1, 2, 4, 8, 16 (each point validated" << (bench.sim() ? "; CPU figures" : "")
-            << "):\n";
-        for (int B = 1; B <= qt::kMaxQuantBatch; B *= 2) {
-            set_tokens(p, B, bench.options.seed);
-            for (pd::Row& r : run_versions(bench, p, cublas ? &*cublas : nullptr)) sweep.push_back(std::move(r));
-        }
-        out << pd::render(
-                   sweep,
-                   {pd::Column::point("B", "batch"), "kernel", "FLOP/byte", "step ms", "tokens/s", "of copy", vs_bf16},
-                   bench.options.check_only)
-            << "'vs bf16' falls as B grows: each weight's bytes are read once, but its decoding and B FMAs run per "
-               "step on the SIMT units, whose share of the time grows with B; the _tc versions move the B products "
-               "to the tensor cores and keep only the decoding per weight\n";
-    }
-    // [ch08_sweep]
-
+    const std::vector<pd::Row> sweep =
+        o.sweep ? sweep_section(bench, p, cublas ? &*cublas : nullptr, vs_bf16) : std::vector<pd::Row>{};
     nlohmann::json report = bench.report({{"batch", shape.batch},
                                           {"n", o.n},
                                           {"k", o.k},

@@ -268,29 +268,8 @@ pd::Row placement_row(const std::string& name, const sv::Placement* p, double re
     return row;
 }
 
-int run(int argc, char** argv) {
-    Options o;
-    o.w.requests = 200;
-    o.w.rate = 100;
-    o.w.prompt_len = 512;
-    o.w.output_len = 64;
-    pd::Bench bench{"11_disaggregation",
-                    "disaggregated prefill and decode, and the design review",
-                    "Chapter 11: prefill and decode on separate GPUs. Moves a real KV cache from a prefill device "
-                    "to a decode device and checks the tokens, prices the transfer on each link, searches "
-                    "aggregated and disaggregated setups of the same GPUs for their per-GPU capacity at 90% SLO "
-                    "attainment, and, with --review, reviews a setup: the complaint, what binds, the remedies and "
-                    "the cost per million tokens.",
-                    {}};
-    add_options(bench, o);
-    if (auto code = bench.parse(argc, argv)) return *code;
-    const pd::ModelConfig model = *pd::find_model(o.preset);
-    const pd::roofline::GpuSpec gpu = *pd::roofline::find_gpu(o.gpu);
-    const sv::Cluster cluster{.cost = sv::cost_model_config(model, gpu, 1), .gpu = gpu};
-    const sv::Slo slo{o.slo_ttft_ms * 1e-3, o.slo_tpot_ms * 1e-3};
-    const sv::LinkPreset link = *sv::find_link(o.link), slow = *sv::find_link(o.slow_link);
-    o.w.max_len = model.max_seq;
-    const sv::WorkloadSpec w = sv::workload_spec(o.w, o.w.rate, bench.options.seed);
+/// The rules between the options and the model @p model (exit code 2).
+void check_problem(const Options& o, const pd::ModelConfig& model) {
     if (o.w.prompt_len + o.w.output_len > model.max_seq)
         throw std::invalid_argument("--prompt-len + --output-len must fit the model's " +
                                     std::to_string(model.max_seq) + " positions");
@@ -304,10 +283,11 @@ int run(int argc, char** argv) {
     if (!o.review && o.gpus < 2)
         throw std::invalid_argument("--gpus " + std::to_string(o.gpus) +
                                     ": a prefill pool and a decode pool need 2 GPUs at least (or use --review)");
-    // the cost model's replays, counted before any of them runs
-    sv::ReviewInput in{.cluster = cluster, .slo = slo, .usd_per_gpu_hour = o.price, .link = link};
-    in.setup.policy = sv::policy_from(o.policy);
-    in.setup.pool = {.gpus = o.gpus, .tp = o.tp, .token_budget = o.token_budget, .max_seqs = o.max_seqs};
+}
+
+/// The cost model's replays, counted before any of them runs: the review's (its requests, the
+/// workload @p w's or the trace's, go into @p in) or the placement searches'.
+void require_replays(const Options& o, const sv::WorkloadSpec& w, sv::ReviewInput& in) {
     if (o.review) {
         sv::WorkloadSpec ws = w;
         in.requests = o.w.trace.empty() ? sv::workload_at(ws, o.w.rate) : sv::read_trace(o.w.trace);
@@ -320,75 +300,61 @@ int run(int argc, char** argv) {
             sv::search_work(o.gpus, {sv::Policy::continuous, sv::Policy::chunked}, o.budgets, o.tps, budget, 2, w),
             "the placement searches", "lower --requests, --output-len or --gpus, or search fewer --budgets and --tps");
     }
-    bench.title();
+}
+
+/// The real transfer between two devices (real_transfer()), printed: its row, or none with fewer
+/// than two devices.
+std::vector<pd::Row> transfer_section(pd::Bench& bench, const Options& o, const sv::LinkPreset& link, bool& passed) {
     std::ostream& out = bench.out();
-    out << "model: " << pd::describe(model) << "\n"
-        << "GPUs: " << o.gpus << " x " << gpu.name << "; workload: poisson, prompts of " << o.w.prompt_len
-        << " and outputs of " << o.w.output_len << " tokens (" << o.w.prompt_dist << ", " << o.w.output_dist
-        << "); SLOs: TTFT " << o.slo_ttft_ms << " ms, TPOT " << o.slo_tpot_ms << " ms, at " << o.target * 100
-        << "% attainment\n"
-        << sv::CostModel(sv::instance_cost(cluster, 1)).describe() << "\n";
-
-    if (o.review) {
-        // ---- the design review of one setup ----
-        const sv::Review r = sv::review(in);
-        out << "\nthe review of " << in.setup.name() << " on "
-            << (o.w.trace.empty() ? fmt("%g requests/s", o.w.rate) : "the trace " + o.w.trace) << " ("
-            << in.requests.size() << " requests):\n"
-            << sv::describe(r, in);
-        nlohmann::json report = bench.report({{"preset", model.name}, {"gpu", gpu.name}, {"gpus", o.gpus}}, {});
-        report["review"] = sv::to_json(r, in);
-        return bench.finish(report);
-    }
-
-    // ---- 1. a real transfer between two devices ----
     std::vector<pd::Row> rows;
-    bool passed = true;
     int devices = 0;
     PD_CHECK_CUDA(cudaGetDeviceCount(&devices));
-    if (devices >= 2) {
-        rows.push_back(real_transfer(bench, o, link, passed));
-        using C = pd::Column;
-        out << "\nthe real transfer: " << o.transfer_preset << ", " << o.transfer_prompts << " prompts of "
-            << o.transfer_prompt_len << " tokens prefilled on device 0, the cache moved block by block to device 1 "
-            << "(its blocks numbered in reverse), " << o.transfer_gen << " tokens generated there:\n"
-            << pd::render(rows,
-                          {C::name("run"), "dtype", C::point("bytes", "transfer_bytes"), C::point("copies", "copies"),
-                           C::point("ms", "transfer_ms"), C::point("GB/s", "gb_per_s"),
-                           C("peer", [](const pd::Row& r) { return r.point["peer_access"] ? "on" : "off"; }),
-                           C::point("p2p rank", "p2p_rank"), C::point(o.link + " model ms", "link_model_ms"), "status"},
-                          bench.options.check_only)
-            << "peer: peer access between the devices (off: every copy is staged through host memory, and GB/s "
-               "measures that); p2p rank: cudaDevP2PAttrPerformanceRank (0: the machine's fastest kind of link); "
-               "status: the tokens equal one device's (prefill and decode on device 0)"
-            << (bench.sim() ? "; on the simulator a copy is a host memcpy, so its time is a CPU figure" : "") << ".\n";
-    } else {
+    if (devices < 2) {
         out << "\nthe real transfer needs two devices, " << devices << " present"
             << (bench.sim() ? " (the simulator: PD_SIM_DEVICES=2)" : "") << "\n";
+        return rows;
     }
+    rows.push_back(real_transfer(bench, o, link, passed));
+    using C = pd::Column;
+    out << "\nthe real transfer: " << o.transfer_preset << ", " << o.transfer_prompts << " prompts of "
+        << o.transfer_prompt_len << " tokens prefilled on device 0, the cache moved block by block to device 1 "
+        << "(its blocks numbered in reverse), " << o.transfer_gen << " tokens generated there:\n"
+        << pd::render(rows,
+                      {C::name("run"), "dtype", C::point("bytes", "transfer_bytes"), C::point("copies", "copies"),
+                       C::point("ms", "transfer_ms"), C::point("GB/s", "gb_per_s"),
+                       C("peer", [](const pd::Row& r) { return r.point["peer_access"] ? "on" : "off"; }),
+                       C::point("p2p rank", "p2p_rank"), C::point(o.link + " model ms", "link_model_ms"), "status"},
+                      bench.options.check_only)
+        << "peer: peer access between the devices (off: every copy is staged through host memory, and GB/s "
+           "measures that); p2p rank: cudaDevP2PAttrPerformanceRank (0: the machine's fastest kind of link); "
+           "status: the tokens equal one device's (prefill and decode on device 0)"
+        << (bench.sim() ? "; on the simulator a copy is a host memcpy, so its time is a CPU figure" : "") << ".\n";
+    return rows;
+}
 
-    // ---- 2. what the transfer costs ----
-    link_table(out, o, cluster);
-
-    // ---- 3. the setups side by side, and the placement search ----
+/// The placement searches on --gpus GPUs: the aggregated setups (chapter 05's policies, the budgets,
+/// TP) and the disaggregated ones (pools, TP) over each link, printed: the best setup of each kind
+/// served at --rate (its rows are returned), then each link's. @p placements gets every setup.
+std::vector<pd::Row> setups_section(std::ostream& out, const Options& o, const sv::Cluster& c,
+                                    const sv::WorkloadSpec& w, const sv::Slo& slo, const sv::LinkPreset& link,
+                                    const sv::LinkPreset& slow, nlohmann::json& placements) {
     const std::vector<sv::Placement> agg = sv::search_aggregated(o.gpus, {sv::Policy::continuous, sv::Policy::chunked},
-                                                                 o.budgets, o.tps, o.max_seqs, cluster, w, slo);
+                                                                 o.budgets, o.tps, o.max_seqs, c, w, slo);
     std::vector<sv::Placement> continuous, chunked;
     for (const sv::Placement& p : agg) (p.setup.policy == sv::Policy::continuous ? continuous : chunked).push_back(p);
     const int budget = *std::max_element(o.budgets.begin(), o.budgets.end());
     const std::vector<sv::Placement> fast =
-        sv::search_disaggregated(o.gpus, o.tps, budget, o.max_seqs, link, o.layerwise, cluster, w, slo);
+        sv::search_disaggregated(o.gpus, o.tps, budget, o.max_seqs, link, o.layerwise, c, w, slo);
     const std::vector<sv::Placement> slow_all =
-        sv::search_disaggregated(o.gpus, o.tps, budget, o.max_seqs, slow, o.layerwise, cluster, w, slo);
+        sv::search_disaggregated(o.gpus, o.tps, budget, o.max_seqs, slow, o.layerwise, c, w, slo);
     if (!best(agg))
-        throw std::invalid_argument(model.name + " leaves no room for a KV cache on any setup of --tps on " + gpu.name +
-                                    ": raise --tps");
+        throw std::invalid_argument(c.cost.model.name + " leaves no room for a KV cache on any setup of --tps on " +
+                                    c.gpu.name + ": raise --tps");
     const double reference = best(agg) ? best(agg)->capacity.per_gpu : 0;
-    std::vector<pd::Row> side = {
-        placement_row("aggregated, continuous", best(continuous), reference, cluster, w, slo),
-        placement_row("aggregated, chunked", best(chunked), reference, cluster, w, slo),
-        placement_row("disaggregated, " + link.name, best(fast), reference, cluster, w, slo),
-        placement_row("disaggregated, " + slow.name, best(slow_all), reference, cluster, w, slo)};
+    std::vector<pd::Row> side = {placement_row("aggregated, continuous", best(continuous), reference, c, w, slo),
+                                 placement_row("aggregated, chunked", best(chunked), reference, c, w, slo),
+                                 placement_row("disaggregated, " + link.name, best(fast), reference, c, w, slo),
+                                 placement_row("disaggregated, " + slow.name, best(slow_all), reference, c, w, slo)};
     using C = pd::Column;
     out << "\nthe best setup of each kind on " << o.gpus << " GPUs (searched: budgets and TP; pools and TP):\n"
         << pd::render(side,
@@ -415,9 +381,68 @@ int run(int argc, char** argv) {
         << pd::render(search, {C::name("setup"), C::point("capacity req/s", "capacity_rps"),
                                C::point("per GPU", "per_gpu_rps"), C::point("vs aggregated", "vs_best_aggregated")});
 
-    nlohmann::json placements = nlohmann::json::array();
     for (const std::vector<sv::Placement>* all : {&agg, &fast, &slow_all})
         for (const sv::Placement& p : *all) placements.push_back(sv::to_json(p));
+    return side;
+}
+
+int run(int argc, char** argv) {
+    Options o;
+    o.w.requests = 200;
+    o.w.rate = 100;
+    o.w.prompt_len = 512;
+    o.w.output_len = 64;
+    pd::Bench bench{"11_disaggregation",
+                    "disaggregated prefill and decode, and the design review",
+                    "Chapter 11: prefill and decode on separate GPUs. Moves a real KV cache from a prefill device "
+                    "to a decode device and checks the tokens, prices the transfer on each link, searches "
+                    "aggregated and disaggregated setups of the same GPUs for their per-GPU capacity at 90% SLO "
+                    "attainment, and, with --review, reviews a setup: the complaint, what binds, the remedies and "
+                    "the cost per million tokens.",
+                    {}};
+    add_options(bench, o);
+    if (auto code = bench.parse(argc, argv)) return *code;
+    const pd::ModelConfig model = *pd::find_model(o.preset);
+    const pd::roofline::GpuSpec gpu = *pd::roofline::find_gpu(o.gpu);
+    const sv::Cluster cluster{.cost = sv::cost_model_config(model, gpu, 1), .gpu = gpu};
+    const sv::Slo slo{o.slo_ttft_ms * 1e-3, o.slo_tpot_ms * 1e-3};
+    const sv::LinkPreset link = *sv::find_link(o.link), slow = *sv::find_link(o.slow_link);
+    o.w.max_len = model.max_seq;
+    const sv::WorkloadSpec w = sv::workload_spec(o.w, o.w.rate, bench.options.seed);
+    check_problem(o, model);
+    sv::ReviewInput in{.cluster = cluster, .slo = slo, .usd_per_gpu_hour = o.price, .link = link};
+    in.setup.policy = sv::policy_from(o.policy);
+    in.setup.pool = {.gpus = o.gpus, .tp = o.tp, .token_budget = o.token_budget, .max_seqs = o.max_seqs};
+    require_replays(o, w, in);
+    bench.title();
+    std::ostream& out = bench.out();
+    out << "model: " << pd::describe(model) << "\n"
+        << "GPUs: " << o.gpus << " x " << gpu.name << "; workload: poisson, prompts of " << o.w.prompt_len
+        << " and outputs of " << o.w.output_len << " tokens (" << o.w.prompt_dist << ", " << o.w.output_dist
+        << "); SLOs: TTFT " << o.slo_ttft_ms << " ms, TPOT " << o.slo_tpot_ms << " ms, at " << o.target * 100
+        << "% attainment\n"
+        << sv::CostModel(sv::instance_cost(cluster, 1)).describe() << "\n";
+
+    if (o.review) {
+        // ---- the design review of one setup ----
+        const sv::Review r = sv::review(in);
+        out << "\nthe review of " << in.setup.name() << " on "
+            << (o.w.trace.empty() ? fmt("%g requests/s", o.w.rate) : "the trace " + o.w.trace) << " ("
+            << in.requests.size() << " requests):\n"
+            << sv::describe(r, in);
+        nlohmann::json report = bench.report({{"preset", model.name}, {"gpu", gpu.name}, {"gpus", o.gpus}}, {});
+        report["review"] = sv::to_json(r, in);
+        return bench.finish(report);
+    }
+
+    // ---- 1. a real transfer between two devices ----
+    bool passed = true;
+    std::vector<pd::Row> rows = transfer_section(bench, o, link, passed);
+    // ---- 2. what the transfer costs ----
+    link_table(out, o, cluster);
+    // ---- 3. the setups side by side, and the placement search ----
+    nlohmann::json placements = nlohmann::json::array();
+    const std::vector<pd::Row> side = setups_section(out, o, cluster, w, slo, link, slow, placements);
     rows.insert(rows.end(), side.begin(), side.end());
     nlohmann::json report = bench.report({{"preset", model.name},
                                           {"gpu", gpu.name},
