@@ -194,6 +194,76 @@ void add_options(pd::Bench& bench, Options& o) {
     bench.add_sampling_options(o.sampling.temperature, o.sampling.top_k, o.sampling.top_p);
 }
 
+/// The model's options: the first --dtype's weights, a cache of the prompt and the generation (or
+/// of the sweep's longest context), after the check that the model and every generation fit.
+md::ModelOptions model_options(pd::Bench& bench, const Options& o, const pd::ModelConfig& config, int P) {
+    if (o.sweep && bench.app.count("--sweep-max") && o.sweep_max > config.max_seq)
+        throw std::invalid_argument("--sweep-max " + std::to_string(o.sweep_max) + " is past the model's context (" +
+                                    std::to_string(config.max_seq) + " positions)");
+    const std::vector<DType> dtypes = bench.dtypes();
+    const pd::DeviceInfo& dev = bench.device();
+    md::ModelOptions mo{.weights = dtypes.front(),
+                        .kv = pd::dtype_named(o.kv_dtype),
+                        .batch = o.p.batch,
+                        .max_seq = std::max(P + o.p.gen, o.sweep ? std::min(o.sweep_max, config.max_seq) : 0),
+                        .attention = o.attention,
+                        .sm_count = std::max(dev.sm_count, 1)};
+    mo.quant = bench.weight_quant();  // --dtype int8, int4 or fp8: quantized from bf16 (chapter 08)
+    bench.require(  // on the simulator, every token through the model, 2 FLOPs per parameter, per dtype
+        pd::Needs{"generating with " + config.name,
+                  "choose a smaller --preset, or lower --batch, --prompt-len, --gen or --sweep-max"}
+            .device("the model, its cache and the activations", md::Model::device_bytes(config, mo))
+            .work(double(dtypes.size()) * md::generation_flops(config, o.p, P, o.mode != "recompute", o.mode != "cache",
+                                                               o.sweep ? o.sweep_max : 0)));
+    return mo;
+}
+
+// [ch04_cost]
+/// The run and its cache: a token's K and V in every layer, and the cache of B sequences at the
+/// end of the run. @return the cache's bytes per token
+double print_cost(std::ostream& out, const Options& o, const pd::ModelConfig& config, int P) {
+    const int B = o.p.batch, G = o.p.gen, total = P + G - 1;  // positions in the cache at the end
+    const DType kv = pd::dtype_named(o.kv_dtype);
+    const double kv_token = config.kv_bytes_per_token(pd::kv_element_bytes(kv, config.head_dim));
+    out << "model: " << pd::describe(config) << "\n"
+        << "run: B = " << B << (B == 1 ? " sequence" : " sequences") << ", prompt P = " << P << ", generate G = " << G
+        << " (" << pd::kernels::layers::describe(o.sampling) << "), decode attention " << o.attention << ", mode "
+        << o.mode << "\n"
+        << "KV cache (" << o.kv_dtype << "): 2 x " << config.layers << " layers x " << config.kv_heads << " KV heads x "
+        << config.head_dim << " x " << pd::size_of(kv) << " bytes"
+        << (pd::size_of(kv) == 1 ? " + a 4-byte scale per row of " + std::to_string(config.head_dim) : "") << " = "
+        << pd::format_bytes(kv_token) << " per token; " << B << " x " << total
+        << " tokens = " << pd::format_bytes(kv_token * B * total) << " at the end of the run\n";
+    return kv_token;
+}
+// [ch04_cost]
+
+/// The decode steps of every --dtype: each step's time against its bytes (weights and KV read).
+void print_steps(pd::Bench& bench, const std::vector<pd::Row>& steps) {
+    bench.out()
+        << "\ndecode steps (context = positions attended, the new token's included; bytes: weights + the KV read):\n"
+        << pd::render(steps,
+                      {"kernel", "dtype", pd::Column::point("step", "step"), pd::Column::point("context", "context"),
+                       "step ms", "GB/s", "floor ms", "of copy", "tokens/s"})
+        << "recompute runs the whole prefix as a prefill (its bytes: weights + the cache it writes; its attention is "
+           "chapter 07's flash attention, no score matrix); 'of copy' is the "
+           "step's bytes over its time, as a fraction of the copy bandwidth"
+        << (bench.sim() ? " (no copy bandwidth on the simulator)" : "") << ".\n";
+}
+
+/// --sweep-context's table: a decode step at each context C, cached and recomputed.
+void print_sweep(pd::Bench& bench, const std::vector<pd::Row>& sweep) {
+    bench.out()
+        << "\nsweep: one decode step at context C, cached vs recomputed (each point checked: the same logits):\n"
+        << pd::render(sweep,
+                      {pd::Column::point("C", "context"), "kernel", "dtype", "step ms",
+                       pd::Column::point("speedup", "speedup"), pd::Column::point("FLOPs x", "flops_ratio"),
+                       pd::Column::point("bytes x", "bytes_ratio"), "of copy"},
+                      bench.options.check_only)
+        << "'speedup' is recompute's step time over the cached step's; 'FLOPs x' and 'bytes x' are the ratios of "
+           "their counts: recompute grows with C, the cached step only by the KV it reads.\n";
+}
+
 int run(int argc, char** argv) {
     Options o;
     pd::Bench bench{"04_kv_cache", "KV caching",
@@ -219,39 +289,10 @@ int run(int argc, char** argv) {
     const std::vector<int> prompt = md::make_prompts(o.p, config, tok ? &*tok : nullptr, bench.options.seed, P);
     const int B = o.p.batch, G = o.p.gen, total = P + G - 1;  // positions in the cache at the end
     const std::vector<DType> dtypes = bench.dtypes();
-    const DType kv = pd::dtype_named(o.kv_dtype);
     std::ostream& out = bench.out();
-    if (o.sweep && bench.app.count("--sweep-max") && o.sweep_max > config.max_seq)
-        throw std::invalid_argument("--sweep-max " + std::to_string(o.sweep_max) + " is past the model's context (" +
-                                    std::to_string(config.max_seq) + " positions)");
-    const pd::DeviceInfo& dev = bench.device();
-    md::ModelOptions mo{.weights = dtypes.front(),
-                        .kv = kv,
-                        .batch = B,
-                        .max_seq = std::max(P + G, o.sweep ? std::min(o.sweep_max, config.max_seq) : 0),
-                        .attention = o.attention,
-                        .sm_count = std::max(dev.sm_count, 1)};
-    mo.quant = bench.weight_quant();  // --dtype int8, int4 or fp8: quantized from bf16 (chapter 08)
-    bench.require(  // on the simulator, every token through the model, 2 FLOPs per parameter, per dtype
-        pd::Needs{"generating with " + config.name,
-                  "choose a smaller --preset, or lower --batch, --prompt-len, --gen or --sweep-max"}
-            .device("the model, its cache and the activations", md::Model::device_bytes(config, mo))
-            .work(double(dtypes.size()) * md::generation_flops(config, o.p, P, o.mode != "recompute", o.mode != "cache",
-                                                               o.sweep ? o.sweep_max : 0)));
+    md::ModelOptions mo = model_options(bench, o, config, P);
     bench.measure_roofs();
-
-    // [ch04_cost]
-    const double kv_token = config.kv_bytes_per_token(pd::kv_element_bytes(kv, config.head_dim));
-    out << "model: " << pd::describe(config) << "\n"
-        << "run: B = " << B << (B == 1 ? " sequence" : " sequences") << ", prompt P = " << P << ", generate G = " << G
-        << " (" << pd::kernels::layers::describe(o.sampling) << "), decode attention " << o.attention << ", mode "
-        << o.mode << "\n"
-        << "KV cache (" << o.kv_dtype << "): 2 x " << config.layers << " layers x " << config.kv_heads << " KV heads x "
-        << config.head_dim << " x " << pd::size_of(kv) << " bytes"
-        << (pd::size_of(kv) == 1 ? " + a 4-byte scale per row of " + std::to_string(config.head_dim) : "") << " = "
-        << pd::format_bytes(kv_token) << " per token; " << B << " x " << total
-        << " tokens = " << pd::format_bytes(kv_token * B * total) << " at the end of the run\n";
-    // [ch04_cost]
+    const double kv_token = print_cost(out, o, config, P);
 
     std::vector<pd::Row> steps, sweep;
     nlohmann::json generations = nlohmann::json::array();
@@ -269,26 +310,9 @@ int run(int argc, char** argv) {
         if (o.sweep) sweep_context(bench, o, model, sweep, all_agree);
     }
 
-    out << "\ndecode steps (context = positions attended, the new token's included; bytes: weights + the KV read):\n"
-        << pd::render(steps,
-                      {"kernel", "dtype", pd::Column::point("step", "step"), pd::Column::point("context", "context"),
-                       "step ms", "GB/s", "floor ms", "of copy", "tokens/s"})
-        << "recompute runs the whole prefix as a prefill (its bytes: weights + the cache it writes; its attention is "
-           "chapter 07's flash attention, no score matrix); 'of copy' is the "
-           "step's bytes over its time, as a fraction of the copy bandwidth"
-        << (bench.sim() ? " (no copy bandwidth on the simulator)" : "") << ".\n";
-
+    print_steps(bench, steps);
     const std::vector<pd::Row> rows = attention_versions(bench, o, config, mo.sm_count);
-
-    if (o.sweep)
-        out << "\nsweep: one decode step at context C, cached vs recomputed (each point checked: the same logits):\n"
-            << pd::render(sweep,
-                          {pd::Column::point("C", "context"), "kernel", "dtype", "step ms",
-                           pd::Column::point("speedup", "speedup"), pd::Column::point("FLOPs x", "flops_ratio"),
-                           pd::Column::point("bytes x", "bytes_ratio"), "of copy"},
-                          bench.options.check_only)
-            << "'speedup' is recompute's step time over the cached step's; 'FLOPs x' and 'bytes x' are the ratios of "
-               "their counts: recompute grows with C, the cached step only by the KV it reads.\n";
+    if (o.sweep) print_sweep(bench, sweep);
 
     md::dump_inputs(bench, config, prompt, B, P);
     if (bench.dumping())

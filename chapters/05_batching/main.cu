@@ -167,6 +167,66 @@ Cache cache_for(const Options& o, const pd::ModelConfig& model, const sv::CostMo
     return {kv, kv_per_token, executor};
 }
 
+/// The rules between the options (exit code 2); with --executor model, kModelDefaults for the
+/// options not given.
+void check_options(pd::Bench& bench, Options& o) {
+    sv::check_executor_types(o.s, bench.weight_quant());  // quantized weights, an 8-bit cache: the model's
+    if (o.find_capacity && (o.slo_tpot_ms <= 0 || o.s.w.scenario != "poisson" || !o.s.w.trace.empty()))
+        throw std::invalid_argument("--find-capacity needs --slo-tpot-ms > 0 and the poisson scenario (no --trace)");
+    if (bench.options.profile && !o.s.on_model())
+        throw std::invalid_argument(
+            "--profile counts the kernels of the model's steps: with --executor cost no "
+            "kernel runs (add --executor model)");
+    if (o.s.on_model()) {
+        sv::apply_model_defaults(bench.app, o.s, kModelDefaults);
+        if (o.find_capacity)
+            throw std::invalid_argument("--find-capacity runs with --executor cost (hundreds of replays)");
+    }
+}
+
+/// The policies side by side: TTFT, TPOT, ITL and throughput (and --find-capacity's rate), the
+/// path of @p long_request (the long-prompt scenario's last, or none), and the cache as slots of @p slot_len.
+void print_policies(pd::Bench& bench, const Options& o, const std::vector<pd::Row>& rows,
+                    const sv::Request* long_request, long long slot_len, double kv_per_token) {
+    std::ostream& out = bench.out();
+    using C = pd::Column;
+    const C policy = C::name("policy");
+    std::vector<C> cols = {policy,
+                           C::point("steps", "steps"),
+                           C::point("preempt", "preemptions"),
+                           C::point("TTFT p50 ms", "ttft_p50_ms"),
+                           C::point("TTFT p99 ms", "ttft_p99_ms"),
+                           C::point("TPOT ms", "tpot_mean_ms"),
+                           C::point("ITL p50 ms", "itl_p50_ms"),
+                           C::point("ITL p99 ms", "itl_p99_ms"),
+                           C::point("ITL max ms", "itl_max_ms"),
+                           C::point("E2E p50 s", "e2e_p50_s"),
+                           C::point("tok/s", "output_tokens_per_s")};
+    if (o.find_capacity) cols.push_back(C::point("capacity req/s", "capacity_rps"));
+    out << pd::render(rows, cols)
+        << "TTFT: first token - arrival; TPOT: (E2E - TTFT) / (output - 1), mean over "
+           "requests; ITL: every gap between a request's tokens, pooled; E2E: last token - arrival (vLLM's "
+           "definitions). "
+        << sv::step_times_note(o.s.on_model(), pd::Bench::sim()) << ".\n";
+    if (o.find_capacity)
+        out << "capacity: the highest rate whose p99 ITL is within --slo-tpot-ms " << o.slo_tpot_ms
+            << " ms with a median TTFT below 2 s (bisection)\n";
+    if (long_request) {
+        const sv::Request& r = *long_request;
+        out << "\nthe long prompt (request " << r.id << ": " << r.prompt_tokens << " tokens, arriving at "
+            << fmt("%g", r.arrival_s) << " s):\n"
+            << pd::render(rows, {policy, C::point("admitted at step", "long_admitted_step"),
+                                 C::point("prefill steps", "long_prefill_steps"), C::point("TTFT s", "long_ttft_s")})
+            << "admitted at step: the first step that runs its prompt (counting from 1); TTFT: its own.\n";
+    }
+    out << "\nthe cache as slots of " << slot_len << " positions (" << pd::format_bytes(slot_len * kv_per_token)
+        << ") per running request:\n"
+        << pd::render(rows, {policy, C::point("running max", "running_peak"), C::point("used max", "kv_used_peak"),
+                             C::point("reserved max", "kv_reserved_peak"), C::percent("unused", "kv_unused_share")})
+        << "used: positions holding K and V; reserved: running requests x slot; unused: 1 - used / reserved "
+           "over the run, weighted by step time (what chapter 06's paged cache gives back).\n";
+}
+
 int run(int argc, char** argv) {
     Options o;
     o.s.policy = "all";
@@ -181,19 +241,8 @@ int run(int argc, char** argv) {
                     {}};
     add_options(bench, o);
     if (auto code = bench.parse(argc, argv)) return *code;
-    sv::check_executor_types(o.s, bench.weight_quant());  // quantized weights, an 8-bit cache: the model's
-    if (o.find_capacity && (o.slo_tpot_ms <= 0 || o.s.w.scenario != "poisson" || !o.s.w.trace.empty()))
-        throw std::invalid_argument("--find-capacity needs --slo-tpot-ms > 0 and the poisson scenario (no --trace)");
+    check_options(bench, o);
     const bool on_model = o.s.on_model();
-    if (bench.options.profile && !on_model)
-        throw std::invalid_argument(
-            "--profile counts the kernels of the model's steps: with --executor cost no "
-            "kernel runs (add --executor model)");
-    if (on_model) {
-        sv::apply_model_defaults(bench.app, o.s, kModelDefaults);
-        if (o.find_capacity)
-            throw std::invalid_argument("--find-capacity runs with --executor cost (hundreds of replays)");
-    }
 
     // ---- the setup: model, machine, cache ----
     bench.title();
@@ -249,42 +298,7 @@ int run(int argc, char** argv) {
         metrics.push_back(mj);
         if (!o.s.timeline.empty()) timelines.push_back(sv::to_json(t));
     }
-    using C = pd::Column;
-    const C policy = C::name("policy");
-    std::vector<C> cols = {policy,
-                           C::point("steps", "steps"),
-                           C::point("preempt", "preemptions"),
-                           C::point("TTFT p50 ms", "ttft_p50_ms"),
-                           C::point("TTFT p99 ms", "ttft_p99_ms"),
-                           C::point("TPOT ms", "tpot_mean_ms"),
-                           C::point("ITL p50 ms", "itl_p50_ms"),
-                           C::point("ITL p99 ms", "itl_p99_ms"),
-                           C::point("ITL max ms", "itl_max_ms"),
-                           C::point("E2E p50 s", "e2e_p50_s"),
-                           C::point("tok/s", "output_tokens_per_s")};
-    if (o.find_capacity) cols.push_back(C::point("capacity req/s", "capacity_rps"));
-    out << pd::render(rows, cols)
-        << "TTFT: first token - arrival; TPOT: (E2E - TTFT) / (output - 1), mean over "
-           "requests; ITL: every gap between a request's tokens, pooled; E2E: last token - arrival (vLLM's "
-           "definitions). "
-        << sv::step_times_note(on_model, pd::Bench::sim()) << ".\n";
-    if (o.find_capacity)
-        out << "capacity: the highest rate whose p99 ITL is within --slo-tpot-ms " << o.slo_tpot_ms
-            << " ms with a median TTFT below 2 s (bisection)\n";
-    if (long_prompt) {
-        const sv::Request& r = requests.back();
-        out << "\nthe long prompt (request " << r.id << ": " << r.prompt_tokens << " tokens, arriving at "
-            << fmt("%g", r.arrival_s) << " s):\n"
-            << pd::render(rows, {policy, C::point("admitted at step", "long_admitted_step"),
-                                 C::point("prefill steps", "long_prefill_steps"), C::point("TTFT s", "long_ttft_s")})
-            << "admitted at step: the first step that runs its prompt (counting from 1); TTFT: its own.\n";
-    }
-    out << "\nthe cache as slots of " << slot_len << " positions (" << pd::format_bytes(slot_len * kv_per_token)
-        << ") per running request:\n"
-        << pd::render(rows, {policy, C::point("running max", "running_peak"), C::point("used max", "kv_used_peak"),
-                             C::point("reserved max", "kv_reserved_peak"), C::percent("unused", "kv_unused_share")})
-        << "used: positions holding K and V; reserved: running requests x slot; unused: 1 - used / reserved "
-           "over the run, weighted by step time (what chapter 06's paged cache gives back).\n";
+    print_policies(bench, o, rows, long_prompt ? &requests.back() : nullptr, slot_len, kv_per_token);
     sv::write_timelines(o.s, executor, timelines, out, "policy");
 
     nlohmann::json problem = sv::problem_json(o.s, requests.size());

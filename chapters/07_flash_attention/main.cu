@@ -414,6 +414,75 @@ void check_problem(const pd::Bench& bench, const Options& o, const att::Shape& s
     att::check_flash_shape(shape);
 }
 
+/// What the run asks of the machine: Q, K, V and O on the device; on the host Q, K and V of the
+/// largest problem in fp32 three times (drawn, as the kernels read them, in bf16); and the launches,
+/// inputs and references of the problem and of the sweeps' (@p sweep_shapes, @p suffix_shapes).
+pd::Needs problem_needs(const pd::Bench& bench, const att::Shape& shape, const std::vector<att::Shape>& sweep_shapes,
+                        const std::vector<att::Shape>& suffix_shapes) {
+    const att::Shape& largest =
+        sweep_shapes.empty() || sweep_shapes.back().q_len < shape.q_len ? shape : sweep_shapes.back();
+    pd::Needs needs{"the versions at B = " + std::to_string(shape.batch) + ", H = " + std::to_string(shape.heads) +
+                        ", Sq = " + std::to_string(shape.q_len) + ", Sk = " + std::to_string(shape.kv_len) +
+                        ", d = " + std::to_string(shape.head_dim),
+                    "lower --seq-len, --kv-len, --sweep-max, --batch or --heads, or choose one --kernel"};
+    needs.device("Q, K, V and O", flash_bytes(shape))
+        .host("Q, K and V on the host", 12.0 * double(largest.q_elements() + 2 * largest.kv_elements()));
+    const auto add_work = [&](const att::Shape& s, bool suffix, int times) {
+        needs.elements(3.0 * times * double(s.q_elements() + s.kv_elements()))
+            .work(times *
+                  (2.0 * std::min(att::flash_flops(s), 4e8) + bench.versions_work([&](const pd::Version& v, DType d) {
+                      if (!runs_on(v, s, d) ||
+                          (suffix && std::count(kSuffixVersions.begin(), kSuffixVersions.end(), v.name) == 0))
+                          return 0.0;
+                      return v.name == "naive" ? att::sim_work("v2", s) : att::flash_sim_work(v.name, s);
+                  })));
+    };
+    add_work(shape, false, 1);
+    for (const att::Shape& s : sweep_shapes) add_work(s, false, s.causal && &s == &sweep_shapes.back() ? 2 : 1);
+    for (const att::Shape& s : suffix_shapes) add_work(s, true, 1);
+    return needs;
+}
+
+// [ch07_cost]
+/// The problem's counts: the FLOPs are the naive version's useful ones, 4 d per allowed score, but
+/// no term of the bytes grows with Sq x Sk: Q, K and V are read once, O and the logsumexp written once.
+void print_cost(std::ostream& out, const att::Shape& shape, const std::vector<DType>& dtypes) {
+    out << "problem: B = " << shape.batch << ", H = " << shape.heads << " (KV heads " << shape.kv_head_count()
+        << "), Sq = " << shape.q_len << ", Sk = " << shape.kv_len << ", d = " << shape.head_dim << ", "
+        << (shape.causal ? "causal" : "no mask") << "\nflash: 4 d x " << fmt("%.0f", shape.allowed_scores())
+        << " allowed scores = " << pd::format_flops(att::flash_flops(shape))
+        << "; Q, K, V read once, O and lse written:";
+    for (DType d : dtypes)
+        out << " " << pd::format_bytes(att::flash_min_bytes(shape, d)) << " in " << to_string(d) << " ("
+            << fmt("%.1f", att::flash_flops(shape) / att::flash_min_bytes(shape, d)) << " FLOP/byte)";
+    out << "\nnaive (chapter 01): a score matrix of " << pd::format_bytes(4.0 * double(shape.score_elements()))
+        << " crossed 4 times: " << pd::format_bytes(shape.min_bytes()) << " ("
+        << fmt("%.1f", shape.flops() / shape.min_bytes()) << " FLOP/byte)\n";
+    if (shape.causal) {
+        const ScoresScored c = scores_scored(shape);
+        out << "causal skipping, scores per head: v1 and v2 " << fmt("%.0f", c.simt_square) << " (the square, 16 x 32 "
+            << "tiles), v3 " << fmt("%.0f", c.v3) << " (" << fmt("%.1f", 100 * (1 - c.v3 / c.simt_square))
+            << "% skipped); v4 to v6 " << fmt("%.0f", c.mma) << " of " << fmt("%.0f", c.mma_square)
+            << " (64 x 64 tiles, " << fmt("%.1f", 100 * (1 - c.mma / c.mma_square)) << "% skipped)\n";
+    }
+}
+// [ch07_cost]
+
+/// --dump: Q, K, V and the reference O of each input type (measure() dumps each version's O).
+void dump_inputs(pd::Bench& bench, const Problem& p, const std::vector<DType>& dtypes) {
+    if (!bench.dumping()) return;
+    for (DType d : dtypes) {
+        const std::string sfx = d == DType::bf16 ? "_bf16" : "";
+        const std::vector<std::size_t> qs = p.out.at(d).dims,
+                                       kvs = {qs[0], std::size_t(p.s.kv_head_count()), std::size_t(p.s.kv_len), qs[3]};
+        bench.dump<float>("q" + sfx, pd::rounded_to(d, p.q), qs);
+        bench.dump<float>("k" + sfx, pd::rounded_to(d, p.k), kvs);
+        bench.dump<float>("v" + sfx, pd::rounded_to(d, p.v), kvs);
+        const std::vector<double>& ref = d == DType::bf16 ? p.out.at(d).values_lowp : p.out.at(d).values;
+        bench.dump<float>("out_reference" + sfx, std::vector<float>(ref.begin(), ref.end()), qs);
+    }
+}
+
 int run(int argc, char** argv) {
     Options o;
     pd::Bench bench{"07_flash_attention", "flash attention",
@@ -435,56 +504,13 @@ int run(int argc, char** argv) {
 
     std::ostream& out = bench.out();
     const pd::DeviceInfo& dev = bench.device();
-    // the host holds Q, K and V in fp32 three times (drawn, as the kernels read them, in bf16)
-    const att::Shape& largest =
-        sweep_shapes.empty() || sweep_shapes.back().q_len < shape.q_len ? shape : sweep_shapes.back();
-    pd::Needs needs{"the versions at B = " + std::to_string(shape.batch) + ", H = " + std::to_string(shape.heads) +
-                        ", Sq = " + std::to_string(shape.q_len) + ", Sk = " + std::to_string(shape.kv_len) +
-                        ", d = " + std::to_string(shape.head_dim),
-                    "lower --seq-len, --kv-len, --sweep-max, --batch or --heads, or choose one --kernel"};
-    needs.device("Q, K, V and O", flash_bytes(shape))
-        .host("Q, K and V on the host", 12.0 * double(largest.q_elements() + 2 * largest.kv_elements()));
-    const auto add_work = [&](const att::Shape& s, bool suffix, int times) {  // the launches, inputs, references
-        needs.elements(3.0 * times * double(s.q_elements() + s.kv_elements()))
-            .work(times *
-                  (2.0 * std::min(att::flash_flops(s), 4e8) + bench.versions_work([&](const pd::Version& v, DType d) {
-                      if (!runs_on(v, s, d) ||
-                          (suffix && std::count(kSuffixVersions.begin(), kSuffixVersions.end(), v.name) == 0))
-                          return 0.0;
-                      return v.name == "naive" ? att::sim_work("v2", s) : att::flash_sim_work(v.name, s);
-                  })));
-    };
-    add_work(shape, false, 1);
-    for (const att::Shape& s : sweep_shapes) add_work(s, false, s.causal && &s == &sweep_shapes.back() ? 2 : 1);
-    for (const att::Shape& s : suffix_shapes) add_work(s, true, 1);
-    bench.require(needs);
+    bench.require(problem_needs(bench, shape, sweep_shapes, suffix_shapes));
     bench.measure_roofs();
     // split-KV is sized for this GPU's SMs, on the simulator for the --gpu preset's
     Run run{bench, bench.dtypes(),
             bench.sim() ? pd::roofline::find_gpu(bench.options.gpu)->sm_count : std::max(dev.sm_count, 1)};
 
-    // [ch07_cost]
-    // The FLOPs are the naive version's useful ones, 4 d per allowed score, but no term of the
-    // bytes grows with Sq x Sk: Q, K and V are read once, O and the logsumexp written once.
-    out << "problem: B = " << shape.batch << ", H = " << shape.heads << " (KV heads " << shape.kv_head_count()
-        << "), Sq = " << shape.q_len << ", Sk = " << shape.kv_len << ", d = " << shape.head_dim << ", "
-        << (shape.causal ? "causal" : "no mask") << "\nflash: 4 d x " << fmt("%.0f", shape.allowed_scores())
-        << " allowed scores = " << pd::format_flops(att::flash_flops(shape))
-        << "; Q, K, V read once, O and lse written:";
-    for (DType d : run.dtypes)
-        out << " " << pd::format_bytes(att::flash_min_bytes(shape, d)) << " in " << to_string(d) << " ("
-            << fmt("%.1f", att::flash_flops(shape) / att::flash_min_bytes(shape, d)) << " FLOP/byte)";
-    out << "\nnaive (chapter 01): a score matrix of " << pd::format_bytes(4.0 * double(shape.score_elements()))
-        << " crossed 4 times: " << pd::format_bytes(shape.min_bytes()) << " ("
-        << fmt("%.1f", shape.flops() / shape.min_bytes()) << " FLOP/byte)\n";
-    if (shape.causal) {
-        const ScoresScored c = scores_scored(shape);
-        out << "causal skipping, scores per head: v1 and v2 " << fmt("%.0f", c.simt_square) << " (the square, 16 x 32 "
-            << "tiles), v3 " << fmt("%.0f", c.v3) << " (" << fmt("%.1f", 100 * (1 - c.v3 / c.simt_square))
-            << "% skipped); v4 to v6 " << fmt("%.0f", c.mma) << " of " << fmt("%.0f", c.mma_square)
-            << " (64 x 64 tiles, " << fmt("%.1f", 100 * (1 - c.mma / c.mma_square)) << "% skipped)\n";
-    }
-    // [ch07_cost]
+    print_cost(out, shape, run.dtypes);
     const std::optional<double> cublas = cublas_tflops(bench);
     if (cublas) out << "cuBLAS BF16 GEMM, M = N = K = 8192: " << fmt("%.1f", *cublas) << " TFLOP/s in this run\n";
 
@@ -495,16 +521,7 @@ int run(int argc, char** argv) {
     out << "reference: CPU, double accumulation, O and logsumexp of " << (all_rows ? "every" : std::to_string(checked))
         << " row" << (all_rows ? "" : "s sampled") << "; bf16 within 2x the error of rounding the inputs (the "
         << "reference of the bf16 inputs against that of the fp32 ones)\n\n";
-    for (DType d : bench.dumping() ? run.dtypes : std::vector<DType>{}) {  // measure() dumps each version's O
-        const std::string sfx = d == DType::bf16 ? "_bf16" : "";
-        const std::vector<std::size_t> qs = p.out.at(d).dims, kvs = {qs[0], std::size_t(shape.kv_head_count()),
-                                                                     std::size_t(shape.kv_len), qs[3]};
-        bench.dump<float>("q" + sfx, pd::rounded_to(d, p.q), qs);
-        bench.dump<float>("k" + sfx, pd::rounded_to(d, p.k), kvs);
-        bench.dump<float>("v" + sfx, pd::rounded_to(d, p.v), kvs);
-        const std::vector<double>& ref = d == DType::bf16 ? p.out.at(d).values_lowp : p.out.at(d).values;
-        bench.dump<float>("out_reference" + sfx, std::vector<float>(ref.begin(), ref.end()), qs);
-    }
+    dump_inputs(bench, p, run.dtypes);
     std::vector<pd::Row> rows;
     for (DType d : run.dtypes)
         for (pd::Row& r : run_versions(bench, p, d, run.sms, nlohmann::json::object())) {

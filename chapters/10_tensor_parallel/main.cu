@@ -291,21 +291,9 @@ void add_options(pd::Bench& bench, Options& o) {
     bench.option("--cost-context", o.cost_context, "Context of the cost model's decode step", CLI::Range(1, 1 << 20));
 }
 
-int run(int argc, char** argv) {
-    Options o;
-    pd::Bench bench{"10_tensor_parallel",
-                    "tensor parallelism on NCCL",
-                    "Chapter 10: tensor parallelism. The model split across ranks as Megatron-LM splits it (Q, K, V, "
-                    "gate and up by columns, O and down by rows, two all-reduces per layer; the vocabulary by rows), "
-                    "on NCCL: the same tokens and logits as one rank, the time in computation and in collectives per "
-                    "step, the all-reduce benchmark (algbw, busbw), and the cost model's communication share.",
-                    {}};
-    add_options(bench, o);
-    if (auto code = bench.parse(argc, argv)) return *code;
-    const pd::ModelConfig config = *pd::find_model(o.preset);
-    const pd::DeviceInfo& dev = bench.device();
-    int devices = 0;
-    PD_CHECK_CUDA(cudaGetDeviceCount(&devices));
+/// The --tp list (default: 1, 2, 4, 8 up to @p devices), sorted and each once, after the rules
+/// (exit code 2): each split has its devices and divides the model; --cost-tp divides --cost-preset.
+std::vector<int> splits(const pd::Bench& bench, const Options& o, const pd::ModelConfig& config, int devices) {
     std::vector<int> tps = o.tp;
     if (tps.empty())
         for (int n = 1; n <= std::min(devices, 8); n *= 2) tps.push_back(n);
@@ -328,6 +316,66 @@ int run(int argc, char** argv) {
             throw std::invalid_argument("--cost-preset " + o.cost_preset + " on --cost-tp " +
                                         std::to_string(o.cost_tp) + ": " + why);
         }
+    return tps;
+}
+
+/// The splits' decode steps: the time in computation and in the collectives beside the cost
+/// model's share, each split checked against TP = 1; with --allreduce ring, its logits against NCCL's.
+void print_splits(pd::Bench& bench, const Options& o, const pd::ModelConfig& config, const std::vector<pd::Row>& rows,
+                  int G, DType weights) {
+    std::ostream& out = bench.out();
+    std::vector<pd::Column> columns = {pd::Column::name("run"),
+                                       "dtype",
+                                       "step ms",
+                                       pd::Column::point("compute ms", "compute_ms"),
+                                       pd::Column::point("comm ms", "comm_ms"),
+                                       pd::Column::percent("comm", "comm_share"),
+                                       pd::Column::percent("model comm", "model_comm_share"),
+                                       pd::Column::point("prefill ms", "prefill_ms"),
+                                       pd::Column::point("its comm ms", "prefill_comm_ms"),
+                                       pd::Column::point("weights/GPU", "weights_gpu"),
+                                       pd::Column::point("KV/token/GPU", "kv_token_gpu"),
+                                       pd::Column::point("max rel diff", "max_rel_diff"),
+                                       "status"};
+    if (!bench.sim())  // on GPUs: the target, a measured share within 20% of the cost model's
+        columns.insert(columns.begin() + 7, pd::Column::point("within 20%", "within_20pct"));
+    out << "\ndecode steps (mean of " << G - 1 << "), each split checked against TP = 1: the same tokens, logits to "
+        << (weights == DType::fp32 ? fmt("%.3g", md::split_fp32_tolerance(config)) +
+                                         " (the rounding of the reordered sums: 8 u sqrt(K) sqrt(2 L + 1))"
+                                   : std::string("chapter 04's bf16 rule"))
+        << ":\n"
+        << pd::render(rows, columns, bench.options.check_only)
+        << "comm ms: the collectives' own time (each rank synchronizes before and after a call; the last to arrive "
+           "waits for no one, so the least of the ranks' times is taken)"
+        << (bench.sim() ? "; on the simulator the ranks' kernels take turns on the CPU, so these are CPU figures" : "")
+        << "; model comm: the cost model's share for this model and batch on as many " << o.gpu
+        << " GPUs (the target: a measured share within 20% of it, on a multi-GPU machine).\n";
+    for (const pd::Row& r : rows)  // --allreduce ring: the ring's logits against NCCL's
+        if (r.point.contains("ring_vs_nccl")) {
+            const nlohmann::json& c = r.point["ring_vs_nccl"];
+            out << "ring against NCCL's all-reduce, " << r.result.kernel << ": "
+                << c["differing_bits"].get<std::size_t>() << " of " << c["logits"].get<std::size_t>()
+                << " logits differ in their bits, max rel diff " << fmt("%.3g", c["max_rel_diff"].get<double>()) << ", "
+                << (c["same_tokens"].get<bool>() ? "the same tokens" : "other tokens") << "\n";
+        }
+}
+
+int run(int argc, char** argv) {
+    Options o;
+    pd::Bench bench{"10_tensor_parallel",
+                    "tensor parallelism on NCCL",
+                    "Chapter 10: tensor parallelism. The model split across ranks as Megatron-LM splits it (Q, K, V, "
+                    "gate and up by columns, O and down by rows, two all-reduces per layer; the vocabulary by rows), "
+                    "on NCCL: the same tokens and logits as one rank, the time in computation and in collectives per "
+                    "step, the all-reduce benchmark (algbw, busbw), and the cost model's communication share.",
+                    {}};
+    add_options(bench, o);
+    if (auto code = bench.parse(argc, argv)) return *code;
+    const pd::ModelConfig config = *pd::find_model(o.preset);
+    const pd::DeviceInfo& dev = bench.device();
+    int devices = 0;
+    PD_CHECK_CUDA(cudaGetDeviceCount(&devices));
+    const std::vector<int> tps = splits(bench, o, config, devices);
     const std::vector<double> sizes = allreduce_sizes(o);
     if (!sizes.empty() && tps.back() > 1)  // each rank's send and receive buffers of the largest message
         bench.require_fits(2 * sizes.back(), "the all-reduce benchmark's largest message, sent and received",
@@ -358,40 +406,7 @@ int run(int argc, char** argv) {
     std::vector<pd::Row> rows;
     bool passed = true;
     for (int tp : tps) rows.push_back(split_run(bench, o, config, mo, tp, prompt, P, ref, passed));
-    std::vector<pd::Column> columns = {pd::Column::name("run"),
-                                       "dtype",
-                                       "step ms",
-                                       pd::Column::point("compute ms", "compute_ms"),
-                                       pd::Column::point("comm ms", "comm_ms"),
-                                       pd::Column::percent("comm", "comm_share"),
-                                       pd::Column::percent("model comm", "model_comm_share"),
-                                       pd::Column::point("prefill ms", "prefill_ms"),
-                                       pd::Column::point("its comm ms", "prefill_comm_ms"),
-                                       pd::Column::point("weights/GPU", "weights_gpu"),
-                                       pd::Column::point("KV/token/GPU", "kv_token_gpu"),
-                                       pd::Column::point("max rel diff", "max_rel_diff"),
-                                       "status"};
-    if (!bench.sim())  // on GPUs: the target, a measured share within 20% of the cost model's
-        columns.insert(columns.begin() + 7, pd::Column::point("within 20%", "within_20pct"));
-    out << "\ndecode steps (mean of " << G - 1 << "), each split checked against TP = 1: the same tokens, logits to "
-        << (mo.weights == DType::fp32 ? fmt("%.3g", md::split_fp32_tolerance(config)) +
-                                            " (the rounding of the reordered sums: 8 u sqrt(K) sqrt(2 L + 1))"
-                                      : std::string("chapter 04's bf16 rule"))
-        << ":\n"
-        << pd::render(rows, columns, bench.options.check_only)
-        << "comm ms: the collectives' own time (each rank synchronizes before and after a call; the last to arrive "
-           "waits for no one, so the least of the ranks' times is taken)"
-        << (bench.sim() ? "; on the simulator the ranks' kernels take turns on the CPU, so these are CPU figures" : "")
-        << "; model comm: the cost model's share for this model and batch on as many " << o.gpu
-        << " GPUs (the target: a measured share within 20% of it, on a multi-GPU machine).\n";
-    for (const pd::Row& r : rows)  // --allreduce ring: the ring's logits against NCCL's
-        if (r.point.contains("ring_vs_nccl")) {
-            const nlohmann::json& c = r.point["ring_vs_nccl"];
-            out << "ring against NCCL's all-reduce, " << r.result.kernel << ": "
-                << c["differing_bits"].get<std::size_t>() << " of " << c["logits"].get<std::size_t>()
-                << " logits differ in their bits, max rel diff " << fmt("%.3g", c["max_rel_diff"].get<double>()) << ", "
-                << (c["same_tokens"].get<bool>() ? "the same tokens" : "other tokens") << "\n";
-        }
+    print_splits(bench, o, config, rows, G, mo.weights);
 
     nlohmann::json allreduce = nullptr;
     if (tps.back() == 1)
