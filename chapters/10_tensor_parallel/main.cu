@@ -171,31 +171,33 @@ nlohmann::json allreduce_table(pd::Bench& bench, const Options& o, int ranks, co
     const std::vector<md::AllReduceRow> rows =
         md::all_reduce_bench(ranks, sizes, bench.options.warmup, std::max(bench.options.iters, 1),
                              o.allreduce == "ring" ? md::AllReduceAlgorithm::ring : md::AllReduceAlgorithm::nccl);
+    std::vector<pd::Row> shown;  // one record per message size: the table's cells and the JSON's row
     nlohmann::json table = nlohmann::json::array();
-    std::vector<pd::Row> shown;
     for (const md::AllReduceRow& r : rows) {
         pd::Row row;
         row.result.kernel = "all-reduce";
         row.result.passed = r.correct;
         passed = passed && r.correct;
-        row.point = {{"bytes", fmt("%.0f", r.bytes)},
-                     {"sent", pd::format_bytes(2.0 * (ranks - 1) / ranks * r.bytes)},
-                     {"time_us", fmt("%.2f", 1e6 * r.seconds)},
-                     {"algbw", fmt("%.3f", r.algbw / 1e9)},
-                     {"busbw", fmt("%.3f", r.busbw / 1e9)}};
+        row.point = {
+            {"bytes", r.bytes}, {"seconds", r.seconds}, {"algbw", r.algbw}, {"busbw", r.busbw}, {"passed", r.correct}};
+        table.push_back(row.point);
         shown.push_back(row);
-        table.push_back({{"bytes", r.bytes},
-                         {"seconds", r.seconds},
-                         {"algbw", r.algbw},
-                         {"busbw", r.busbw},
-                         {"passed", r.correct}});
     }
+    const auto column = [](std::string header, const char* format, const char* key, double times, double over) {
+        return pd::Column(std::move(header),
+                          [=](const pd::Row& r) { return fmt(format, times * r.point[key].get<double>() / over); });
+    };
+    const double sent = 2.0 * (ranks - 1) / ranks;
     out << "\nall-reduce (" << (o.allreduce == "ring" ? "lab 10's ring on ncclSend and ncclRecv" : "ncclAllReduce")
         << ", fp32 sum, out of place, each result checked) on " << ranks << " ranks"
         << (bench.sim() ? " (CPU figures)" : "") << ":\n"
-        << pd::render(shown, {pd::Column::point("bytes", "bytes"), pd::Column::point("sent/rank", "sent"),
-                              pd::Column::point("time us", "time_us"), pd::Column::point("algbw GB/s", "algbw"),
-                              pd::Column::point("busbw GB/s", "busbw"), "status"})
+        << pd::render(
+               shown,
+               {column("bytes", "%.0f", "bytes", 1, 1),
+                pd::Column("sent/rank",
+                           [&](const pd::Row& r) { return pd::format_bytes(sent * r.point["bytes"].get<double>()); }),
+                column("time us", "%.2f", "seconds", 1e6, 1), column("algbw GB/s", "%.3f", "algbw", 1, 1e9),
+                column("busbw GB/s", "%.3f", "busbw", 1, 1e9), "status"})
         << "sent/rank: what each rank sends in a ring all-reduce, 2 (n - 1) / n x bytes; algbw = bytes / time; "
            "busbw = algbw x 2 (n - 1) / n, the rate each link carries (nccl-tests' definitions).\n";
     nlohmann::json j{{"ranks", ranks}, {"rows", table}};
