@@ -174,20 +174,17 @@ nlohmann::json allreduce_table(pd::Bench& bench, const Options& o, int ranks, co
     std::vector<pd::Row> shown;  // one record per message size: the table's cells and the JSON's row
     nlohmann::json table = nlohmann::json::array();
     for (const md::AllReduceRow& r : rows) {
-        pd::Row row;
-        row.result.kernel = "all-reduce";
-        row.result.passed = r.correct;
         passed = passed && r.correct;
-        row.point = {
+        shown.push_back({.result = {.kernel = "all-reduce", .passed = r.correct}});
+        shown.back().point = {
             {"bytes", r.bytes}, {"seconds", r.seconds}, {"algbw", r.algbw}, {"busbw", r.busbw}, {"passed", r.correct}};
-        table.push_back(row.point);
-        shown.push_back(row);
+        table.push_back(shown.back().point);
     }
+    const double sent = 2.0 * (ranks - 1) / ranks;
     const auto column = [](std::string header, const char* format, const char* key, double times, double over) {
         return pd::Column(std::move(header),
                           [=](const pd::Row& r) { return fmt(format, times * r.point[key].get<double>() / over); });
     };
-    const double sent = 2.0 * (ranks - 1) / ranks;
     out << "\nall-reduce (" << (o.allreduce == "ring" ? "lab 10's ring on ncclSend and ncclRecv" : "ncclAllReduce")
         << ", fp32 sum, out of place, each result checked) on " << ranks << " ranks"
         << (bench.sim() ? " (CPU figures)" : "") << ":\n"
@@ -195,7 +192,7 @@ nlohmann::json allreduce_table(pd::Bench& bench, const Options& o, int ranks, co
                shown,
                {column("bytes", "%.0f", "bytes", 1, 1),
                 pd::Column("sent/rank",
-                           [&](const pd::Row& r) { return pd::format_bytes(sent * r.point["bytes"].get<double>()); }),
+                           [=](const pd::Row& r) { return pd::format_bytes(sent * r.point["bytes"].get<double>()); }),
                 column("time us", "%.2f", "seconds", 1e6, 1), column("algbw GB/s", "%.3f", "algbw", 1, 1e9),
                 column("busbw GB/s", "%.3f", "busbw", 1, 1e9), "status"})
         << "sent/rank: what each rank sends in a ring all-reduce, 2 (n - 1) / n x bytes; algbw = bytes / time; "
