@@ -98,6 +98,7 @@ struct Problem {
     att::Shape s;
     std::vector<float> q, k, v;
     std::map<DType, pd::Expected> out, lse;
+    pd::Expected out_tc;  // bf16 on the tensor cores (v4 to v6): the yardstick rounds P to bf16 too
 };
 
 /// Seeded inputs (uniform in [-1, 1)) and the references of every row, or for a large problem
@@ -114,25 +115,32 @@ Problem make_problem(const att::Shape& s, std::uint64_t seed, std::uint64_t stre
         std::size_t(s.batch) * s.heads, s.q_len, all_rows || double(s.score_elements()) * s.head_dim <= 2e8);
     const std::vector<std::size_t> dims = {std::size_t(s.batch), std::size_t(s.heads), std::size_t(s.q_len)};
     const auto reference = [&](std::span<const float> q, std::span<const float> k, std::span<const float> v,
-                               std::vector<double>& o, std::vector<double>& lse) {
+                               std::vector<double>& o, std::vector<double>& lse, bool bf16_probabilities = false) {
         pd::reference::attention_gqa_rows(q, k, v, s.batch, s.heads, s.kv_head_count(), s.q_len, s.kv_len, s.head_dim,
-                                          s.causal, rows, o, lse);
+                                          s.causal, rows, o, lse, bf16_probabilities);
     };
     pd::Expected o{.rows = rows, .row_length = d, .dims = {dims[0], dims[1], dims[2], d}};
     pd::Expected l{.rows = rows, .row_length = 1, .dims = dims};
     reference(p.q, p.k, p.v, o.values, l.values);
     for (DType t : dtypes) {
         p.out[t] = o, p.lse[t] = l;
-        if (t == DType::bf16)
-            reference(pd::rounded_to(t, p.q), pd::rounded_to(t, p.k), pd::rounded_to(t, p.v), p.out[t].values_lowp,
-                      p.lse[t].values_lowp);
+        if (t != DType::bf16) continue;
+        const std::vector<float> q16 = pd::rounded_to(t, p.q), k16 = pd::rounded_to(t, p.k),
+                                 v16 = pd::rounded_to(t, p.v);
+        reference(q16, k16, v16, p.out[t].values_lowp, p.lse[t].values_lowp);
+        std::vector<double> unused;
+        p.out_tc = o;
+        reference(q16, k16, v16, p.out_tc.values_lowp, unused, true);
     }
     return p;
 }
 
-/// O by its rule, then the logsumexp by the same rule: a flash row passes when both do.
-pd::CompareResult check_with_lse(const Problem& p, DType d, std::span<const float> out, pd::DeviceBuffer<float>& lse) {
-    const pd::CompareResult r = pd::check(p.out.at(d), out);
+/// O by its rule, then the logsumexp by the same rule: a flash row passes when both do. In bf16
+/// on the tensor cores, O's yardstick also rounds P to bf16, as those versions do (Problem::out_tc).
+pd::CompareResult check_with_lse(const Problem& p, DType d, const pd::Version& v, std::span<const float> out,
+                                 pd::DeviceBuffer<float>& lse) {
+    const pd::CompareResult r =
+        pd::check(d == DType::bf16 && v.units == pd::Units::tensor_cores ? p.out_tc : p.out.at(d), out);
     if (!r.passed) return r;
     pd::CompareResult rl = pd::check(p.lse.at(d), lse.download());
     rl.rule = "the logsumexp [B, H, Sq]: " + rl.rule;
@@ -192,7 +200,7 @@ std::vector<pd::Row> run_versions(pd::Bench& bench, const Problem& p, DType d, i
         rows.push_back(is_naive ? bench.measure(kn, launch, out, p.out.at(d))
                                 : bench.measure(
                                       kn, launch, out,
-                                      [&](std::span<const float> got) { return check_with_lse(p, d, got, lse); },
+                                      [&](std::span<const float> got) { return check_with_lse(p, d, ver, got, lse); },
                                       kn.dump_shape));
         if (is_naive && rows.back().result.time_ms) naive = rows.back();
         rows.back().point["memory_bytes"] = is_naive ? naive_bytes(s) : att::flash_min_bytes(s, d);
@@ -430,7 +438,7 @@ pd::Needs problem_needs(const pd::Bench& bench, const att::Shape& shape, const s
     const auto add_work = [&](const att::Shape& s, bool suffix, int times) {
         needs.elements(3.0 * times * double(s.q_elements() + s.kv_elements()))
             .work(times *
-                  (2.0 * std::min(att::flash_flops(s), 4e8) + bench.versions_work([&](const pd::Version& v, DType d) {
+                  (3.0 * std::min(att::flash_flops(s), 4e8) + bench.versions_work([&](const pd::Version& v, DType d) {
                       if (!runs_on(v, s, d) ||
                           (suffix && std::count(kSuffixVersions.begin(), kSuffixVersions.end(), v.name) == 0))
                           return 0.0;
@@ -520,7 +528,8 @@ int run(int argc, char** argv) {
     const bool all_rows = checked == std::size_t(shape.batch) * shape.heads * shape.q_len;
     out << "reference: CPU, double accumulation, O and logsumexp of " << (all_rows ? "every" : std::to_string(checked))
         << " row" << (all_rows ? "" : "s sampled") << "; bf16 within 2x the error of rounding the inputs (the "
-        << "reference of the bf16 inputs against that of the fp32 ones)\n\n";
+        << "reference of the bf16 inputs against that of the fp32 ones; for v4 to v6, whose P V products take P in "
+        << "bf16, of rounding the inputs and P)\n\n";
     dump_inputs(bench, p, run.dtypes);
     std::vector<pd::Row> rows;
     for (DType d : run.dtypes)

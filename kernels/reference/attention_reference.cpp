@@ -4,6 +4,8 @@
 #include "../attention/attention.hpp"  // the mask rule, allowed_keys(), shared with the kernels
 #include "reference_common.hpp"
 
+#include "pd/half.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -35,7 +37,7 @@ double score(std::span<const float> q, std::span<const float> k, std::size_t bh,
 
 std::vector<double> attention_gqa(std::span<const float> q, std::span<const float> k, std::span<const float> v,
                                   int batch, int heads, int kv_heads, int q_len, int kv_len, int head_dim, bool causal,
-                                  std::vector<double>* lse) {
+                                  std::vector<double>* lse, bool bf16_probabilities) {
     if (q_len < 1 || kv_len < q_len || head_dim < 1 || batch < 1 || heads < 1 || kv_heads < 1 || heads % kv_heads != 0)
         throw std::invalid_argument("reference::attention_gqa: need 1 <= Sq <= Sk, positive sizes, H % Hkv == 0");
     const std::size_t d = std::size_t(head_dim), q_n = std::size_t(batch) * heads * q_len * d,
@@ -59,9 +61,12 @@ std::vector<double> attention_gqa(std::span<const float> q, std::span<const floa
                 }
                 double sum = 0;
                 for (int j = 0; j < keys; ++j) sum += (e[std::size_t(j)] = std::exp(e[std::size_t(j)] - m));
-                for (int j = 0; j < keys; ++j)
-                    for (std::size_t c = 0; c < d; ++c)
-                        out[qi * d + c] += e[std::size_t(j)] / sum * v[(kvh * kv_len + j) * d + c];
+                for (int j = 0; j < keys; ++j) {
+                    const double p = bf16_probabilities
+                                         ? double(to_float(from_float<__nv_bfloat16>(float(e[std::size_t(j)]))))
+                                         : e[std::size_t(j)];
+                    for (std::size_t c = 0; c < d; ++c) out[qi * d + c] += p / sum * v[(kvh * kv_len + j) * d + c];
+                }
                 if (lse) (*lse)[qi] = m + std::log(sum);
             }
         }
@@ -70,7 +75,8 @@ std::vector<double> attention_gqa(std::span<const float> q, std::span<const floa
 
 void attention_gqa_rows(std::span<const float> q, std::span<const float> k, std::span<const float> v, int batch,
                         int heads, int kv_heads, int q_len, int kv_len, int head_dim, bool causal,
-                        std::span<const std::size_t> rows, std::vector<double>& out, std::vector<double>& lse) {
+                        std::span<const std::size_t> rows, std::vector<double>& out, std::vector<double>& lse,
+                        bool bf16_probabilities) {
     const std::size_t d = std::size_t(head_dim), group = std::size_t(heads / std::max(kv_heads, 1));
     for (std::size_t row : rows) {
         if (row >= std::size_t(batch) * heads * q_len)
@@ -81,8 +87,8 @@ void attention_gqa_rows(std::span<const float> q, std::span<const float> k, std:
             std::size_t(kernels::attention::allowed_keys(int(row % std::size_t(q_len)), q_len, kv_len, causal));
         const auto keys_of = [&](std::span<const float> t) { return t.subspan(kv_head * kv_len * d, keys * d); };
         std::vector<double> l;
-        const std::vector<double> o =
-            attention_gqa(q.subspan(row * d, d), keys_of(k), keys_of(v), 1, 1, 1, 1, int(keys), head_dim, false, &l);
+        const std::vector<double> o = attention_gqa(q.subspan(row * d, d), keys_of(k), keys_of(v), 1, 1, 1, 1,
+                                                    int(keys), head_dim, false, &l, bf16_probabilities);
         out.insert(out.end(), o.begin(), o.end());
         lse.push_back(l.front());
     }

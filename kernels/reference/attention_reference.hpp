@@ -28,11 +28,14 @@ std::vector<double> attention(std::span<const float> q, std::span<const float> k
 /// @param batch B  @param heads H  @param kv_heads Hkv (H % Hkv == 0)  @param q_len Sq  @param kv_len Sk
 /// @param head_dim d  @param causal the mask rule, as in attention()
 /// @param lse [B, H, Sq] out, when not null
+/// @param bf16_probabilities round each unnormalized probability exp(s - max) to bf16 before it
+/// weights V, as the tensor-core kernels round P for their P V products (FlashAttention-2's
+/// recipe); the row's sum stays unrounded, as theirs does. Their yardstick of bf16 error.
 /// @pre 1 <= Sq <= Sk and the spans hold exactly their shapes' elements (else std::invalid_argument)
 /// @return O [B, H, Sq, d]
 std::vector<double> attention_gqa(std::span<const float> q, std::span<const float> k, std::span<const float> v,
                                   int batch, int heads, int kv_heads, int q_len, int kv_len, int head_dim, bool causal,
-                                  std::vector<double>* lse = nullptr);
+                                  std::vector<double>* lse = nullptr, bool bf16_probabilities = false);
 
 /// O and the logsumexp of the query rows @p rows only (indices into [B, H, Sq]) of
 /// attention_gqa()'s problem, appended to @p out ([rows, d]) and @p lse: each row alone is one
@@ -41,9 +44,11 @@ std::vector<double> attention_gqa(std::span<const float> q, std::span<const floa
 /// @param batch B  @param heads H  @param kv_heads Hkv  @param q_len Sq  @param kv_len Sk
 /// @param head_dim d  @param causal the mask rule  @param rows the rows, each below B H Sq
 /// @param out O's rows out, appended  @param lse their logsumexp, appended
+/// @param bf16_probabilities as in attention_gqa()
 void attention_gqa_rows(std::span<const float> q, std::span<const float> k, std::span<const float> v, int batch,
                         int heads, int kv_heads, int q_len, int kv_len, int head_dim, bool causal,
-                        std::span<const std::size_t> rows, std::vector<double>& out, std::vector<double>& lse);
+                        std::span<const std::size_t> rows, std::vector<double>& out, std::vector<double>& lse,
+                        bool bf16_probabilities = false);
 
 /// The query rows (indices into [B, H, Sq]) a check of an attention output compares, in order:
 /// every row when @p all, else 64 rows spread over the Sq queries of the first and of the last

@@ -295,6 +295,24 @@ TEST_CASE("attention_gqa reference, d = 1: two query heads share one KV head, O 
     CHECK_THROWS_AS(ref::attention_gqa(q, k, v, 1, 2, 3, 1, 2, 1, true), std::invalid_argument);  // H % Hkv
 }
 
+TEST_CASE("attention_gqa reference with bf16 probabilities: each e^(s - max) rounded, the sum not",
+          "[reference][attention]") {
+    // q = 1, k = (0, 1), v = (1, 0): scores (0, 1), max 1, e^(s - max) = (e^-1, 1). e^-1 =
+    // 0.36787944... = 1.4715... x 2^-2 rounds to bf16 (8 significant bits) as 1.46875 x 2^-2 =
+    // 0.3671875; O = 0.3671875 / (1 + e^-1) (unrounded: e^-1 / (1 + e^-1)); lse unchanged.
+    const std::vector<float> q = {1.f}, k = {0.f, 1.f}, v = {1.f, 0.f};
+    std::vector<double> lse, lse16;
+    const std::vector<double> o = ref::attention_gqa(q, k, v, 1, 1, 1, 1, 2, 1, false, &lse);
+    const std::vector<double> o16 = ref::attention_gqa(q, k, v, 1, 1, 1, 1, 2, 1, false, &lse16, true);
+    const double e = std::exp(-1.0);
+    CHECK(o[0] == Approx(e / (1 + e)).epsilon(1e-12));
+    CHECK(o16[0] == Approx(0.3671875 / (1 + e)).epsilon(1e-12));
+    CHECK(lse16[0] == lse[0]);
+    std::vector<double> rows_o, rows_lse;  // the rows' form passes it on
+    ref::attention_gqa_rows(q, k, v, 1, 1, 1, 1, 2, 1, false, std::vector<std::size_t>{0}, rows_o, rows_lse, true);
+    CHECK(rows_o == o16);
+}
+
 TEST_CASE("attention_gqa_rows: the chosen rows of attention_gqa, and which rows a check samples",
           "[reference][attention]") {
     // rows of a check: every row, or 64 spread over Sq of the first and the last (sequence, head)
