@@ -116,6 +116,9 @@ function(pd_add_sim_chapter target sources)
   endforeach()
   pd_sim_rewrite_sources(rewritten ${abs_sources})
   add_library(${target}-objects OBJECT ${rewritten})
+  pd_chapter_unity(${target}-objects)
+  # the rewritten copies live under build/sim_src: chapter.hpp is found beside the originals
+  target_include_directories(${target}-objects PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   target_link_libraries(${target}-objects PRIVATE ${ARG_LIBRARIES} pd_model_sim pd_serving pd_runtime_sim pd_reference
                                                   pd_core pd_warnings)
   pd_chapter_code(${target}-objects)

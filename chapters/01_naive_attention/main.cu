@@ -8,22 +8,18 @@
 //
 // The steps every chapter shares (validate then time, tables, JSON, --dump, exit codes) are in
 // pd/bench.hpp; this file holds the lesson.
-#include "pd/bench.hpp"
+#include "chapter.hpp"
+
 #include "pd/rng.hpp"
 
-#include "attention/attention.hpp"
 #include "attention_reference.hpp"
 
 #include <algorithm>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
-namespace {
-
-namespace att = pd::kernels::attention;
-using pd::fmt;
+namespace ch01 {
 
 struct Options {
 #if defined(PD_BACKEND_SIM)
@@ -34,15 +30,6 @@ struct Options {
     int kv_len = 0;  // 0: equal to seq_len
     bool causal = true;
     bool sweep = false;
-};
-
-/// One problem: Q, K, V (seeded, uniform in [-1, 1)) on the device, O, the score-matrix
-/// workspace, and the reference.
-struct Problem {
-    att::Shape s;
-    std::vector<float> q, k, v;
-    pd::DeviceBuffer<float> dq, dk, dv, out, work;
-    pd::Expected expected;
 };
 
 /// The reference of every row of O, or for a large problem (the double-precision reference
@@ -117,70 +104,6 @@ std::vector<pd::Row> run_versions(pd::Bench& bench, Problem& p, const nlohmann::
     return rows;
 }
 // [ch01_versions]
-
-/// Where the time goes: each kernel of a version on its own (the softmax is in place, so it is
-/// timed after recomputing the scores, whose time is subtracted), printed and returned as JSON.
-nlohmann::json time_per_kernel(pd::Bench& bench, Problem& p, const std::vector<pd::Row>& rows) {
-    nlohmann::json breakdown = nlohmann::json::object();
-    pd::Table t({"version", "scores", "softmax", "P V", "scores %", "softmax %", "P V %"});
-    for (const pd::Row& r : rows) {
-        if (!r.result.time_ms) continue;
-        const std::string& v = r.result.kernel;
-        const double scores = bench.time_ms([&] { att::scores(p.dq.data(), p.dk.data(), p.work.data(), p.s); });
-        const double softmax = bench.time_ms([&] {
-            att::scores(p.dq.data(), p.dk.data(), p.work.data(), p.s);
-            att::softmax(v, p.work.data(), p.s);
-        }) - scores;
-        const double pv = bench.time_ms([&] { att::pv(p.work.data(), p.dv.data(), p.out.data(), p.s); });
-        const double sum = scores + softmax + pv;
-        t.add_row({v, pd::format_number(scores), pd::format_number(softmax), pd::format_number(pv),
-                   fmt("%.0f", 100 * scores / sum), fmt("%.0f", 100 * softmax / sum), fmt("%.0f", 100 * pv / sum)});
-        breakdown[v] = {{"scores_ms", scores}, {"softmax_ms", softmax}, {"pv_ms", pv}, {"total_ms", *r.result.time_ms}};
-    }
-    if (!breakdown.empty())
-        bench.out() << "\ntime per kernel (median ms and share of the sum)" << (bench.sim() ? ", CPU figures" : "")
-                    << ":\n"
-                    << t.render();
-    return breakdown;
-}
-
-// [ch01_sweep]
-/// --sweep: time and score bytes against S = Sq = Sk at @p shape's B, H and d (each point
-/// validated); doubling S multiplies the score matrix by 4.
-std::vector<pd::Row> sweep_versions(pd::Bench& bench, const att::Shape& shape) {
-    std::ostream& out = bench.out();
-    std::vector<pd::Row> sweep;
-    out << "\nsweep over S = Sq = Sk (B = " << shape.batch << ", H = " << shape.heads << ", d = " << shape.head_dim
-        << "; each point validated against the reference, on sampled rows when large"
-        << (bench.sim() ? "; CPU figures" : "") << "):\n";
-    std::map<std::string, double> previous;  // each version's time at the previous S
-    for (int S = bench.sim() ? 32 : 256; S <= (bench.sim() ? 256 : 8192); S *= 2) {
-        att::Shape s = shape;
-        s.q_len = s.kv_len = S;
-        if (!bench.fits(problem_bytes(s))) {
-            out << "S = " << S << ": does not fit in device memory, sweep stops\n";
-            break;
-        }
-        Problem sp = make_problem(s, bench.options.seed, 10 * std::uint64_t(S), false);
-        for (pd::Row& r : run_versions(bench, sp, {{"seq_len", S}, {"score_bytes", score_bytes(s)}})) {
-            const std::optional<double>& ms = r.result.time_ms;
-            r.point["vs_previous_s"] =
-                ms && previous.count(r.result.kernel) ? nlohmann::json(*ms / previous[r.result.kernel]) : nullptr;
-            if (ms) previous[r.result.kernel] = *ms;
-            sweep.push_back(std::move(r));
-        }
-    }
-    out << pd::render(sweep,
-                      {pd::Column::point("S", "seq_len"),
-                       {"score bytes", [](const pd::Row& r) { return pd::format_bytes(r.point["score_bytes"]); }},
-                       "kernel",
-                       "time ms",
-                       pd::Column::point("x previous S", "vs_previous_s")},
-                      bench.options.check_only)
-        << "doubling S multiplies the score bytes by 4, and the time by about 4 once the GPU is full\n";
-    return sweep;
-}
-// [ch01_sweep]
 
 int run(int argc, char** argv) {
     Options o;
@@ -276,8 +199,8 @@ int run(int argc, char** argv) {
     return bench.finish(report);
 }
 
-}  // namespace
+}  // namespace ch01
 
 int main(int argc, char** argv) {
-    return pd::guarded_main(run, argc, argv);
+    return pd::guarded_main(ch01::run, argc, argv);
 }
