@@ -3,7 +3,8 @@
 # scripts/gpu-check read. A new chapter needs nothing else.
 #
 #   add_chapter(<NN_topic>
-#               [SOURCES <files>]        # default: main.cu, and studies.cu where there is one
+#               [SOURCES <files>]        # default: main.cu, and problem.cu and studies.cu where
+#                                        # there are
 #               [SMOKE_ARGS <args>...]   # CTest smoke test arguments (small, validating)
 #               [TOUR_ARGS <args>...]    # scripts/run: the tour's arguments (default sizes)
 #               [BENCH_ARGS <args>...]   # scripts/gpu-check: benchmark-size arguments
@@ -42,12 +43,13 @@ function(pd_chapter_code target)
   target_compile_options(${target} PRIVATE $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CONFIG:Release,RelWithDebInfo>>:${level}>)
 endfunction()
 
-# pd_chapter_unity(<target>): a chapter's files (main.cu, the lesson, and studies.cu, its further
-# studies, which share chapter.hpp) compile as one unit, as CMake's unity build does: each file
-# that includes the harness's headers (CLI11, nlohmann-json) costs about 6 s of CPU per backend
-# on its own (measured: a file with pd/bench.hpp and one function, 6.5 s on the simulator at
-# -O1, 5.6 s at -O0), so a program in two files builds in the time of one. Each file still
-# compiles on its own: they share only chapter.hpp, in a named namespace.
+# pd_chapter_unity(<target>): a chapter's files (main.cu, the lesson; problem.cu, the problem's
+# options, inputs, reference and needs, where main.cu would be long without it; studies.cu, its
+# further studies; all share chapter.hpp) compile as one unit, as CMake's unity build does: each
+# file that includes the harness's headers (CLI11, nlohmann-json) costs about 6 s of CPU per
+# backend on its own (measured: a file with pd/bench.hpp and one function, 6.5 s on the simulator
+# at -O1, 5.6 s at -O0), so a program in several files builds in the time of one. Each file
+# still compiles on its own: they share only chapter.hpp, in a named namespace.
 function(pd_chapter_unity target)
   set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_MODE BATCH UNITY_BUILD_BATCH_SIZE 0)
 endfunction()
@@ -59,9 +61,11 @@ function(add_chapter name)
   endif()
   if(NOT ARG_SOURCES)
     set(ARG_SOURCES main.cu)
-    if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/studies.cu)
-      list(APPEND ARG_SOURCES studies.cu)
-    endif()
+    foreach(file IN ITEMS problem.cu studies.cu)
+      if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/${file})
+        list(APPEND ARG_SOURCES ${file})
+      endif()
+    endforeach()
   endif()
   set(program ch${name})
   foreach(backend IN LISTS PD_BACKENDS)

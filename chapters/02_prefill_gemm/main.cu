@@ -8,24 +8,19 @@
 //
 // The steps every chapter shares (validate then time, tables, JSON, --dump, exit codes) are in
 // pd/bench.hpp; this file holds the lesson.
-#include "pd/bench.hpp"
-#include "pd/cublas.hpp"
+#include "chapter.hpp"
+
 #include "pd/rng.hpp"
 
-#include "gemm/gemm.hpp"
 #include "linear_reference.hpp"
 
 #include <algorithm>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
-namespace {
+namespace ch02 {
 
-namespace gm = pd::kernels::gemm;
-using bf16 = __nv_bfloat16;
-using pd::DType;
 using pd::fmt;
 
 struct Options {
@@ -35,17 +30,6 @@ struct Options {
     int tokens = 4096, n = 4096, k = 4096;  // 4096^3: the cuBLAS comparison of the chapter page
 #endif
     bool sweep = false;
-};
-
-/// One problem: X and W drawn in fp32 (uniform in [-1, 1)), on the device in each input type
-/// that runs (bf16: the rounded values), Y, and the reference of each type (bf16: of the
-/// rounded inputs, so only the kernel's fp32 accumulation differs from it).
-struct Problem {
-    gm::Shape s;
-    std::vector<float> x, w;
-    pd::DeviceBuffer<float> x32, w32, y;
-    pd::DeviceBuffer<bf16> x16, w16;
-    std::map<DType, pd::Expected> expected;
 };
 
 /// Rows of Y checked for a large T: the first and last, those at the edges of 64- and 128-row
@@ -186,36 +170,6 @@ void dump_problem(pd::Bench& bench, const Problem& p) {
     bench.out() << "dumped x, w, y_reference (bf16: *_bf16.npy) and y_<kernel> to " << bench.dump_dir() << "\n";
 }
 
-// [ch02_sweep]
-/// --sweep-tokens: intensity and TFLOP/s against T, at @p shape's N and K and the weights @p w:
-/// every point validated, then timed.
-std::vector<pd::Row> sweep_tokens(pd::Bench& bench, const gm::Shape& shape, const std::vector<float>& w,
-                                  const std::vector<DType>& dtypes, const pd::CublasHandle* cublas) {
-    std::ostream& out = bench.out();
-    std::vector<pd::Row> sweep;
-    const int last = bench.sim() ? 256 : 8192;
-    out << "\nsweep over T = 1, 2, 4 ... " << last << " at N = " << shape.n << ", K = " << shape.k
-        << " (each point validated, on sampled rows when large" << (bench.sim() ? "; CPU figures" : "") << "):\n";
-    for (int T = 1; T <= last; T *= 2) {
-        const gm::Shape s{T, shape.n, shape.k};
-        if (!bench.fits(problem_bytes(s, dtypes))) {
-            out << "T = " << T << ": does not fit in device memory, sweep stops\n";
-            break;
-        }
-        Problem sp = make_problem(s, w, pd::derive_seed(bench.options.seed, 100 + std::uint64_t(T)), dtypes, false);
-        for (DType d : dtypes)
-            for (pd::Row& r : run_versions(bench, sp, d, cublas)) sweep.push_back(std::move(r));
-    }
-    out << pd::render(sweep,
-                      {pd::Column::point("T", "tokens"), "dtype", "FLOP/byte", "bound", "kernel", "time ms", "TFLOP/s",
-                       "of roofline", "vs cuBLAS"},
-                      bench.options.check_only)
-        << "intensity = 2TNK / (bytes of X, W and Y): it grows with T until W's bytes no longer dominate; "
-           "below the ridge point the GEMM is memory-bound, above it compute-bound\n";
-    return sweep;
-}
-// [ch02_sweep]
-
 int run(int argc, char** argv) {
     Options o;
     pd::Bench bench{"02_prefill_gemm", "batched prefill GEMM",
@@ -287,8 +241,8 @@ int run(int argc, char** argv) {
     return bench.finish(report);
 }
 
-}  // namespace
+}  // namespace ch02
 
 int main(int argc, char** argv) {
-    return pd::guarded_main(run, argc, argv);
+    return pd::guarded_main(ch02::run, argc, argv);
 }

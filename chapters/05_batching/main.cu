@@ -14,37 +14,25 @@
 // The steps every chapter shares (options, JSON, exit codes) are in pd/bench.hpp; the
 // scheduler, the workloads, the metrics, the cost model and the serving options are in
 // serving/; the model and its executor in model/.
-#include "pd/bench.hpp"
+#include "chapter.hpp"
+
 #include "pd/model/executor.hpp"
 #include "pd/model/model.hpp"
 #include "pd/roofline.hpp"
-#include "pd/serving/cost_model.hpp"
 #include "pd/serving/engine.hpp"
 #include "pd/serving/metrics.hpp"
-#include "pd/serving/options.hpp"
 #include "pd/serving/report.hpp"
 #include "pd/serving/timeline.hpp"
 #include "pd/serving/workload.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
-namespace {
+namespace ch05 {
 
-namespace sv = pd::serving;
 namespace md = pd::model;
-using pd::fmt;
-
-struct Options {
-    sv::ServingOptions s;       // the executor, the policy, the model, the workload, the scheduler's limits
-    long long kv_capacity = 0;  // 0: what the GPUs' memory holds beside the weights
-    double slo_ttft_ms = 0, slo_tpot_ms = 0;
-    bool find_capacity = false;
-};
 
 // [ch05_model_defaults]
 /// The model executor's workload on the simulator: seconds on the tiny model, a budget of 64
@@ -62,17 +50,7 @@ const sv::ModelExecutorDefaults kModelDefaults{.requests = 24,
 /// The workload of the options: a trace file, the long-prompt scenario, or seeded arrivals at @p rate.
 std::vector<sv::Request> make_workload(const Options& o, double rate, std::uint64_t seed) {
     const pd::ModelConfig m = *pd::find_model(o.s.preset);
-    if (o.s.w.trace.empty() && o.s.w.scenario == "long-prompt" && o.s.on_model()) {
-        // On the simulator, at its scale: 16 streams of 4-token prompts generating 24 tokens
-        // each, then a 192-token prompt arriving while they decode. On a GPU, the scenario's
-        // real prompt (50,000 tokens, or as many as the model's positions hold): the prompt's
-        // attention is chapter 07's flash attention, so no buffer grows with its square.
-        const int long_output = 4;
-        if (std::string_view(pd::backend_name()) == "sim")
-            return sv::long_prompt_scenario(16, std::min(192, m.max_seq - long_output), 1e-6, 4,
-                                            std::min(24, m.max_seq / 4), long_output);
-        return sv::long_prompt_scenario(16, std::min(50000, m.max_seq - 16));  // the cost model's lengths
-    }
+    if (o.s.w.trace.empty() && o.s.w.scenario == "long-prompt" && o.s.on_model()) return long_prompt_on_model(m);
     return sv::make_workload(o.s.w, rate, seed, m.vocab);
 }
 
@@ -80,34 +58,6 @@ std::vector<sv::Request> make_workload(const Options& o, double rate, std::uint6
 sv::SchedulerConfig scheduler_config(const Options& o, sv::Policy p, long long kv_capacity) {
     return {.policy = p, .token_budget = o.s.token_budget, .max_seqs = o.s.max_seqs, .kv_capacity = kv_capacity};
 }
-
-// [ch05_capacity]
-/// Serving capacity (Sarathi-Serve's definition): the highest request rate whose p99 ITL stays
-/// within the SLO while the median wait stays below 2 s (without that bound an overloaded
-/// queue would pass: the wait shows in TTFT, not in ITL; the median TTFT stands for the
-/// scheduling delay here), by bisection on the rate of the same seeded workload, each run at
-/// least two minutes of arrivals long.
-double find_capacity(const Options& o, sv::Policy p, long long kv, const sv::CostModelConfig& cost, pd::Bench& bench) {
-    const double slo = o.slo_tpot_ms * 1e-3;
-    const auto ok = [&](double rate) {
-        Options steady = o;  // at least two minutes of arrivals, so that an overloaded queue has time to grow
-        steady.s.w.requests = std::max(o.s.w.requests, static_cast<int>(std::ceil(rate * 120)));
-        const std::vector<sv::Request> requests = make_workload(steady, rate, bench.options.seed);
-        const sv::Metrics m = sv::compute_metrics(md::replay(o.s, bench, cost, scheduler_config(o, p, kv), requests));
-        return m.itl_s.p99 <= slo && m.ttft_s.p50 <= 2.0;
-    };
-    double lo = 0, hi = 0.25;
-    while (ok(hi) && hi < 4096) {
-        lo = hi;
-        hi *= 2;
-    }
-    for (int i = 0; i < 12; ++i) {
-        const double mid = (lo + hi) / 2;
-        (ok(mid) ? lo : hi) = mid;
-    }
-    return lo;
-}
-// [ch05_capacity]
 
 /// The chapter's options, beside the harness's and the serving options of serving/options.hpp.
 void add_options(pd::Bench& bench, Options& o) {
@@ -184,10 +134,8 @@ void check_options(pd::Bench& bench, Options& o) {
     }
 }
 
-/// The policies side by side: TTFT, TPOT, ITL and throughput (and --find-capacity's rate), the
-/// path of @p long_request (the long-prompt scenario's last, or none), and the cache as slots of @p slot_len.
-void print_policies(pd::Bench& bench, const Options& o, const std::vector<pd::Row>& rows,
-                    const sv::Request* long_request, long long slot_len, double kv_per_token) {
+/// The policies side by side: TTFT, TPOT, ITL and throughput (and --find-capacity's rate).
+void print_policies(pd::Bench& bench, const Options& o, const std::vector<pd::Row>& rows) {
     std::ostream& out = bench.out();
     using C = pd::Column;
     const C policy = C::name("policy");
@@ -211,20 +159,6 @@ void print_policies(pd::Bench& bench, const Options& o, const std::vector<pd::Ro
     if (o.find_capacity)
         out << "capacity: the highest rate whose p99 ITL is within --slo-tpot-ms " << o.slo_tpot_ms
             << " ms with a median TTFT below 2 s (bisection)\n";
-    if (long_request) {
-        const sv::Request& r = *long_request;
-        out << "\nthe long prompt (request " << r.id << ": " << r.prompt_tokens << " tokens, arriving at "
-            << fmt("%g", r.arrival_s) << " s):\n"
-            << pd::render(rows, {policy, C::point("admitted at step", "long_admitted_step"),
-                                 C::point("prefill steps", "long_prefill_steps"), C::point("TTFT s", "long_ttft_s")})
-            << "admitted at step: the first step that runs its prompt (counting from 1); TTFT: its own.\n";
-    }
-    out << "\nthe cache as slots of " << slot_len << " positions (" << pd::format_bytes(slot_len * kv_per_token)
-        << ") per running request:\n"
-        << pd::render(rows, {policy, C::point("running max", "running_peak"), C::point("used max", "kv_used_peak"),
-                             C::point("reserved max", "kv_reserved_peak"), C::percent("unused", "kv_unused_share")})
-        << "used: positions holding K and V; reserved: running requests x slot; unused: 1 - used / reserved "
-           "over the run, weighted by step time (what chapter 06's paged cache gives back).\n";
 }
 
 int run(int argc, char** argv) {
@@ -271,7 +205,8 @@ int run(int argc, char** argv) {
 
     // ---- every policy on the same workload ----
     const sv::Slo slo{o.slo_ttft_ms * 1e-3, o.slo_tpot_ms * 1e-3};
-    const bool long_prompt = o.s.w.trace.empty() && o.s.w.scenario == "long-prompt";  // its last request
+    const sv::Request* long_request =  // the long-prompt scenario's last request
+        o.s.w.trace.empty() && o.s.w.scenario == "long-prompt" ? &requests.back() : nullptr;
     std::vector<pd::Row> rows;
     nlohmann::json timelines = nlohmann::json::array(), metrics = nlohmann::json::array();
     for (sv::Policy p : policies) {
@@ -280,17 +215,7 @@ int run(int argc, char** argv) {
         const sv::Metrics m = sv::compute_metrics(t, slo);
         pd::Row row = sv::replay_row(sv::to_string(p), t, m);
         bench.add_profile(row, std::move(profile));
-        const sv::CacheStats cache = sv::cache_stats(t, 0, slot_len);  // each running request reserves a slot
-        row.point.update({{"running_peak", cache.running_max},
-                          {"kv_used_peak", cache.used_max},
-                          {"kv_reserved_peak", cache.reserved_max},
-                          {"kv_unused_share", cache.waste}});
-        if (long_prompt) {
-            const sv::RequestPath path = sv::request_path(t, requests.back().id);
-            row.point.update({{"long_admitted_step", path.admitted_step},
-                              {"long_prefill_steps", path.prefill_steps},
-                              {"long_ttft_s", path.ttft_s}});
-        }
+        add_slots_and_long_prompt(row, t, slot_len, long_request);
         rows.push_back(row);
         if (o.find_capacity) rows.back().point["capacity_rps"] = find_capacity(o, p, kv, cost, bench);
         nlohmann::json mj = sv::to_json(m);
@@ -298,7 +223,8 @@ int run(int argc, char** argv) {
         metrics.push_back(mj);
         if (!o.s.timeline.empty()) timelines.push_back(sv::to_json(t));
     }
-    print_policies(bench, o, rows, long_prompt ? &requests.back() : nullptr, slot_len, kv_per_token);
+    print_policies(bench, o, rows);
+    print_long_prompt_and_slots(bench, rows, long_request, slot_len, kv_per_token);
     sv::write_timelines(o.s, executor, timelines, out, "policy");
 
     nlohmann::json problem = sv::problem_json(o.s, requests.size());
@@ -310,8 +236,8 @@ int run(int argc, char** argv) {
     return bench.finish(report);
 }
 
-}  // namespace
+}  // namespace ch05
 
 int main(int argc, char** argv) {
-    return pd::guarded_main(run, argc, argv, pd::serving::serving_flag_names());
+    return pd::guarded_main(ch05::run, argc, argv, pd::serving::serving_flag_names());
 }
