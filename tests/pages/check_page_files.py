@@ -9,10 +9,13 @@ the labs' READMEs) is read, outside its code blocks, for:
 * paths under a folder of the repository's top level (`kernels/attention/pv.cu`,
   `tests/cli/`): the file or folder must exist, relative to the root (a path with a placeholder,
   `<device>`, `*` or `NN`, is a pattern and is not looked up);
-* Markdown files named alone (`CONTRIBUTING.md`): some file of the repository must have the name.
+* Markdown files named alone (`CONTRIBUTING.md`): some file of the repository must have the name;
+* a line that ends "<path>:" ("from chapters/NN_topic/main.cu:") before a `\snippet <file>
+  <marker>` line: the snippet must quote that file (a function moved to another file, and the
+  sentence still names the old one).
 
 So a page that sends the reader to a file the repository does not have (a renamed test, a
-document that lives elsewhere) fails, naming the page, the line and the name.
+document that lives elsewhere), or to the wrong one, fails, naming the page, the line and the name.
 
 usage: check_page_files.py ROOT [PAGE...]   (no PAGE: every page of ROOT)
 """
@@ -26,6 +29,8 @@ FIXTURES = (os.path.join("tests", "docs", "broken_site"), os.path.join("tests", 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
 MARKDOWN_NAME = re.compile(r"(?<![\w/.-])([A-Za-z][\w-]*\.md)\b")
 PLACEHOLDER = re.compile(r"[<>*{}$]|NN|XX|\.\.\.")
+FROM_FILE = re.compile(r"(?<![\w/.-])`?([\w-]+/[\w./-]*\.\w+)`?:\s*$")  # a line that ends "<path>:"
+SNIPPET = re.compile(r"^\\snippet\s+(\S+)\s")
 
 
 def pages_of(root):
@@ -65,7 +70,14 @@ def check(root, pages):
     problems = []
     for page in pages:
         where = os.path.relpath(page, root)
+        said = None  # (line number, path) of the last "from <path>:" with only blank lines after it
         for number, line in prose(page):
+            quoted = SNIPPET.match(line)
+            if quoted and said and quoted.group(1) != said[1]:
+                problems.append(f"{where}:{said[0]}: says the snippet is from {said[1]}, but it quotes {quoted.group(1)}")
+            if line.strip():
+                match = FROM_FILE.search(line)
+                said = (number, match.group(1)) if match else None
             for target in LINK.findall(line):
                 if re.match(r"^[a-z][a-z0-9+.-]*:", target) or target.startswith("#"):
                     continue
@@ -94,7 +106,7 @@ def main():
     problems = check(root, pages)
     for p in problems:
         print("FAILED " + p)
-    print(f"{len(pages)} pages checked, {len(problems)} names of missing files")
+    print(f"{len(pages)} pages checked, {len(problems)} names of missing or wrong files")
     return 1 if problems else 0
 
 
