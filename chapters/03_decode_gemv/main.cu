@@ -10,49 +10,19 @@
 //
 // The steps every chapter shares (validate then time, tables, JSON, --dump, exit codes) are in
 // pd/bench.hpp; this file holds the lesson.
-#include "pd/bench.hpp"
-#include "pd/cublas.hpp"
+#include "chapter.hpp"
+
 #include "pd/rng.hpp"
 
-#include "gemv/gemv.hpp"
 #include "linear_reference.hpp"
 
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
-namespace {
+namespace ch03 {
 
-namespace gv = pd::kernels::gemv;
-using bf16 = __nv_bfloat16;
-using pd::DType;
 using pd::fmt;
-
-struct Options {
-#if defined(PD_BACKEND_SIM)
-    int n = 100, k = 259, layers = 3;  // K odd: the vector loads' head and tail run; seconds on a CPU
-#else
-    int n = 4096, k = 4096, layers = 16;  // 16 matrices of 4096 x 4096: 512 MiB in bf16, ~10x an H200's L2
-#endif
-    int batch = 1;
-    bool sweep = false;
-};
-
-/// One decode step in one input type: the weight stack W [L, N, K] and the tokens X [B, K]
-/// (drawn in fp32, uniform in [-1, 1); bf16: rounded), and Y [L, B, N]. The first and the last
-/// matrix's outputs are checked: the first catches indexing errors, the last offset errors
-/// across the stack; bf16 by the low-precision rule of pd::compare_to_lowp_reference() (error <=
-/// 2 x that of the reference of the rounded inputs, both against the reference of the unrounded ones).
-struct Problem {
-    gv::Shape s;
-    int layers = 1;
-    DType d = DType::fp32;
-    std::vector<float> w, x;
-    pd::DeviceBuffer<float> w32, x32, y;
-    pd::DeviceBuffer<bf16> w16, x16;
-    pd::Expected expected;
-};
 
 /// Draws the weight stack (once per type: the batch sweep keeps it) and uploads it.
 void set_weights(Problem& p, std::uint64_t seed) {
@@ -196,41 +166,6 @@ void dump_problem(pd::Bench& bench, const Problem& p) {
     bench.dump<float>("y_reference" + suffix, std::vector<float>(ref.begin(), ref.begin() + B * N), {B, N});
 }
 
-// [ch03_sweep]
-/// --sweep-batch: step time against B. While reading the weights dominates, B tokens cost about
-/// as much as one. Every point validated, then timed; 'x B=1' is the step time over the same
-/// kernel's at B = 1.
-std::vector<pd::Row> sweep_batch(pd::Bench& bench, const Options& o, const gv::Shape& shape,
-                                 const std::vector<DType>& dtypes, const pd::CublasHandle* cublas) {
-    std::ostream& out = bench.out();
-    std::vector<pd::Row> sweep;
-    out << "\nsweep over B = 1, 2, 4 ... " << gv::kMaxBatch << " (N = " << shape.n << ", K = " << shape.k << ", "
-        << o.layers << " matrices; each point validated" << (bench.sim() ? "; CPU figures" : "") << "):\n";
-    for (DType d : dtypes) {
-        Problem p{.s = shape, .layers = o.layers, .d = d};
-        set_weights(p, bench.options.seed);
-        std::map<std::string, double> at_one;  // step time at B = 1, per kernel
-        for (int B = 1; B <= gv::kMaxBatch; B *= 2) {
-            set_tokens(p, B, bench.options.seed);
-            for (pd::Row& r : run_versions(bench, p, cublas)) {
-                const std::optional<double>& ms = r.result.time_ms;
-                if (ms && B == 1) at_one[r.result.kernel] = *ms;
-                r.point["step_vs_batch1"] =
-                    ms && at_one.count(r.result.kernel) ? nlohmann::json(*ms / at_one[r.result.kernel]) : nullptr;
-                sweep.push_back(std::move(r));
-            }
-        }
-    }
-    out << pd::render(sweep,
-                      {pd::Column::point("B", "batch"), "dtype", "FLOP/byte", "kernel", "step ms",
-                       pd::Column::point("x B=1", "step_vs_batch1"), "tokens/s", "of copy"},
-                      bench.options.check_only)
-        << "'x B=1' is the step time over the same kernel's at B = 1: while the weights dominate the bytes, B "
-           "tokens cost about as much as one (v5 and v6 read each weight once for all B; v1-v4 once per token)\n";
-    return sweep;
-}
-// [ch03_sweep]
-
 int run(int argc, char** argv) {
     Options o;
     pd::Bench bench{"03_decode_gemv", "decode GEMV",
@@ -238,22 +173,11 @@ int run(int argc, char** argv) {
                     "distinct weight matrices: v1 thread per row, v2 warp per row, v3 128-bit loads, v4 CUB "
                     "reduction, v5 batched decode, v6 batched on tensor cores; against cuBLAS and the copy bandwidth.",
                     gv::versions()};
-    bench.option("--n", o.n, "Rows N of each weight matrix (outputs)", CLI::Range(1, 1 << 20));
-    bench.option("--k", o.k, "Columns K of each weight matrix (inputs)", CLI::Range(1, 1 << 20));
-    bench.option("--batch", o.batch, "Tokens B decoded together, one per sequence", CLI::Range(1, gv::kMaxBatch));
-    bench.option("--layers", o.layers, "Distinct weight matrices in the stack (a decode step reads them all)",
-                 CLI::Range(1, 4096));
-    bench.add_dtype_option();
-    bench.app.add_flag(
-        "--sweep-batch", o.sweep,
-        std::string("Also run B = 1, 2, 4 ... 64: step time, tokens per second and intensity against B") +
-            (bench.sim() ? " (CPU figures on the simulator)" : ""));
+    add_options(bench, o);
     if (auto code = bench.parse(argc, argv)) return *code;
     const std::vector<DType> dtypes = bench.dtypes();
     const gv::Shape shape{o.batch, o.n, o.k};
-    if (shape.w_elements() > std::size_t(2147483647))
-        throw std::invalid_argument("--n x --k = " + std::to_string(shape.w_elements()) +
-                                    " elements exceeds 2^31 - 1 (the kernels' 32-bit offsets)");
+    check_problem(shape);
 
     std::ostream& out = bench.out();
     const pd::DeviceInfo& dev = bench.device();
@@ -314,8 +238,8 @@ int run(int argc, char** argv) {
     return bench.finish(report);
 }
 
-}  // namespace
+}  // namespace ch03
 
 int main(int argc, char** argv) {
-    return pd::guarded_main(run, argc, argv);
+    return pd::guarded_main(ch03::run, argc, argv);
 }

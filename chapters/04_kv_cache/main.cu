@@ -11,41 +11,17 @@
 // The steps every chapter shares (validate then time, tables, JSON, --dump, exit codes) are in
 // pd/bench.hpp; the model, its two ways of generating and the attention benchmark in model/;
 // this file holds the lesson.
-#include "pd/bench.hpp"
-#include "pd/llama2c.hpp"
-#include "pd/model/attention_bench.hpp"
-#include "pd/model/generate.hpp"
-#include "pd/model/model.hpp"
-#include "pd/rng.hpp"
+#include "chapter.hpp"
 
-#include <algorithm>
+#include "pd/llama2c.hpp"
+
 #include <optional>
 #include <string>
 #include <vector>
 
-namespace {
+namespace ch04 {
 
-namespace md = pd::model;
 namespace at = pd::kernels::attention;
-using pd::DType;
-using pd::fmt;
-
-struct Options {
-#if defined(PD_BACKEND_SIM)
-    std::string preset = "tiny";  // seconds on a CPU
-    md::PromptSpec p{.batch = 2, .length = 16, .gen = 8};
-    int sweep_max = 64;
-#else
-    std::string preset = "llama-3-8b";  // the GPU benchmark: a one-layer cache read of 512 MiB per step
-    md::PromptSpec p{.batch = 1, .length = 512, .gen = 32};
-    int sweep_max = 4096;
-#endif
-    std::string mode = "both", kv_dtype = "fp32", attention = "v4";
-    bool sweep = false;
-    std::string checkpoint, tokenizer;
-    md::AttentionBenchOptions attn;                // --attn-batch, --attn-context
-    pd::kernels::layers::SamplingParams sampling;  // --temperature, --top-k, --top-p (chapter 09)
-};
 
 /// Generates with the cache and by recomputation (as --mode says), checks them against each
 /// other and the cached one against the CPU reference model, and adds the first, middle and last
@@ -102,37 +78,6 @@ nlohmann::json generate(pd::Bench& bench, const Options& o, md::Model& model, co
     return gen;
 }
 
-// [ch04_sweep]
-/// One decode step against the context C: with the cache it reads the weights and C positions
-/// of K and V; recomputing runs the whole prefix of C tokens again. Each point is checked (the
-/// same logits both ways) before it is timed.
-void sweep_context(pd::Bench& bench, const Options& o, md::Model& model, std::vector<pd::Row>& sweep, bool& passed) {
-    const DType d = model.options().weights;
-    const double tolerance = d == DType::bf16 || o.kv_dtype != "fp32" ? 5e-2 : 1e-3;
-    for (int C = 8; C <= std::min(o.sweep_max, model.max_seq()); C *= 2) {
-        std::vector<int> seq(std::size_t(o.p.batch) * C);
-        pd::Rng rng(pd::derive_seed(bench.options.seed, 100 + std::uint64_t(C)));
-        for (int& t : seq) t = rng.integer(0, model.config().vocab - 1);
-        const md::StepAtContext s = md::step_at_context(bench, model, seq, C, tolerance);
-        passed = passed && s.agree;
-        const pd::Cost cached = model.cost(C - 1, 1), recomputed = model.cost(0, C);  // one step at context C
-        const nlohmann::json speedup =
-            s.cached_ms && s.recomputed_ms ? nlohmann::json(*s.recomputed_ms / *s.cached_ms) : nlohmann::json(nullptr);
-        const nlohmann::json point{{"context", C},
-                                   {"flops_ratio", recomputed.flops / cached.flops},
-                                   {"bytes_ratio", recomputed.bytes / cached.bytes},
-                                   {"max_logit_diff", s.max_logit_diff},
-                                   {"speedup", speedup}};
-        const double B = o.p.batch;
-        sweep.push_back(bench.timed_row({.name = "cache", .dtype = d, .cost = cached, .tokens = B, .point = point},
-                                        s.cached_ms, s.agree));
-        sweep.push_back(
-            bench.timed_row({.name = "recompute", .dtype = d, .cost = recomputed, .tokens = B, .point = point},
-                            s.recomputed_ms, s.agree));
-    }
-}
-// [ch04_sweep]
-
 // [ch04_attention_versions]
 /// Every selected decode attention version on one layer's cache of the model's shape (ragged
 /// contexts, random Q, K and V), validated against the CPU reference, then timed against the
@@ -163,60 +108,6 @@ std::vector<pd::Row> attention_versions(pd::Bench& bench, const Options& o, cons
     return rows;
 }
 // [ch04_attention_versions]
-
-/// The chapter's options, beside the harness's own (--kernel, --dtype, --seed, ...).
-void add_options(pd::Bench& bench, Options& o) {
-    bench.option("--preset", o.preset,
-                 "Model shape: tiny, stories15M, llama-3-8b, llama-3-70b, llama-2-7b, llama-3.1-8b, llama-2-13b",
-                 CLI::IsMember(pd::model_names()));
-    bench.option("--batch", o.p.batch, "Sequences B generated together", CLI::Range(1, 64));
-    bench.option("--prompt-len", o.p.length, "Prompt tokens P per sequence (random ids)", CLI::Range(1, 1 << 20));
-    bench.option("--gen", o.p.gen, "Tokens G to generate per sequence", CLI::Range(1, 1 << 20));
-    bench.option("--mode", o.mode, "recompute, cache, or both (and check that they agree)",
-                 CLI::IsMember({"recompute", "cache", "both"}));
-    bench.add_dtype_option(true);
-    bench.option("--kv-dtype", o.kv_dtype, "Type of the KV cache (fp8 and int8: codes and a scale per row, chapter 08)",
-                 CLI::IsMember({"fp32", "bf16", "fp8", "int8"}));
-    bench.option("--attention", o.attention, "Decode attention version the model uses",
-                 CLI::IsMember({"v1", "v2", "v3", "v4"}));
-    bench.option("--attn-batch", o.attn.batch, "Sequences of the decode attention benchmark", CLI::Range(1, 65535));
-    bench.option("--attn-context", o.attn.context, "Longest context of the decode attention benchmark",
-                 CLI::Range(1, 1 << 20));
-    bench.app.add_flag("--sweep-context", o.sweep, "Also time one decode step against the context: cache vs recompute");
-    bench.option("--sweep-max", o.sweep_max, "Longest context of the sweep", CLI::Range(2, 1 << 20));
-    bench.app
-        .add_option("--checkpoint", o.checkpoint, "A llama2.c checkpoint (e.g. stories15M.bin) instead of --preset")
-        ->excludes("--preset")
-        ->check(pd::input_file());
-    bench.app.add_option("--tokenizer", o.tokenizer, "Its tokenizer.bin (for --prompt and to print the text)")
-        ->check(pd::input_file());
-    bench.app.add_option("--prompt", o.p.text, "Prompt text (needs --tokenizer)");
-    bench.add_sampling_options(o.sampling.temperature, o.sampling.top_k, o.sampling.top_p);
-}
-
-/// The model's options: the first --dtype's weights, a cache of the prompt and the generation (or
-/// of the sweep's longest context), after the check that the model and every generation fit.
-md::ModelOptions model_options(pd::Bench& bench, const Options& o, const pd::ModelConfig& config, int P) {
-    if (o.sweep && bench.app.count("--sweep-max") && o.sweep_max > config.max_seq)
-        throw std::invalid_argument("--sweep-max " + std::to_string(o.sweep_max) + " is past the model's context (" +
-                                    std::to_string(config.max_seq) + " positions)");
-    const std::vector<DType> dtypes = bench.dtypes();
-    const pd::DeviceInfo& dev = bench.device();
-    md::ModelOptions mo{.weights = dtypes.front(),
-                        .kv = pd::dtype_named(o.kv_dtype),
-                        .batch = o.p.batch,
-                        .max_seq = std::max(P + o.p.gen, o.sweep ? std::min(o.sweep_max, config.max_seq) : 0),
-                        .attention = o.attention,
-                        .sm_count = std::max(dev.sm_count, 1)};
-    mo.quant = bench.weight_quant();  // --dtype int8, int4 or fp8: quantized from bf16 (chapter 08)
-    bench.require(  // on the simulator, every token through the model, 2 FLOPs per parameter, per dtype
-        pd::Needs{"generating with " + config.name,
-                  "choose a smaller --preset, or lower --batch, --prompt-len, --gen or --sweep-max"}
-            .device("the model, its cache and the activations", md::Model::device_bytes(config, mo))
-            .work(double(dtypes.size()) * md::generation_flops(config, o.p, P, o.mode != "recompute", o.mode != "cache",
-                                                               o.sweep ? o.sweep_max : 0)));
-    return mo;
-}
 
 // [ch04_cost]
 /// The run and its cache: a token's K and V in every layer, and the cache of B sequences at the
@@ -251,19 +142,6 @@ void print_steps(pd::Bench& bench, const std::vector<pd::Row>& steps) {
         << (bench.sim() ? " (no copy bandwidth on the simulator)" : "") << ".\n";
 }
 
-/// --sweep-context's table: a decode step at each context C, cached and recomputed.
-void print_sweep(pd::Bench& bench, const std::vector<pd::Row>& sweep) {
-    bench.out()
-        << "\nsweep: one decode step at context C, cached vs recomputed (each point checked: the same logits):\n"
-        << pd::render(sweep,
-                      {pd::Column::point("C", "context"), "kernel", "dtype", "step ms",
-                       pd::Column::point("speedup", "speedup"), pd::Column::point("FLOPs x", "flops_ratio"),
-                       pd::Column::point("bytes x", "bytes_ratio"), "of copy"},
-                      bench.options.check_only)
-        << "'speedup' is recompute's step time over the cached step's; 'FLOPs x' and 'bytes x' are the ratios of "
-           "their counts: recompute grows with C, the cached step only by the KV it reads.\n";
-}
-
 int run(int argc, char** argv) {
     Options o;
     pd::Bench bench{"04_kv_cache", "KV caching",
@@ -274,8 +152,7 @@ int run(int argc, char** argv) {
                     at::decode_versions()};
     add_options(bench, o);
     if (auto code = bench.parse(argc, argv)) return *code;
-    if (!o.p.text.empty() && o.tokenizer.empty()) throw std::invalid_argument("--prompt needs --tokenizer");
-    if (!o.tokenizer.empty() && o.checkpoint.empty()) throw std::invalid_argument("--tokenizer needs --checkpoint");
+    check_problem(o);
 
     // ---- the model and its weights ----
     std::optional<pd::llama2c::Checkpoint> ckpt;
@@ -347,10 +224,10 @@ int run(int argc, char** argv) {
     return bench.finish(report);
 }
 
-}  // namespace
+}  // namespace ch04
 
 int main(int argc, char** argv) {
-    return pd::guarded_main(run, argc, argv,
+    return pd::guarded_main(ch04::run, argc, argv,
                             {{"ModelOptions.batch", "--batch"},
                              {"ModelOptions.attention", "--attention"},
                              {"ModelOptions.kv", "--kv-dtype"},
