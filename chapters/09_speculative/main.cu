@@ -10,48 +10,19 @@
 // the cost model's prediction for a GPU. --sweep-batch shows the gain fall as the batch grows.
 //
 // The steps every chapter shares are in pd/bench.hpp; the model, sampling and the speculative
-// loop in model/ and kernels/layers/; the acceptance rules in pd_serving. This file holds the lesson.
-#include "pd/bench.hpp"
-#include "pd/llama2c.hpp"
-#include "pd/model/executor.hpp"
-#include "pd/model/generate.hpp"
-#include "pd/model/model.hpp"
+// loop in model/ and kernels/layers/; the acceptance rules in pd_serving. This file holds the lesson;
+// the options and the models read or built are in problem.cu, the further studies in studies.cu.
+#include "chapter.hpp"
+
 #include "pd/model/speculative.hpp"
-#include "pd/serving/cost_model.hpp"
-#include "pd/serving/metrics.hpp"
-#include "pd/serving/scheduler.hpp"
 #include "pd/serving/speculative.hpp"
 
 #include <algorithm>
 #include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
-namespace {
-
-namespace md = pd::model;
-namespace sv = pd::serving;
-using pd::DType;
-
-struct Options {
-#if defined(PD_BACKEND_SIM)
-    std::string preset = "tiny";  // seconds on a CPU
-    md::PromptSpec p{.batch = 2, .length = 16, .gen = 16};
-#else
-    std::string preset = "llama-3-8b";  // the GPU benchmark: a verify pass at a 4k context
-    md::PromptSpec p{.batch = 1, .length = 4096, .gen = 64};
-#endif
-    std::vector<int> ks = {1, 2, 4, 8};
-    double accept_rate = 0.8;
-    int draft_layers = 1;
-    std::string gpu = "H200";
-    std::string cost_preset = "llama-3-8b";  // the cost model's model: the lesson is about a real one
-    int cost_context = 1024;
-    bool sweep = false, engine = false;
-    std::string checkpoint, draft_checkpoint, tokenizer;  // llama2.c files instead of --preset
-    pd::kernels::layers::SamplingParams sampling;
-};
+namespace ch09 {
 
 /// The cost model's time of one pass on the GPU preset: B sequences of @p tokens after @p context
 /// cached positions, every token's logits.
@@ -74,32 +45,6 @@ double expected_length(const sv::AcceptanceStats& s, double a) {
 }
 // [ch09_formula]
 
-/// Leviathan's formula alone, at a = --accept-rate and a verify pass that costs a decode step
-/// (c_v = 1): the speed-up at k = 1 ... 12 for a draft step of 5% and of 20% of a target step,
-/// and the best k of each. The runs' `formula` column is the same formula for the drafts they
-/// made (shorter near the end of a run), their `model x` the cost model's c_draft and c_v.
-std::vector<pd::Row> formula_rows(double a) {
-    std::vector<pd::Row> rows;
-    for (double c_draft : {0.05, 0.20}) {
-        pd::Row r;
-        r.result.kernel = "oracle";
-        r.result.passed = true;
-        int best = 1;
-        std::vector<std::string> speedup;  // at k = 1 ... 12
-        for (int k = 1; k <= 12; ++k) {
-            const double x = sv::predicted_speedup(a, k, c_draft, 1.0);
-            speedup.push_back(pd::fmt("%.2f", x));
-            if (x > sv::predicted_speedup(a, best, c_draft, 1.0)) best = k;
-        }
-        r.point = {{"c_draft", pd::fmt("%.2f", c_draft)},
-                   {"speedup", speedup},
-                   {"best_k", best},
-                   {"best_speedup", pd::fmt("%.2f", sv::predicted_speedup(a, best, c_draft, 1.0))}};
-        rows.push_back(r);
-    }
-    return rows;
-}
-
 // [ch09_cv]
 /// c_v = T(k + 1 tokens) / T(1 token): one verify pass of B sequences at context P against one
 /// decode step, both timed on the model (null when not timing).
@@ -115,213 +60,6 @@ std::optional<double> measured_cv(pd::Bench& bench, md::Model& m, int B, int P, 
     return ms[1] / ms[0];
 }
 // [ch09_cv]
-
-/// --sweep-batch on the cost model: the oracle's speed-up at a and k = 1, 2, 4, 8 as the batch
-/// grows, from c_v(B) = T(B (k + 1) tokens) / T(B tokens) on the GPU preset (an oracle costs nothing).
-std::vector<pd::Row> sweep_batch(pd::Bench& bench, const sv::CostModel& cm, const Options& o,
-                                 const pd::ModelConfig& config, DType weights, int P) {
-    const int C = o.cost_context, k_meas = 4;
-    // the measurement: verify passes of k + 1 = 5 tokens against decode steps on a model of 64 slots
-    std::optional<md::Model> m;
-    if (bench.timing()) {
-        const md::ModelOptions mo{.weights = weights,
-                                  .batch = 64,
-                                  .max_seq = P + k_meas + 1,
-                                  .max_step_tokens = 64 * (k_meas + 1),
-                                  .max_logit_rows = 64 * (k_meas + 1)};
-        bench.require_fits(md::Model::device_bytes(config, mo), "the sweep's model of 64 slots",
-                           "lower --prompt-len or choose a smaller --preset");
-        m.emplace(config, mo);
-        m->init_synthetic(bench.options.seed);
-    }
-    std::vector<pd::Row> rows;
-    for (int B = 1; B <= 64; B *= 2) {
-        pd::Row r;
-        r.result.kernel = "oracle";
-        r.result.passed = true;
-        std::vector<double> c_v, speedup;  // at k = 1, 2, 4, 8
-        for (int k : {1, 2, 4, 8}) {
-            c_v.push_back(modelled_s(cm, B, k + 1, C) / modelled_s(cm, B, 1, C));
-            speedup.push_back(sv::predicted_speedup(o.accept_rate, k, 0.0, c_v.back()));
-        }
-        nlohmann::json measured = nullptr, measured_speedup = nullptr;  // k = 4 on the model
-        if (const std::optional<double> cv = m ? measured_cv(bench, *m, B, P, k_meas) : std::nullopt; cv)
-            measured = *cv, measured_speedup = sv::predicted_speedup(o.accept_rate, k_meas, 0.0, *cv);
-        r.point = {{"B", B},
-                   {"k", {1, 2, 4, 8}},
-                   {"c_v", c_v},
-                   {"speedup", speedup},
-                   {"c_v_measured_k4", measured},
-                   {"speedup_measured_k4", measured_speedup}};
-        rows.push_back(r);
-    }
-    return rows;
-}
-
-// [ch09_engine]
-/// --engine: chapter 05's engine (chunked, B slots, 2B requests at once, each asking k = 4 draft
-/// tokens) replayed three ways: plain decoding, every request drafting, and under the rule, which
-/// drafts only as much as the cost model predicts gains at each step's batch (speculation_limits()
-/// with acceptance a). On the cost model the drafts are the oracle's (a = --accept-rate); on the
-/// model, prompt lookup's, and the rule takes the acceptance the drafting run measured.
-pd::Row engine_row(pd::Bench& bench, const Options& o, const pd::ModelConfig& config, DType weights, bool on_model,
-                   int B) {
-    const int k = 4, prompt = on_model ? o.p.length : o.cost_context, output = on_model ? o.p.gen : 256;
-    const pd::ModelConfig& shape = on_model ? config : *pd::find_model(o.cost_preset);
-    sv::CostModelConfig cc = sv::cost_model_config(shape, *pd::roofline::find_gpu(o.gpu), 1);
-    cc.accept_rate = o.accept_rate;
-    std::vector<sv::Request> requests;
-    for (int i = 0; i < 2 * B; ++i) requests.push_back({.id = i, .prompt_tokens = prompt, .output_tokens = output});
-    sv::SchedulerConfig sc{.token_budget = std::max(512, B * (k + 1)),
-                           .max_seqs = B,
-                           .kv_capacity = on_model ? (long long)B * (prompt + output) : 1LL << 40};
-    const auto replay = [&](int speculate, std::vector<int> rule, double& accepted) {
-        for (sv::Request& r : requests) r.speculate = speculate;
-        sc.draft_limit = std::move(rule);
-        sv::Timeline t;
-        if (on_model) {
-            t = md::serve_on_model(config, sc, requests, weights, DType::fp32, 1, "none", bench.options.seed);
-        } else {
-            sv::Scheduler scheduler(sc);
-            sv::CostModel cm(cc);
-            t = sv::run_engine(requests, scheduler, cm, true);
-        }
-        long long drafted = 0, decodes = 0;  // kept drafts: the tokens beyond one per decode and prefill
-        for (const auto& st : t.steps)
-            for (const sv::BatchItem& i : st.step.items) drafted += i.draft, decodes += !i.prefill;
-        accepted = drafted > 0 ? double(2LL * B * (output - 1) - decodes) / double(drafted) : 0.0;
-        return sv::compute_metrics(t).output_tokens_per_s;
-    };
-    double a_plain = 0, a_always = 0, a_rule = 0;
-    const double plain = replay(0, {}, a_plain), always = replay(k, {}, a_always);
-    if (on_model) cc.accept_rate = std::clamp(a_always, 0.0, 1.0);  // the rule learns the proposer's acceptance
-    const std::vector<int> rule = sv::speculation_limits(sv::CostModel(cc), k, prompt, B);
-    const double ruled = replay(k, rule, a_rule);
-    pd::Row r;
-    r.result.kernel = on_model ? "ngram" : "oracle";
-    r.result.passed = true;
-    r.point = {{"B", B},
-               {"executor", on_model ? "model" : "cost"},
-               {"acceptance", on_model ? a_always : o.accept_rate},
-               {"rule_k", rule[std::size_t(B)]},
-               {"plain_tps", plain},
-               {"always_x", always / plain},
-               {"rule_x", ruled / plain}};
-    return r;
-}
-// [ch09_engine]
-
-void add_options(pd::Bench& bench, Options& o) {
-    bench.option("--preset", o.preset, "Target model shape", CLI::IsMember(pd::model_names()));
-    bench.option("--batch", o.p.batch, "Sequences B generated together", CLI::Range(1, 64));
-    bench.option("--prompt-len", o.p.length, "Prompt tokens P per sequence (random ids)", CLI::Range(1, 1 << 20));
-    bench.option("--gen", o.p.gen, "Tokens G to generate per sequence", CLI::Range(2, 1 << 20));
-    bench.add_dtype_option();
-    bench.app.add_option("--k", o.ks, "Draft tokens per step, one run each (1 ... 16)")
-        ->delimiter(',')
-        ->check(CLI::Range(1, md::kMaxDraft))
-        ->capture_default_str();
-    bench.option("--accept-rate", o.accept_rate, "The oracle's probability a of proposing the target's choice",
-                 CLI::Range(0.0, 1.0));
-    bench.option("--draft-layers", o.draft_layers, "The draft model: the target's first layers", CLI::Range(1, 200));
-    bench.add_sampling_options(o.sampling.temperature, o.sampling.top_k, o.sampling.top_p);
-    bench.option("--gpu", o.gpu, "GPU preset of the cost model's prediction", CLI::IsMember(pd::roofline::gpu_names()));
-    bench.option("--cost-preset", o.cost_preset, "Model shape of the cost model's prediction",
-                 CLI::IsMember(pd::model_names()));
-    bench.option("--cost-context", o.cost_context, "Context of the cost model's prediction", CLI::Range(1, 1 << 20));
-    bench.app.add_flag("--sweep-batch", o.sweep,
-                       "Also the speed-up against the batch, B = 1 ... 64, on the cost model");
-    bench.app.add_option("--checkpoint", o.checkpoint, "A llama2.c checkpoint as the target (e.g. stories110M.bin)")
-        ->excludes("--preset")
-        ->check(pd::input_file());
-    bench.app
-        .add_option("--draft-checkpoint", o.draft_checkpoint,
-                    "A smaller llama2.c checkpoint with the same tokenizer as the draft model (e.g. stories15M.bin)")
-        ->check(pd::input_file());
-    bench.app.add_option("--tokenizer", o.tokenizer, "The checkpoints' tokenizer.bin (for --prompt)")
-        ->check(pd::input_file());
-    bench.app.add_option("--prompt", o.p.text, "Prompt text (needs --tokenizer)");
-    bench.app.add_flag("--engine", o.engine,
-                       "Also chapter 05's engine with speculative decoding: plain, always and under the rule, against "
-                       "the batch, on the cost model and the model");
-}
-
-/// The target's shape and files: a preset with synthetic weights, or a llama2.c checkpoint (and
-/// its draft: the target's first layers, or a smaller checkpoint of the same vocabulary).
-struct Target {
-    pd::ModelConfig config;
-    std::optional<pd::llama2c::Checkpoint> ckpt, draft_ckpt;
-    std::optional<pd::llama2c::Tokenizer> tok;
-};
-
-/// Reads the files the options name, after the rules between those options (exit code 2).
-Target read_target(const Options& o) {
-    if (!o.draft_checkpoint.empty() && o.checkpoint.empty())
-        throw std::invalid_argument("--draft-checkpoint needs --checkpoint");
-    if (!o.tokenizer.empty() && o.checkpoint.empty()) throw std::invalid_argument("--tokenizer needs --checkpoint");
-    if (!o.p.text.empty() && o.tokenizer.empty()) throw std::invalid_argument("--prompt needs --tokenizer");
-    Target t;
-    if (!o.checkpoint.empty()) t.ckpt = pd::llama2c::read_checkpoint(o.checkpoint);
-    if (!o.draft_checkpoint.empty()) t.draft_ckpt = pd::llama2c::read_checkpoint(o.draft_checkpoint);
-    t.config = t.ckpt ? t.ckpt->config : *pd::find_model(o.preset);
-    if (t.draft_ckpt && t.draft_ckpt->config.vocab != t.config.vocab)
-        throw std::invalid_argument("--draft-checkpoint has a vocabulary of " +
-                                    std::to_string(t.draft_ckpt->config.vocab) + " tokens, the target " +
-                                    std::to_string(t.config.vocab) + ": a draft needs the target's tokenizer");
-    if (!o.tokenizer.empty()) t.tok = pd::llama2c::Tokenizer::read(o.tokenizer, t.config.vocab);
-    return t;
-}
-
-/// The rules between the proposers and the problem (exit code 2). @return whether the draft
-/// model runs: selected, and either a checkpoint or a target small enough to copy (2e9 parameters)
-bool check_problem(const pd::Bench& bench, const Options& o, const Target& t, int P, int G, int k_max) {
-    const pd::ModelConfig& config = t.config;
-    if (!o.sampling.greedy() && bench.options.kernel == "oracle")
-        throw std::invalid_argument("--kernel oracle proposes the target's greedy choice: it needs --temperature 0");
-    pd::kernels::layers::check_sampling(o.sampling, config.vocab);
-    const bool draft_fits = t.draft_ckpt || config.parameter_count() <= 2e9;
-    if (bench.options.kernel == "draft" && !draft_fits)
-        throw std::invalid_argument("--kernel draft copies the target's weights through the host: " + config.name +
-                                    " is too large; choose ngram or oracle, or a smaller --preset");
-    const bool use_draft = bench.selects(sv::proposer_versions()[1]) && draft_fits;
-    if (use_draft && !t.draft_ckpt) md::draft_config(config, o.draft_layers);  // names --draft-layers when out of range
-    // each sequence holds its prompt, its tokens and a verify pass's k drafts past them
-    if (P + G + k_max > config.max_seq)
-        throw std::invalid_argument("--prompt-len + --gen + the largest --k = " + std::to_string(P + G + k_max) +
-                                    " pass the " + std::to_string(config.max_seq) + " positions of " + config.name);
-    // the oracle proposes another token than the target's with probability 1 - a: it needs two
-    if (config.vocab < 2 && bench.selects("oracle") && o.sampling.greedy())
-        throw std::invalid_argument("--checkpoint " + config.name +
-                                    " has a vocabulary of 1 token: the oracle (--kernel "
-                                    "all or oracle) proposes other tokens than the target's; choose --kernel ngram "
-                                    "or draft");
-    return use_draft;
-}
-
-/// The draft model of the target @p target (built with @p mo): the draft checkpoint, or the
-/// target's first --draft-layers layers.
-md::Model make_draft(const Options& o, const Target& t, md::Model& target, const md::ModelOptions& mo) {
-    const md::ModelOptions dmo{
-        .weights = mo.weights, .batch = mo.batch, .max_seq = mo.max_seq, .max_step_tokens = mo.max_step_tokens};
-    if (t.draft_ckpt) {
-        md::Model draft(t.draft_ckpt->config, dmo);
-        draft.load(t.draft_ckpt->weights);
-        return draft;
-    }
-    md::Model draft(md::draft_config(t.config, o.draft_layers), dmo);
-    draft.load(md::draft_weights(target.download_weights(), t.config, o.draft_layers));
-    return draft;
-}
-
-/// What every proposer's row needs: the problem, the baseline's tokens and the cost model.
-struct Problem {
-    const Options& o;
-    const Target& t;
-    std::span<const int> prompt;
-    int P, G;
-    const sv::CostModel& cm;
-    double decode_s;  // the cost model's decode step at --cost-context
-};
 
 // [ch09_versions]
 /// Each selected proposer at each k, after plain decoding (the baseline and, greedy, the
@@ -410,61 +148,6 @@ void print_proposers(std::ostream& out, const Options& o, const std::vector<pd::
     for (const std::string& n : notes) out << n << "\n";
 }
 
-/// The formula alone (formula_rows()), printed.
-std::vector<pd::Row> formula_section(std::ostream& out, const Options& o) {
-    std::vector<pd::Row> formula = formula_rows(o.accept_rate);
-    std::vector<pd::Column> columns = {pd::Column::point("c_draft", "c_draft")};
-    for (std::size_t k = 1; k <= 12; ++k)
-        columns.push_back(pd::Column::element("k=" + std::to_string(k), "speedup", k - 1));
-    columns.push_back(pd::Column::point("best k", "best_k"));
-    columns.push_back(pd::Column::point("speed-up", "best_speedup"));
-    out << "\nthe formula alone at a = " << o.accept_rate
-        << ", a verify pass as dear as a decode step: speed-up (1 - a^(k+1)) / ((1 - a)(k c_draft + 1))\n"
-        << pd::render(formula, columns);
-    return formula;
-}
-
-/// --sweep-batch (sweep_batch()), printed.
-std::vector<pd::Row> sweep_section(pd::Bench& bench, const Problem& pb, DType weights) {
-    const Options& o = pb.o;
-    std::vector<pd::Row> sweep = sweep_batch(bench, pb.cm, o, pb.t.config, weights, pb.P);
-    std::vector<pd::Column> columns = {pd::Column::point("B", "B")};
-    for (std::size_t i = 0; i < 4; ++i)
-        columns.push_back(pd::Column::element(i ? "k=" + std::to_string(1 << i) : "c_v k=1", "c_v", i));
-    for (std::size_t i = 0; i < 4; ++i)
-        columns.push_back(pd::Column::element(i ? "k=" + std::to_string(1 << i) : "speed-up k=1", "speedup", i));
-    columns.push_back(pd::Column::point("measured c_v k=4", "c_v_measured_k4"));
-    columns.push_back(pd::Column::point("speed-up", "speedup_measured_k4"));
-    bench.out() << "\nsweep: the oracle at a = " << o.accept_rate << " against the batch; modelled for "
-                << o.cost_preset << " on " << o.gpu << " at a " << o.cost_context
-                << "-token context, and k = 4 measured on " << pb.t.config.name << " at its prompt's context"
-                << (bench.sim() ? " (CPU time on the simulator)" : "") << ":\n"
-                << pd::render(sweep, columns)
-                << "a verify pass moves B (k + 1) tokens through weights read once: cheap while B (k + 1) stays under "
-                   "the ridge, then as dear as k + 1 steps.\n";
-    return sweep;
-}
-
-/// --engine (engine_row()) at several batches, on the cost model and on the model, printed.
-std::vector<pd::Row> engine_section(pd::Bench& bench, const Options& o, const pd::ModelConfig& config, DType weights) {
-    std::vector<pd::Row> engine;
-    for (int B : {1, 4, 16, 64}) engine.push_back(engine_row(bench, o, config, weights, false, B));
-    for (int B : bench.sim() ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 4, 16})
-        engine.push_back(engine_row(bench, o, config, weights, true, B));
-    bench.out() << "\nthe engine (chunked, B slots, 2B requests at once asking k = 4): output tokens/s plain, and each "
-                   "way over plain\n"
-                << pd::render(engine,
-                              {pd::Column::point("executor", "executor"), "kernel", pd::Column::point("B", "B"),
-                               pd::Column::point("accept", "acceptance"), pd::Column::point("rule k", "rule_k"),
-                               pd::Column::point("plain tok/s", "plain_tps"), pd::Column::point("always x", "always_x"),
-                               pd::Column::point("rule x", "rule_x")})
-                << "cost: " << o.cost_preset << " on " << o.gpu << ", prompts of " << o.cost_context
-                << " tokens, 256 out, the oracle at --accept-rate; model: " << config.name << ", prompt lookup"
-                << (bench.sim() ? " (CPU time on the simulator)" : "")
-                << ", its acceptance measured by the always run. rule k: the draft tokens the rule allows at B.\n";
-    return engine;
-}
-
 int run(int argc, char** argv) {
     Options o;
     pd::Bench bench{"09_speculative", "sampling and speculative decoding",
@@ -551,10 +234,10 @@ int run(int argc, char** argv) {
     return bench.finish(report);
 }
 
-}  // namespace
+}  // namespace ch09
 
 int main(int argc, char** argv) {
-    return pd::guarded_main(run, argc, argv,
+    return pd::guarded_main(ch09::run, argc, argv,
                             {{"SpecOptions.draft_layers", "--draft-layers"},
                              {"SpecOptions.k", "--k"},
                              {"SamplingParams.temperature", "--temperature"},
