@@ -9,50 +9,24 @@
 // beside chapter 03's batched bf16 GEMV (the same kernel reading bf16) and the copy bandwidth,
 // and with --sweep-batch shows the speed-up shrink as the batch grows toward the ridge.
 //
-// The steps every chapter shares are in pd/bench.hpp; this file holds the lesson.
-#include "pd/bench.hpp"
-#include "pd/cublas.hpp"
-#include "pd/llama2c.hpp"
-#include "pd/model/generate.hpp"
-#include "pd/model/model.hpp"
-#include "pd/model_config.hpp"
-#include "pd/rng.hpp"
+// The steps every chapter shares are in pd/bench.hpp; this file holds the lesson, problem.cu its
+// options, needs and inputs, and studies.cu its further studies.
+#include "chapter.hpp"
 
-#include "gemv/gemv.hpp"
+#include "pd/llama2c.hpp"
+
 #include "linear_reference.hpp"
-#include "quant/quant.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <functional>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
-namespace {
+namespace ch08 {
 
-namespace gv = pd::kernels::gemv;
-namespace md = pd::model;
-namespace qt = pd::kernels::quant;
-using bf16 = __nv_bfloat16;
 using pd::fmt;
-using qt::Format;
-
-struct Options {
-#if defined(PD_BACKEND_SIM)
-    int n = 256, k = 2048, layers = 2;  // seconds on a CPU; K is two of the 1,024-column chunks
-    std::string model = "tiny";
-    int context = 24, gen = 8;
-#else
-    int n = 14336, k = 4096, layers = 8;  // llama-3-8b's up projection; int4: 8 x 29 MB = 4 x an H200's L2
-    std::string model = "llama-3-8b";
-    int context = 4096, gen = 256;
-#endif
-    int batch = 1, group = qt::kDefaultGroup;
-    bool zero_point = false, sweep = false, bytes_only = false;
-    std::string checkpoint, kv_dtype = "bf16";
-};
 
 // [ch08_bytes]
 /// Bytes a decode step of @p c reads from its weights in @p format: every linear layer's
@@ -93,19 +67,6 @@ void print_bytes(std::ostream& out, const pd::ModelConfig& config, int context, 
 }
 // [ch08_cost]
 
-/// One decode step over the stack: W [L, N, K] in each format (the even matrices from one draw,
-/// the odd ones from another: the first and the last differ, so a kernel reading the wrong
-/// matrix fails), X [B, K] bf16, Y [L, B, N], and the references of the first and last matrix.
-struct Problem {
-    gv::Shape s;
-    int layers = 1;
-    std::vector<float> w[2], x;
-    pd::DeviceBuffer<bf16> w16, x16;
-    std::map<Format, std::vector<qt::DeviceQuantizedMatrix>> packed;
-    std::map<Format, std::vector<qt::QuantizedMatrix>> host;  // both draws, for the references
-    pd::DeviceBuffer<float> y;
-};
-
 /// The reference of one weight draw per format: the GEMV of the dequantized weights (double
 /// accumulation, bf16-rounded X), row for row of Y's first and last matrix.
 pd::Expected expected_for(const Problem& p, const std::vector<float> (&w)[2]) {
@@ -122,15 +83,6 @@ pd::Expected expected_for(const Problem& p, const std::vector<float> (&w)[2]) {
     }
     e.sum_length = std::size_t(s.k);
     return e;
-}
-
-/// Draws X for @p batch tokens and uploads it.
-void set_tokens(Problem& p, int batch, std::uint64_t seed) {
-    p.s.batch = batch;
-    p.x.resize(std::size_t(batch) * p.s.k);
-    pd::fill_uniform<float>(p.x, -1.f, 1.f, pd::derive_seed(seed, 10 + std::uint64_t(batch)));
-    p.x16 = pd::DeviceBuffer<bf16>(pd::round_all<bf16>(p.x));
-    p.y = pd::DeviceBuffer<float>(std::size_t(p.layers) * batch * p.s.n);
 }
 
 // [ch08_versions]
@@ -214,188 +166,6 @@ std::vector<pd::Row> run_versions(pd::Bench& bench, Problem& p, const pd::Cublas
 }
 // [ch08_versions]
 
-/// Quantizes the two weight draws into every selected format and uploads the stack.
-void set_weights(pd::Bench& bench, Problem& p, const Options& o) {
-    const gv::Shape& s = p.s;
-    for (int i = 0; i < 2; ++i) {
-        p.w[i].resize(std::size_t(s.n) * s.k);
-        pd::fill_uniform<float>(p.w[i], -1.f, 1.f, pd::derive_seed(bench.options.seed, 1 + std::uint64_t(i)));
-    }
-    std::vector<bf16> both = pd::round_all<bf16>(p.w[0]);
-    const std::vector<bf16> second = pd::round_all<bf16>(p.w[1]);
-    both.insert(both.end(), second.begin(), second.end());
-    p.w16 = pd::DeviceBuffer<bf16>(std::span<const bf16>(both));
-    for (const pd::Version& v : qt::versions()) {
-        if (!bench.selects(v)) continue;
-        const Format f = qt::version_format(v.name);
-        if (p.host.count(f)) continue;  // the format's SIMT and tensor-core versions share the weights
-        const qt::Layout layout{f, s.k, o.group, f == Format::int4 && o.zero_point};
-        p.host[f] = {qt::quantize(p.w[0], s.n, layout), qt::quantize(p.w[1], s.n, layout)};
-        for (int l = 0; l < p.layers; ++l) p.packed[f].emplace_back(p.host[f][l % 2]);
-    }
-}
-
-// [ch08_model]
-/// The whole model, once per format: the accuracy against the bf16 model over a teacher-forced
-/// generation of G tokens after a prompt of C - G random tokens (top-1 agreement and mean KL
-/// divergence of the next-token distributions), then one decode step of B sequences at the
-/// context C that generation reached, timed against the copy-bandwidth floor of its bytes (the
-/// packed weights and the KV it reads). A quantized row fails when its logits are not finite or
-/// its agreement is below one half (a broken format, not a coarse one).
-std::vector<pd::Row> run_model(pd::Bench& bench, const Options& o, const pd::ModelConfig& config,
-                               const pd::ModelWeights* weights, nlohmann::json& accuracy) {
-    const int B = o.batch, C = o.context, P = C - o.gen;
-    pd::Rng rng(pd::derive_seed(bench.options.seed, 20));
-    std::vector<int> prompt(std::size_t(B) * P);
-    for (int& t : prompt) t = rng.integer(0, config.vocab - 1);
-    md::ModelOptions mo{.weights = pd::DType::bf16,
-                        .kv = pd::dtype_named(o.kv_dtype),
-                        .batch = B,
-                        .max_seq = C,
-                        .sm_count = std::max(bench.device().sm_count, 1)};
-    std::vector<pd::Row> rows;
-    std::optional<pd::Row> baseline;
-    std::optional<md::Generation> original;
-    for (Format f : qt::all_formats()) {
-        if (f != Format::bf16 && !bench.selects(qt::to_string(f))) continue;
-        mo.quant = f == Format::bf16 ? "none" : qt::to_string(f);
-        mo.quant_group = o.group;
-        md::Model m(config, mo);
-        weights ? m.load(*weights) : m.init_synthetic(bench.options.seed);
-        md::Agreement a{.tokens = B * o.gen, .top1 = 1.0};  // bf16: the original itself
-        if (original)
-            a = md::teacher_forced_agreement(*original, m, prompt, P);
-        else
-            original = md::generate_cached(m, prompt, P, o.gen);
-        // the decode step at context C: the cache holds C - 1 positions, the step writes and attends to C
-        const std::vector<int> last(original->tokens.end() - B, original->tokens.end());
-        const auto step = [&] {
-            m.rewind(C - 1);
-            m.decode(last);
-        };
-        step();
-        const std::vector<float> logits = m.logits().download();
-        const bool finite = std::all_of(logits.begin(), logits.end(), [](float x) { return std::isfinite(x); });
-        pd::Kernel k{.name = std::string("step_") + qt::to_string(f),
-                     .dtype = pd::DType::bf16,
-                     .cost = m.cost(C - 1, 1),
-                     .tokens = double(B),
-                     .baseline = baseline ? &*baseline : nullptr,
-                     .point = {{"weights", qt::to_string(f)},
-                               {"batch", B},
-                               {"context", C},
-                               {"weight_bytes", m.weight_bytes()},
-                               {"top1", a.top1},
-                               {"mean_kl", a.mean_kl}}};
-        const std::optional<double> ms = bench.timing() ? std::optional<double>(bench.time_ms(step)) : std::nullopt;
-        rows.push_back(bench.timed_row(k, ms, finite && a.top1 >= 0.5));
-        if (!baseline) baseline = rows.back();
-        accuracy.push_back({{"weights", qt::to_string(f)},
-                            {"tokens", a.tokens},
-                            {"top1", a.top1},
-                            {"mean_kl", a.mean_kl},
-                            {"max_kl", a.max_kl}});
-    }
-    return rows;
-}
-// [ch08_model]
-
-/// The chapter's options, beside the harness's own (--kernel, --seed, ...).
-void add_options(pd::Bench& bench, Options& o) {
-    bench.option("--n", o.n, "Rows N of each weight matrix (outputs)", CLI::Range(1, 1 << 20));
-    bench.option("--k", o.k, "Columns K of each weight matrix (inputs)", CLI::Range(1, 1 << 20));
-    bench.option("--batch", o.batch, "Tokens B decoded together", CLI::Range(1, qt::kMaxQuantBatch));
-    bench.option("--layers", o.layers, "Weight matrices in the stack (a decode step reads them all)",
-                 CLI::Range(1, 1024));
-    bench.option("--group", o.group, "int4: values per scale along K", CLI::IsMember({32, 64, 128, 256}));
-    bench.app.add_flag("--zero-point", o.zero_point, "int4: a zero point per group (asymmetric)");
-    bench.app.add_option("--model", o.model, "The model of the bytes table and the decode step")
-        ->check(CLI::IsMember(pd::model_names()))
-        ->capture_default_str();
-    bench.app
-        .add_option("--checkpoint", o.checkpoint, "A llama2.c checkpoint (e.g. stories15M.bin) instead of --model")
-        ->excludes("--model")
-        ->check(pd::input_file());
-    bench.option("--kv-dtype", o.kv_dtype, "The model's KV cache: bf16, or 8 bits with a scale per token and KV head",
-                 CLI::IsMember({"bf16", "fp8", "int8"}));
-    bench.option("--context", o.context, "Context of the decode step (positions attended)", CLI::Range(1, 1 << 20));
-    bench.option(
-        "--gen", o.gen,
-        "Tokens of the teacher-forced generation that measures the accuracy (its prompt: --context minus these)",
-        CLI::Range(1, 4096));
-    bench.app.add_flag("--bytes-only", o.bytes_only,
-                       "Print the bytes table of --model and stop (any model, on any machine: nothing runs)");
-    bench.app.add_flag("--sweep-batch", o.sweep, "Also run B = 1, 2, 4, 8, 16: the speed-up over bf16 against B");
-}
-
-/// The rules between the options and the model @p config (exit code 2).
-void check_problem(const Options& o, const pd::ModelConfig& config) {
-    if (o.context > config.max_seq)
-        throw std::invalid_argument("--context " + std::to_string(o.context) + " is past the model's " +
-                                    std::to_string(config.max_seq) + " positions");
-    if (o.gen >= o.context)
-        throw std::invalid_argument("--gen " + std::to_string(o.gen) + " must be below --context " +
-                                    std::to_string(o.context) +
-                                    " (the generation ends at the context, after a prompt)");
-}
-
-/// What the formats on the stack and the model's decode step ask of the machine, required
-/// before either runs.
-void require_problem(pd::Bench& bench, const Options& o, const pd::ModelConfig& config) {
-    // The host holds per weight the two draws, their bf16 roundings, one format's two dequantized copies
-    // (fp32) and every format's bytes; its work is about 12 passes over them and 8 reference GEMVs.
-    pd::Needs formats{"the formats on " + std::to_string(o.layers) + " matrices of N = " + std::to_string(o.n) +
-                          ", K = " + std::to_string(o.k),
-                      "lower --layers, --n or --k, or choose one --kernel"};
-    const double weights = double(o.n) * o.k;  // each format's stack: at most 1.03 bytes per weight
-    formats.device("the two bf16 draws", 2 * 2.0 * weights)
-        .device("the weight stacks", 3 * 1.03 * o.layers * weights)
-        .device("X", 2.0 * qt::kMaxQuantBatch * o.k)
-        .device("Y", 4.0 * o.layers * qt::kMaxQuantBatch * o.n)
-        .host("the weight draws and their references", (2 * 4 * 4.0 + 2 * 3 * 1.03) * weights)
-        .elements(12.0 * weights);
-    const auto add_work = [&](int B) {
-        const qt::Shape s{B, o.n, o.k};
-        formats.work(o.layers * (bench.versions_work([&](const pd::Version& v, pd::DType) {
-                         return qt::sim_work(s, v.units == pd::Units::tensor_cores);
-                     }) + bench.runs() * gv::sim_work("v5", {B, o.n, o.k})) +
-                     8 * s.flops());
-    };
-    add_work(o.batch);
-    for (int B = 1; o.sweep && B <= qt::kMaxQuantBatch; B *= 2) add_work(B);
-    bench.require(formats);
-    md::ModelOptions biggest{
-        .weights = pd::DType::bf16, .kv = pd::DType::bf16, .batch = o.batch, .max_seq = o.context, .quant = "int8"};
-    bench.require(  // two models through the prompt, the context and the generation, per format
-        pd::Needs{"the decode step and the generation of " + config.name,
-                  "lower --context or --gen, or choose a smaller --model"}
-            .device("the model (bf16, then each quantized copy)", md::Model::device_bytes(config, biggest))
-            .work(8.0 * 4 * config.parameter_count() * o.batch * (o.context + bench.runs())));
-}
-
-// [ch08_sweep]
-/// --sweep-batch: the speed-up against B. The packed bytes stay the same while the work per weight
-/// grows with B, so the speed-up holds while the bytes dominate and falls as the batch nears the ridge.
-std::vector<pd::Row> sweep_section(pd::Bench& bench, Problem& p, const pd::CublasHandle* cublas,
-                                   const pd::Column& vs_bf16) {
-    std::ostream& out = bench.out();
-    std::vector<pd::Row> sweep;
-    out << "\nsweep over B = 1, 2, 4, 8, 16 (each point validated" << (bench.sim() ? "; CPU figures" : "") << "):\n";
-    for (int B = 1; B <= qt::kMaxQuantBatch; B *= 2) {
-        set_tokens(p, B, bench.options.seed);
-        for (pd::Row& r : run_versions(bench, p, cublas)) sweep.push_back(std::move(r));
-    }
-    out << pd::render(
-               sweep,
-               {pd::Column::point("B", "batch"), "kernel", "FLOP/byte", "step ms", "tokens/s", "of copy", vs_bf16},
-               bench.options.check_only)
-        << "'vs bf16' falls as B grows: each weight's bytes are read once, but its decoding and B FMAs run per "
-           "step on the SIMT units, whose share of the time grows with B; the _tc versions move the B products "
-           "to the tensor cores and keep only the decoding per weight\n";
-    return sweep;
-}
-// [ch08_sweep]
-
 int run(int argc, char** argv) {
     Options o;
     pd::Bench bench{"08_quantized_decode", "quantized decode",
@@ -446,19 +216,8 @@ int run(int argc, char** argv) {
         << (bench.sim() ? " (CPU figures on the simulator: the profile's bytes are its lesson, --profile)" : "")
         << ".\n";
 
-    // the whole decode step, and the accuracy of each format against bf16
-    nlohmann::json accuracy = nlohmann::json::array();
-    const std::vector<pd::Row> model_rows = run_model(bench, o, config, ckpt ? &ckpt->weights : nullptr, accuracy);
-    out << "\ndecode step of " << config.name << ", B = " << o.batch << " at a context of " << o.context << " ("
-        << o.kv_dtype << " cache), and accuracy against the bf16 model (its cache " << o.kv_dtype << ") over " << o.gen
-        << " teacher-forced tokens per sequence:\n"
-        << pd::render(model_rows,
-                      {"kernel", pd::Column::point("weights", "weights"), "step ms", "GB/s", "of copy", vs_bf16,
-                       pd::Column::point("top-1", "top1"), pd::Column::point("mean KL", "mean_kl"), "status"})
-        << "'top-1': the share of next-token distributions whose argmax is the bf16 model's; 'mean KL': KL(bf16 || "
-           "quantized) in nats; 'of copy': the step's bytes (weights as packed, the KV it reads) over the copy "
-           "bandwidth"
-        << (bench.sim() ? " (none on the simulator)" : "") << ".\n";
+    // the whole decode step, and the accuracy of each format against bf16 (studies.cu)
+    const nlohmann::json model = model_section(bench, o, config, ckpt ? &ckpt->weights : nullptr, vs_bf16);
     const std::vector<pd::Row> sweep =
         o.sweep ? sweep_section(bench, p, cublas ? &*cublas : nullptr, vs_bf16) : std::vector<pd::Row>{};
     nlohmann::json report = bench.report({{"batch", shape.batch},
@@ -473,12 +232,12 @@ int run(int argc, char** argv) {
                                           {"dtype", "bf16"}},
                                          rows);
     report["sweep"] = bench.json(sweep);
-    report["model"] = {{"name", config.name}, {"steps", bench.json(model_rows)}, {"accuracy", accuracy}};
+    report["model"] = model;
     return bench.finish(report);
 }
 
-}  // namespace
+}  // namespace ch08
 
 int main(int argc, char** argv) {
-    return pd::guarded_main(run, argc, argv);
+    return pd::guarded_main(ch08::run, argc, argv);
 }
