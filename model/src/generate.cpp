@@ -55,8 +55,6 @@ int rank_of(std::span<const float> row, int token) {
 
 }  // namespace
 
-// [generate_cached]
-/// With the cache: prefill the prompt once, then each step feeds the last token only.
 std::vector<int> make_prompts(const PromptSpec& s, const ModelConfig& c, const llama2c::Tokenizer* tok,
                               std::uint64_t seed, int& P) {
     const bool text = tok && !s.text.empty();
@@ -96,6 +94,8 @@ double generation_flops(const ModelConfig& c, const PromptSpec& s, int P, bool c
     return tokens * 2 * c.parameter_count();
 }
 
+// [generate_cached]
+/// With the cache: prefill the prompt once, then each step feeds the last token only.
 Generation generate_cached(Model& m, const std::vector<int>& prompt, int P, int G,
                            const kernels::layers::SamplingParams& sampling) {
     Generation g;
