@@ -181,14 +181,14 @@ int run(int argc, char** argv) {
             model.load(ckpt->weights);
         else
             model.init_synthetic(bench.options.seed);
-        const std::string weights = mo.quant != "none" ? mo.quant : to_string(d);
+        const std::string weights = mo.quant.format != "none" ? mo.quant.format : to_string(d);
         out << "\n" << weights << " weights (" << pd::format_bytes(model.weight_bytes()) << "):\n";
         generations.push_back(generate(bench, o, model, prompt, P, tok ? &*tok : nullptr, steps, all_agree));
         if (o.sweep) sweep_context(bench, o, model, sweep, all_agree);
     }
 
     print_steps(bench, steps);
-    const std::vector<pd::Row> rows = attention_versions(bench, o, config, mo.sm_count);
+    const std::vector<pd::Row> rows = attention_versions(bench, o, config, mo.kernels.sm_count);
     if (o.sweep) print_sweep(bench, sweep);
 
     md::dump_inputs(bench, config, prompt, B, P);
@@ -209,9 +209,9 @@ int run(int argc, char** argv) {
                                           {"top_p", o.sampling.top_p},
                                           {"attn_batch", o.attn.batch},
                                           {"attn_context", o.attn.context},
-                                          {"dtype", mo.quant != "none"   ? mo.quant
-                                                    : dtypes.size() == 2 ? "all"
-                                                                         : to_string(dtypes[0])}},
+                                          {"dtype", mo.quant.format != "none" ? mo.quant.format
+                                                    : dtypes.size() == 2      ? "all"
+                                                                              : to_string(dtypes[0])}},
                                          rows);
     report["kv_cache"] = {{"bytes_per_token", kv_token}, {"bytes_run", kv_token * B * total}};
     report["generation"] = generations;
@@ -229,9 +229,9 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
     return pd::guarded_main(ch04::run, argc, argv,
                             {{"ModelOptions.batch", "--batch"},
-                             {"ModelOptions.attention", "--attention"},
-                             {"ModelOptions.kv", "--kv-dtype"},
-                             {"ModelOptions.quant", "--dtype"},
+                             {"ModelOptions.kernels.attention", "--attention"},
+                             {"ModelOptions.cache.kv", "--kv-dtype"},
+                             {"ModelOptions.quant.format", "--dtype"},
                              {"ModelOptions.max_seq", "--prompt-len + --gen"},
                              {"PromptSpec.length", "--prompt-len"},
                              {"PromptSpec.text", "--prompt"},

@@ -54,12 +54,11 @@ md::ModelOptions model_options(pd::Bench& bench, const Options& o, const pd::Mod
     const std::vector<DType> dtypes = bench.dtypes();
     const pd::DeviceInfo& dev = bench.device();
     md::ModelOptions mo{.weights = dtypes.front(),
-                        .kv = pd::dtype_named(o.kv_dtype),
                         .batch = o.p.batch,
                         .max_seq = std::max(P + o.p.gen, o.sweep ? std::min(o.sweep_max, config.max_seq) : 0),
-                        .attention = o.attention,
-                        .sm_count = std::max(dev.sm_count, 1)};
-    mo.quant = bench.weight_quant();  // --dtype int8, int4 or fp8: quantized from bf16 (chapter 08)
+                        .cache = {.kv = pd::dtype_named(o.kv_dtype)},
+                        .kernels = {.attention = o.attention, .sm_count = std::max(dev.sm_count, 1)}};
+    mo.quant.format = bench.weight_quant();  // --dtype int8, int4 or fp8: quantized from bf16 (chapter 08)
     bench.require(  // on the simulator, every token through the model, 2 FLOPs per parameter, per dtype
         pd::Needs{"generating with " + config.name,
                   "choose a smaller --preset, or lower --batch, --prompt-len, --gen or --sweep-max"}

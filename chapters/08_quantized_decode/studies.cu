@@ -18,8 +18,11 @@ namespace md = pd::model;
 
 /// What the model's decode step and generation ask of the machine, required before they run.
 void require_model(pd::Bench& bench, const Options& o, const pd::ModelConfig& config) {
-    md::ModelOptions biggest{
-        .weights = pd::DType::bf16, .kv = pd::DType::bf16, .batch = o.batch, .max_seq = o.context, .quant = "int8"};
+    md::ModelOptions biggest{.weights = pd::DType::bf16,
+                             .batch = o.batch,
+                             .max_seq = o.context,
+                             .cache = {.kv = pd::DType::bf16},
+                             .quant = {.format = "int8"}};
     bench.require(  // two models through the prompt, the context and the generation, per format
         pd::Needs{"the decode step and the generation of " + config.name,
                   "lower --context or --gen, or choose a smaller --model"}
@@ -41,17 +44,16 @@ std::vector<pd::Row> run_model(pd::Bench& bench, const Options& o, const pd::Mod
     std::vector<int> prompt(std::size_t(B) * P);
     for (int& t : prompt) t = rng.integer(0, config.vocab - 1);
     md::ModelOptions mo{.weights = pd::DType::bf16,
-                        .kv = pd::dtype_named(o.kv_dtype),
                         .batch = B,
                         .max_seq = C,
-                        .sm_count = std::max(bench.device().sm_count, 1)};
+                        .cache = {.kv = pd::dtype_named(o.kv_dtype)},
+                        .kernels = {.sm_count = std::max(bench.device().sm_count, 1)}};
     std::vector<pd::Row> rows;
     std::optional<pd::Row> baseline;
     std::optional<md::Generation> original;
     for (Format f : qt::all_formats()) {
         if (f != Format::bf16 && !bench.selects(qt::to_string(f))) continue;
-        mo.quant = f == Format::bf16 ? "none" : qt::to_string(f);
-        mo.quant_group = o.group;
+        mo.quant = {.format = f == Format::bf16 ? "none" : qt::to_string(f), .group = o.group};
         md::Model m(config, mo);
         weights ? m.load(*weights) : m.init_synthetic(bench.options.seed);
         md::Agreement a{.tokens = B * o.gen, .top1 = 1.0};  // bf16: the original itself

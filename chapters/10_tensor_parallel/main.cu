@@ -44,7 +44,7 @@ pd::Row split_run(pd::Bench& bench, const Options& o, const pd::ModelConfig& con
     std::shared_ptr<md::NcclCollectives> comms;
     const md::AllReduceAlgorithm algorithm =
         o.allreduce == "ring" ? md::AllReduceAlgorithm::ring : md::AllReduceAlgorithm::nccl;
-    if (tp > 1) mo.tensor_parallel = tp, mo.collectives = comms = md::nccl_collectives(tp, bench.timing(), algorithm);
+    if (tp > 1) mo.parallel = {.ranks = tp, .collectives = comms = md::nccl_collectives(tp, bench.timing(), algorithm)};
     md::Model model(config, mo);
     model.init_synthetic(bench.options.seed);
     model.warm_up();
@@ -188,8 +188,10 @@ int run(int argc, char** argv) {
     int P = 0;
     const std::vector<int> prompt = md::make_prompts(o.p, config, nullptr, bench.options.seed, P);
     const int B = o.p.batch, G = o.p.gen;
-    const md::ModelOptions mo{
-        .weights = bench.single_dtype(), .batch = B, .max_seq = P + G, .sm_count = std::max(dev.sm_count, 1)};
+    const md::ModelOptions mo{.weights = bench.single_dtype(),
+                              .batch = B,
+                              .max_seq = P + G,
+                              .kernels = {.sm_count = std::max(dev.sm_count, 1)}};
     bench.require(pd::Needs{"generating with " + config.name,
                             "choose a smaller --preset, or lower --batch, --prompt-len or --gen, or give fewer --tp"}
                       .device("the whole model (TP = 1, the reference), its cache and activations",
@@ -239,7 +241,7 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
     return pd::guarded_main(ch10::run, argc, argv,
                             {{"ModelOptions.batch", "--batch"},
-                             {"ModelOptions.tensor_parallel", "--tp"},
+                             {"ModelOptions.parallel.ranks", "--tp"},
                              {"ModelOptions.max_seq", "--prompt-len + --gen"},
                              {"PromptSpec.length", "--prompt-len"},
                              {"PromptSpec.gen", "--gen"}});

@@ -43,7 +43,7 @@ void check_cost_splits(const Options& o) {
             md::shard_config(*pd::find_model(o.cost_preset), tp);
         } catch (const std::invalid_argument& e) {
             std::string why = e.what();
-            if (const std::size_t at = why.find("ModelOptions.tensor_parallel"); at != std::string::npos)
+            if (const std::size_t at = why.find("ModelOptions.parallel.ranks"); at != std::string::npos)
                 why.replace(at, 28, "a split of " + std::to_string(tp));
             throw std::invalid_argument("--cost-preset " + o.cost_preset + " on --cost-tp " +
                                         std::to_string(o.cost_tp) + ": " + why);
@@ -87,7 +87,7 @@ void model_comm_share(pd::Bench& bench, const Options& o, const pd::ModelConfig&
 nlohmann::json ring_vs_nccl(pd::Bench& bench, const pd::ModelConfig& config, const md::ModelOptions& mo, int tp,
                             const std::vector<int>& prompt, int P, int G, const md::Generation& g) {
     md::ModelOptions on_nccl = mo;
-    on_nccl.collectives = md::nccl_collectives(tp, false, md::AllReduceAlgorithm::nccl);
+    on_nccl.parallel.collectives = md::nccl_collectives(tp, false, md::AllReduceAlgorithm::nccl);
     md::Model twin(config, on_nccl);
     twin.init_synthetic(bench.options.seed);
     const md::Generation n = md::generate_cached(twin, prompt, P, G);

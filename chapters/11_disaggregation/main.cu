@@ -45,12 +45,10 @@ pd::Row real_transfer(pd::Bench& bench, const Options& o, const sv::LinkPreset& 
     const int B = o.transfer_prompts, P = o.transfer_prompt_len, G = o.transfer_gen;
     const int block = 16, per_seq = (P + G + block - 1) / block;
     md::ModelOptions mo{.weights = bench.single_dtype(),
-                        .kv = bench.single_dtype(),
                         .batch = B,
                         .max_seq = P + G,
-                        .sm_count = std::max(bench.device().sm_count, 1),
-                        .block_size = block,
-                        .num_blocks = B * per_seq + 1};
+                        .cache = {.kv = bench.single_dtype(), .block_size = block, .num_blocks = B * per_seq + 1},
+                        .kernels = {.sm_count = std::max(bench.device().sm_count, 1)}};
     // the same model on each device, and two generations: checked before either is built
     const std::string advice =
         "choose a smaller --transfer-preset, or lower --transfer-prompts, "
@@ -70,7 +68,7 @@ pd::Row real_transfer(pd::Bench& bench, const Options& o, const sv::LinkPreset& 
     for (int b = 0; b < B; ++b)
         for (int i = 0; i < per_seq; ++i) {
             src[b].push_back(b * per_seq + i);
-            dst[b].push_back(mo.num_blocks - 1 - (b * per_seq + i));
+            dst[b].push_back(mo.cache.num_blocks - 1 - (b * per_seq + i));
         }
     const auto prefill = [&](md::Model& m, const std::vector<std::vector<int>>& tables) {
         std::vector<md::StepSequence> seqs;
@@ -118,8 +116,8 @@ pd::Row real_transfer(pd::Bench& bench, const Options& o, const sv::LinkPreset& 
     pd::Row row;
     row.result.kernel = "prefill 0 -> decode 1";
     row.result.passed = same;
-    row.dtype = mo.kv;
-    const double per_token = config.kv_bytes_per_token(pd::kv_element_bytes(mo.kv, config.head_dim));
+    row.dtype = mo.cache.kv;
+    const double per_token = config.kv_bytes_per_token(pd::kv_element_bytes(mo.cache.kv, config.head_dim));
     row.point = {{"transfer_bytes", moved.bytes},
                  {"expected_bytes", per_token * B * ((P + block - 1) / block) * block},
                  {"copies", moved.copies},

@@ -49,7 +49,7 @@ std::string to_string(Plan::Attention a) {
 Plan Model::plan(std::span<const StepSequence> sequences) const {
     Plan p;
     p.sequences = int(sequences.size());
-    bool decode = true, fresh = true, in_order = options_.block_size == 0;
+    bool decode = true, fresh = true, in_order = options_.cache.block_size == 0;
     for (std::size_t s = 0; s < sequences.size(); ++s) {
         const StepSequence& q = sequences[s];
         p.tokens += q.tokens;
@@ -65,7 +65,7 @@ Plan Model::plan(std::span<const StepSequence> sequences) const {
     p.projections = decode ? Plan::Projections::gemv : Plan::Projections::gemm;
     if (decode && cache_->serves_decode(view))
         p.attention = Plan::Attention::decode;
-    else if (fresh && !decode && options_.prefill_attention == "naive")
+    else if (fresh && !decode && options_.kernels.prefill_attention == "naive")
         p.attention = Plan::Attention::prefill;
     else
         p.attention = Plan::Attention::varlen;
@@ -95,16 +95,17 @@ void Model::check(std::span<const int> tokens, std::span<const StepSequence> seq
             throw std::invalid_argument(
                 who + "context " + std::to_string(q.context) + " + tokens " + std::to_string(q.tokens) +
                 " must fit in max_seq = " + std::to_string(max_seq_) + " with tokens >= 1 and context >= 0");
-        if (options_.block_size > 0) {  // its block table covers its positions with blocks of the cache
-            const long long need = ceil_div<long long>(q.context + q.tokens, options_.block_size);
+        if (options_.cache.block_size > 0) {  // its block table covers its positions with blocks of the cache
+            const long long need = ceil_div<long long>(q.context + q.tokens, options_.cache.block_size);
             if (static_cast<long long>(q.blocks.size()) < need)
                 throw std::invalid_argument(who + std::to_string(q.blocks.size()) + " blocks for " +
                                             std::to_string(q.context + q.tokens) + " positions of " +
-                                            std::to_string(options_.block_size));
+                                            std::to_string(options_.cache.block_size));
             for (std::size_t i = 0; i < std::size_t(need); ++i)
-                if (q.blocks[i] < 0 || q.blocks[i] >= options_.num_blocks)
+                if (q.blocks[i] < 0 || q.blocks[i] >= options_.cache.num_blocks)
                     throw std::invalid_argument(who + "block " + std::to_string(q.blocks[i]) +
-                                                " is not one of the cache's " + std::to_string(options_.num_blocks));
+                                                " is not one of the cache's " +
+                                                std::to_string(options_.cache.num_blocks));
         }
         if (q.logits < 1 || q.logits > q.tokens)
             throw std::invalid_argument(who + "logits = " + std::to_string(q.logits) +
@@ -133,7 +134,7 @@ void Model::check(std::span<const int> tokens, std::span<const StepSequence> seq
 /// row's position and slot (or table row).
 void Model::upload_batch(std::span<const int> tokens, std::span<const StepSequence> sequences) {
     const int S = int(sequences.size()), B = options_.batch;
-    const bool paged = options_.block_size > 0;
+    const bool paged = options_.cache.block_size > 0;
     batch_ = BatchView{};
     bool in_order = !paged, uniform = true;
     // the rows whose logits the pass produces, listed when a sequence asks for more than its last
@@ -150,7 +151,7 @@ void Model::upload_batch(std::span<const int> tokens, std::span<const StepSequen
         meta_host_[std::size_t(2 * B + s)] = paged ? s : q.slot;  // paged: row s of the pass's tables
         if (paged) {
             std::fill_n(table_host_.begin() + std::ptrdiff_t(s) * max_blocks_, max_blocks_, -1);
-            const std::size_t need = std::size_t(ceil_div(q.context + q.tokens, options_.block_size));
+            const std::size_t need = std::size_t(ceil_div(q.context + q.tokens, options_.cache.block_size));
             std::copy_n(q.blocks.begin(), need, table_host_.begin() + std::ptrdiff_t(s) * max_blocks_);
         }
         batch_.tokens += q.tokens;
@@ -189,7 +190,8 @@ void Model::upload_batch(std::span<const int> tokens, std::span<const StepSequen
 
 void Model::prefill(std::span<const int> tokens, int P) {
     const int B = options_.batch;
-    if (options_.block_size > 0) throw std::invalid_argument("prefill: a paged cache runs forward() with block tables");
+    if (options_.cache.block_size > 0)
+        throw std::invalid_argument("prefill: a paged cache runs forward() with block tables");
     if (P < 1 || P > max_seq_)
         throw std::invalid_argument("prompt length " + std::to_string(P) +
                                     " must be in 1 .. max_seq = " + std::to_string(max_seq_));
@@ -215,7 +217,8 @@ void Model::decode(std::span<const int> tokens) {
 }
 
 void Model::decode(const int* tokens_device) {
-    if (options_.block_size > 0) throw std::invalid_argument("decode: a paged cache runs forward() with block tables");
+    if (options_.cache.block_size > 0)
+        throw std::invalid_argument("decode: a paged cache runs forward() with block tables");
     if (length_ < 1) throw std::invalid_argument("decode before prefill: the cache is empty");
     if (length_ >= max_seq_)
         throw std::invalid_argument("decode at position " + std::to_string(length_) +
@@ -275,9 +278,10 @@ void Model::sample(const ly::SamplingParams& p, std::span<const int> streams, st
 
 // [warm_up]
 void Model::warm_up() {
-    const int B = options_.batch, bs = options_.block_size;
+    const int B = options_.batch, bs = options_.cache.block_size;
     std::vector<int> blocks(std::size_t(B) * std::size_t(std::max(max_blocks_, 1)));
-    for (std::size_t i = 0; i < blocks.size(); ++i) blocks[i] = int(i % std::size_t(std::max(options_.num_blocks, 1)));
+    for (std::size_t i = 0; i < blocks.size(); ++i)
+        blocks[i] = int(i % std::size_t(std::max(options_.cache.num_blocks, 1)));
     const auto table = [&](int s) {
         return bs > 0 ? std::span<const int>(blocks).subspan(std::size_t(s) * max_blocks_, std::size_t(max_blocks_))
                       : std::span<const int>();

@@ -28,8 +28,8 @@ std::vector<int> synthetic_prompt(int n, int vocab, std::uint64_t seed, int id) 
 ModelExecutor::ModelExecutor(Model& model, const std::vector<serving::Request>& requests, std::uint64_t seed,
                              const serving::PagedCache* pages)
     : model_(model), pages_(pages), next_(std::size_t(model.max_logit_rows())) {
-    if ((pages != nullptr) != (model.options().block_size > 0) ||
-        (pages && pages->block_size() != model.options().block_size))
+    if ((pages != nullptr) != (model.options().cache.block_size > 0) ||
+        (pages && pages->block_size() != model.options().cache.block_size))
         throw std::invalid_argument(
             "model executor: the scheduler's cache and the model's must both be slots or both "
             "pages of the same block size");
@@ -56,18 +56,19 @@ namespace {
 /// "8 slots of 512 positions" or "130 blocks of 16 positions": the cache of a model's options.
 std::string describe_cache(const ModelConfig& config, const ModelOptions& o) {
     const int max_seq = o.max_seq > 0 ? o.max_seq : config.max_seq;
-    return o.block_size > 0 ? std::to_string(o.num_blocks) + " blocks of " + std::to_string(o.block_size) + " positions"
-                            : std::to_string(o.batch) + " slots of " + std::to_string(max_seq) + " positions";
+    return o.cache.block_size > 0
+               ? std::to_string(o.cache.num_blocks) + " blocks of " + std::to_string(o.cache.block_size) + " positions"
+               : std::to_string(o.batch) + " slots of " + std::to_string(max_seq) + " positions";
 }
 
 /// "model: tiny, fp32 weights, fp32 cache, <caches>, <device> (wall-clock step times)"; quantized
 /// weights: "int4 g128 weights".
 std::string describe_model(const ModelConfig& config, const ModelOptions& o, const std::string& caches) {
-    const std::string weights = o.quant == "none"   ? to_string(o.weights)
-                                : o.quant == "int4" ? "int4 g" + std::to_string(o.quant_group)
-                                                    : o.quant;
-    return "model: " + config.name + ", " + weights + " weights, " + to_string(o.kv) + " cache, " + caches + ", " +
-           query_device(0).name + " (wall-clock step times)";
+    const std::string weights = o.quant.format == "none"   ? to_string(o.weights)
+                                : o.quant.format == "int4" ? "int4 g" + std::to_string(o.quant.group)
+                                                           : o.quant.format;
+    return "model: " + config.name + ", " + weights + " weights, " + to_string(o.cache.kv) + " cache, " + caches +
+           ", " + query_device(0).name + " (wall-clock step times)";
 }
 
 }  // namespace
@@ -135,10 +136,14 @@ double ModelExecutor::run(const serving::Step& step) {
 ModelOptions engine_model_options(const ModelConfig& config, const serving::SchedulerConfig& scheduler,
                                   const std::vector<serving::Request>& requests, DType weights, DType kv, int sm_count,
                                   const std::string& quant) {
-    ModelOptions o{.weights = weights, .kv = kv, .batch = scheduler.max_seqs, .quant = quant, .sm_count = sm_count};
+    ModelOptions o{.weights = weights,
+                   .batch = scheduler.max_seqs,
+                   .cache = {.kv = kv},
+                   .kernels = {.sm_count = sm_count},
+                   .quant = {.format = quant}};
     if (scheduler.block_size > 0) {
-        o.block_size = scheduler.block_size;
-        o.num_blocks = int(scheduler.kv_capacity / scheduler.block_size);
+        o.cache.block_size = scheduler.block_size;
+        o.cache.num_blocks = int(scheduler.kv_capacity / scheduler.block_size);
     }
     o.max_step_tokens = int(serving::max_step_tokens(scheduler, requests));
     int draft = 0;  // chapter 09: a verify pass asks for the logits of every one of its tokens
@@ -180,10 +185,10 @@ std::string prepare_engine_models(Bench& bench, const ModelConfig& config,
     for (const serving::SchedulerConfig& s : schedulers) {
         const ModelOptions o = engine_model_options(config, s, requests, bench.single_dtype(), kv,
                                                     bench.device().sm_count, bench.weight_quant());
-        bench.require_fits(
-            Model::device_bytes(config, o),
-            std::string("the model, its cache ") + (o.block_size > 0 ? "blocks" : "slots") + " and the activations",
-            advice);
+        bench.require_fits(Model::device_bytes(config, o),
+                           std::string("the model, its cache ") + (o.cache.block_size > 0 ? "blocks" : "slots") +
+                               " and the activations",
+                           advice);
         if (!first) first = o;
         const std::string cache = describe_cache(config, o);
         if (caches.find(cache) == std::string::npos) caches += (caches.empty() ? "" : " / ") + cache;

@@ -97,10 +97,10 @@ void Model::forward_pass(const Plan& plan) {
     else
         h = h_.data(), a = act_.data();
 
-    if (options_.tensor_parallel == 1) {
+    if (options_.parallel.ranks == 1) {
         ly::embedding(tokens_.data(), ptr<W>(embed_), x_.data(), T, D, c.vocab);
     } else {  // chapter 10: this rank's rows of the vocabulary, zeros for the others', summed over the ranks
-        ly::embedding_shard(tokens_.data(), ptr<W>(embed_), x_.data(), T, D, options_.tp_rank * c.vocab, c.vocab);
+        ly::embedding_shard(tokens_.data(), ptr<W>(embed_), x_.data(), T, D, options_.parallel.rank * c.vocab, c.vocab);
         all_reduce(x_.data(), std::size_t(T) * D);
     }
     for (int l = 0; l < c.layers; ++l) {
@@ -174,7 +174,7 @@ void Model::final_logits(const float* x_last, int rows) {
     const int D = c.d_model, V = c.vocab;
     const DeviceMatrix& head = c.tied_embeddings ? embed_ : lm_head_;
     // split across ranks (chapter 10): this rank's rows of the vocabulary, then every rank's
-    const int tp = options_.tensor_parallel;
+    const int tp = options_.parallel.ranks;
     float* logits = tp > 1 ? local_logits_.data() : logits_.data();
     if (options_.weights == DType::fp32)
         ly::rmsnorm(x_last, final_norm_.data(), h_.data(), rows, D, float(c.norm_eps));
@@ -194,8 +194,8 @@ void Model::final_logits(const float* x_last, int rows) {
                                 kernels::gemv::Shape{n, V, D});
     }
     if (tp > 1) {
-        options_.collectives->all_gather(options_.tp_rank, local_logits_.data(), gathered_.data(),
-                                         std::size_t(rows) * V);
+        options_.parallel.collectives->all_gather(options_.parallel.rank, local_logits_.data(), gathered_.data(),
+                                                  std::size_t(rows) * V);
         ++communication_.calls;
         communication_.bytes += double(rows) * V * sizeof(float);
         ly::interleave_shards(gathered_.data(), logits_.data(), tp, rows, V);

@@ -276,7 +276,8 @@ nlohmann::json check_generations(const Model& m, const std::vector<int>& prompt,
         passed = passed && ok;
     }
     if (cached && c.parameter_count() <= 1e8) {  // the reference model in double, on the CPU
-        const CompareResult r = check_reference(c, m.download_weights(), prompt, *cached, B, P, rule, m.options().kv);
+        const CompareResult r =
+            check_reference(c, m.download_weights(), prompt, *cached, B, P, rule, m.options().cache.kv);
         out << "  vs the CPU reference model (double): max abs err " << fmt("%.3g", r.max_abs_err) << " over "
             << cached->ms.size() << " steps: " << (r.passed ? "ok" : "FAILED") << "\n";
         j["reference_max_abs_err"] = r.max_abs_err;

@@ -44,20 +44,22 @@ void check_models(const Model& from, const Model& to) {
     const ModelOptions &p = from.options(), &q = to.options();
     for (const ModelOptions* o : {&p, &q}) {
         const char* side = o == &p ? "sender" : "receiver";
-        if (o->block_size == 0)
-            reject(std::string("ModelOptions.block_size = 0 on the ") + side + ": the cache is not paged");
-        if (o->tensor_parallel != 1)
-            reject("ModelOptions.tensor_parallel = " + std::to_string(o->tensor_parallel) + " on the " + side +
+        if (o->cache.block_size == 0)
+            reject(std::string("ModelOptions.cache.block_size = 0 on the ") + side + ": the cache is not paged");
+        if (o->parallel.ranks != 1)
+            reject("ModelOptions.parallel.ranks = " + std::to_string(o->parallel.ranks) + " on the " + side +
                    ": a split model's cache is not one device's");
     }
-    if (p.kv != q.kv) reject(differs("ModelOptions.kv", to_string(p.kv), to_string(q.kv)));
-    if (p.block_size != q.block_size)
-        reject(differs("ModelOptions.block_size", std::to_string(p.block_size), std::to_string(q.block_size)));
+    if (p.cache.kv != q.cache.kv)
+        reject(differs("ModelOptions.cache.kv", to_string(p.cache.kv), to_string(q.cache.kv)));
+    if (p.cache.block_size != q.cache.block_size)
+        reject(differs("ModelOptions.cache.block_size", std::to_string(p.cache.block_size),
+                       std::to_string(q.cache.block_size)));
 }
 
 /// Refuses a block id outside @p m's cache, and (@p distinct) one named twice.
 void check_ids(std::span<const int> ids, const Model& m, const char* list, bool distinct) {
-    const int n = m.options().num_blocks;
+    const int n = m.options().cache.num_blocks;
     std::vector<int> seen(std::size_t(n), -1);
     for (std::size_t i = 0; i < ids.size(); ++i) {
         const int b = ids[i];

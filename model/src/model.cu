@@ -173,19 +173,19 @@ double max_rel_diff(std::span<const float> a, std::span<const float> b) {
 }
 
 ModelConfig shard_config(const ModelConfig& c, int tp) {
-    if (tp < 1) reject("tensor_parallel", std::to_string(tp), "must be >= 1");
+    if (tp < 1) reject("parallel.ranks", std::to_string(tp), "must be >= 1");
     const auto divides = [&](int n, const char* what) {
         if (n % tp != 0)
-            reject("tensor_parallel", std::to_string(tp),
+            reject("parallel.ranks", std::to_string(tp),
                    std::string("must divide the model's ") + what + " = " + std::to_string(n) + " (" + c.name + ")");
     };
     divides(c.heads, "query heads");
     divides(c.ffn_dim, "ffn_dim");
     divides(c.vocab, "vocab");
     if (c.kv_heads % tp != 0 && tp % c.kv_heads != 0)
-        reject("tensor_parallel", std::to_string(tp),
+        reject("parallel.ranks", std::to_string(tp),
                "must divide the model's kv_heads = " + std::to_string(c.kv_heads) +
-                   " or be a multiple of them (each KV head then replicated on tensor_parallel / kv_heads ranks)");
+                   " or be a multiple of them (each KV head then replicated on parallel.ranks / kv_heads ranks)");
     ModelConfig p = c;
     p.heads = c.heads / tp;
     p.kv_heads = std::max(1, c.kv_heads / tp);
@@ -234,54 +234,59 @@ void Model::check_options(const ModelConfig& config, const ModelOptions& o) {
     if (config.head_dim > at::kMaxHeadDim)
         throw std::invalid_argument("head_dim = " + std::to_string(config.head_dim) + " exceeds the decode kernels' " +
                                     std::to_string(at::kMaxHeadDim));
-    if (o.block_size < 0) reject("block_size", std::to_string(o.block_size), "must be >= 0");
-    if (o.num_blocks < 0) reject("num_blocks", std::to_string(o.num_blocks), "must be >= 0");
+    if (o.cache.block_size < 0) reject("cache.block_size", std::to_string(o.cache.block_size), "must be >= 0");
+    if (o.cache.num_blocks < 0) reject("cache.num_blocks", std::to_string(o.cache.num_blocks), "must be >= 0");
     if (o.max_step_tokens < 0) reject("max_step_tokens", std::to_string(o.max_step_tokens), "must be >= 0");
     if (o.max_logit_rows < 0) reject("max_logit_rows", std::to_string(o.max_logit_rows), "must be >= 0");
     if (o.weights != DType::fp32 && o.weights != DType::bf16)
-        reject("weights", to_string(o.weights), "must be fp32 or bf16 (8-bit weights: ModelOptions.quant)");
-    if ((o.kv == DType::fp8 || o.kv == DType::int8) && o.prefill_attention == "naive")
-        reject("prefill_attention", o.prefill_attention,
-               "reads the fresh K and V, not an 8-bit cache (ModelOptions.kv = " + std::string(to_string(o.kv)) +
-                   "): flash");
+        reject("weights", to_string(o.weights), "must be fp32 or bf16 (8-bit weights: ModelOptions.quant.format)");
+    if ((o.cache.kv == DType::fp8 || o.cache.kv == DType::int8) && o.kernels.prefill_attention == "naive")
+        reject("kernels.prefill_attention", o.kernels.prefill_attention,
+               "reads the fresh K and V, not an 8-bit cache (ModelOptions.cache.kv = " +
+                   std::string(to_string(o.cache.kv)) + "): flash");
     // the decode kernels that read an 8-bit cache: v3 and v4 on slots, v2 on pages
-    if ((o.kv == DType::fp8 || o.kv == DType::int8) && o.block_size == 0 && o.attention != "v3" && o.attention != "v4")
-        reject("attention", o.attention,
-               "does not read an 8-bit cache (ModelOptions.kv = " + std::string(to_string(o.kv)) + "): v3 or v4");
-    if ((o.kv == DType::fp8 || o.kv == DType::int8) && o.block_size > 0 && o.paged_attention != "v2")
-        reject("paged_attention", o.paged_attention,
-               "does not read an 8-bit cache (ModelOptions.kv = " + std::string(to_string(o.kv)) + "): v2");
-    if (o.quant != "none" && o.quant != "int8" && o.quant != "int4" && o.quant != "fp8")
-        reject("quant", o.quant, "must be none, int8, int4 or fp8");
-    if (o.quant != "none" && o.weights != DType::bf16)
-        reject("quant", o.quant, "needs ModelOptions.weights = bf16 (the matrices are quantized from bf16)");
-    if (o.quant == "int4") kernels::quant::check_layout({kernels::quant::Format::int4, config.d_model, o.quant_group});
-    if (o.prefill_attention != "flash" && o.prefill_attention != "naive")
-        reject("prefill_attention", o.prefill_attention, "must be flash or naive");
+    if ((o.cache.kv == DType::fp8 || o.cache.kv == DType::int8) && o.cache.block_size == 0 &&
+        o.kernels.attention != "v3" && o.kernels.attention != "v4")
+        reject("kernels.attention", o.kernels.attention,
+               "does not read an 8-bit cache (ModelOptions.cache.kv = " + std::string(to_string(o.cache.kv)) +
+                   "): v3 or v4");
+    if ((o.cache.kv == DType::fp8 || o.cache.kv == DType::int8) && o.cache.block_size > 0 &&
+        o.kernels.paged_attention != "v2")
+        reject("kernels.paged_attention", o.kernels.paged_attention,
+               "does not read an 8-bit cache (ModelOptions.cache.kv = " + std::string(to_string(o.cache.kv)) + "): v2");
+    if (o.quant.format != "none" && o.quant.format != "int8" && o.quant.format != "int4" && o.quant.format != "fp8")
+        reject("quant.format", o.quant.format, "must be none, int8, int4 or fp8");
+    if (o.quant.format != "none" && o.weights != DType::bf16)
+        reject("quant.format", o.quant.format,
+               "needs ModelOptions.weights = bf16 (the matrices are quantized from bf16)");
+    if (o.quant.format == "int4")
+        kernels::quant::check_layout({kernels::quant::Format::int4, config.d_model, o.quant.group});
+    if (o.kernels.prefill_attention != "flash" && o.kernels.prefill_attention != "naive")
+        reject("kernels.prefill_attention", o.kernels.prefill_attention, "must be flash or naive");
     // chapter 10: the split, and the devices and collectives it needs
-    shard_config(config, o.tensor_parallel);
-    if (o.tensor_parallel > 1) {
-        if (o.quant != "none")
-            reject("quant", o.quant,
-                   "is not split across ranks (ModelOptions.tensor_parallel = " + std::to_string(o.tensor_parallel) +
+    shard_config(config, o.parallel.ranks);
+    if (o.parallel.ranks > 1) {
+        if (o.quant.format != "none")
+            reject("quant.format", o.quant.format,
+                   "is not split across ranks (ModelOptions.parallel.ranks = " + std::to_string(o.parallel.ranks) +
                        "): none");
-        if (!o.collectives) reject("collectives", "null", "is required when tensor_parallel > 1");
-        if (o.collectives->size() != o.tensor_parallel)
-            reject("collectives", std::to_string(o.collectives->size()) + " ranks",
-                   "must join tensor_parallel = " + std::to_string(o.tensor_parallel) + " ranks");
+        if (!o.parallel.collectives) reject("parallel.collectives", "null", "is required when parallel.ranks > 1");
+        if (o.parallel.collectives->size() != o.parallel.ranks)
+            reject("parallel.collectives", std::to_string(o.parallel.collectives->size()) + " ranks",
+                   "must join parallel.ranks = " + std::to_string(o.parallel.ranks) + " ranks");
         int devices = 0;
         if (cudaGetDeviceCount(&devices) != cudaSuccess) devices = 0;
-        if (o.tensor_parallel > devices)
-            reject("tensor_parallel", std::to_string(o.tensor_parallel),
+        if (o.parallel.ranks > devices)
+            reject("parallel.ranks", std::to_string(o.parallel.ranks),
                    "exceeds the " + std::to_string(devices) +
                        " devices present (one rank per device; the simulator has PD_SIM_DEVICES of them)");
     }
-    if (o.tp_rank < 0 || o.tp_rank >= o.tensor_parallel)
-        reject("tp_rank", std::to_string(o.tp_rank), "must be in 0 .. tensor_parallel - 1");
+    if (o.parallel.rank < 0 || o.parallel.rank >= o.parallel.ranks)
+        reject("parallel.rank", std::to_string(o.parallel.rank), "must be in 0 .. parallel.ranks - 1");
 }
 
 Model::Model(const ModelConfig& config, const ModelOptions& options)
-    : full_(config), config_(shard_config(config, options.tensor_parallel)), options_(options) {
+    : full_(config), config_(shard_config(config, options.parallel.ranks)), options_(options) {
     check_options(full_, options_);
     PD_CHECK_CUDA(cudaGetDevice(&device_));
     bf16_tensor_cores_ = has_bf16_tensor_cores();  // below sm_80 (a T4) the bf16 GEMMs stay on the SIMT units
@@ -293,7 +298,7 @@ Model::Model(const ModelConfig& config, const ModelOptions& options)
     allocate_weights();
     allocate_cache();
     allocate_activations();
-    if (o.tensor_parallel > 1 && o.tp_rank == 0) build_ranks();
+    if (o.parallel.ranks > 1 && o.parallel.rank == 0) build_ranks();
 }
 
 void Model::allocate_weights() {
@@ -318,9 +323,9 @@ void Model::allocate_weights() {
 
 void Model::allocate_cache() {  // slots of max_seq positions, or pages read through the passes' block tables
     const ModelOptions& o = options_;
-    if (o.block_size > 0) {
-        max_blocks_ = ceil_div(max_seq_, o.block_size);
-        if (options_.num_blocks <= 0) options_.num_blocks = o.batch * max_blocks_;
+    if (o.cache.block_size > 0) {
+        max_blocks_ = ceil_div(max_seq_, o.cache.block_size);
+        if (options_.cache.num_blocks <= 0) options_.cache.num_blocks = o.batch * max_blocks_;
     }
     try {
         cache_ = make_kv_cache({.layers = config_.layers,
@@ -329,16 +334,18 @@ void Model::allocate_cache() {  // slots of max_seq positions, or pages read thr
                                 .head_dim = config_.head_dim,
                                 .slots = o.batch,
                                 .max_seq = max_seq_,
-                                .block_size = o.block_size,
-                                .num_blocks = options_.num_blocks,
-                                .attention = o.attention,
-                                .paged_attention = o.paged_attention,
-                                .sm_count = std::max(o.sm_count, 1)},
-                               o.kv);
+                                .block_size = o.cache.block_size,
+                                .num_blocks = options_.cache.num_blocks,
+                                .attention = o.kernels.attention,
+                                .paged_attention = o.kernels.paged_attention,
+                                .sm_count = std::max(o.kernels.sm_count, 1)},
+                               o.cache.kv);
     } catch (const std::invalid_argument& e) {  // the cache's fields are the model's options
         std::string m = e.what();
-        for (const char* field : {"attention", "paged_attention", "block_size", "num_blocks"}) {
-            const std::string from = std::string("KvCacheShape.") + field, to = std::string("ModelOptions.") + field;
+        for (const char* field :
+             {"kernels.attention", "kernels.paged_attention", "cache.block_size", "cache.num_blocks"}) {
+            const std::string to = std::string("ModelOptions.") + field,
+                              from = "KvCacheShape." + to.substr(to.find('.', sizeof("ModelOptions")) + 1);
             for (std::size_t at = m.find(from); at != std::string::npos; at = m.find(from, at))
                 m.replace(at, from.size(), to);
         }
@@ -361,7 +368,7 @@ void Model::allocate_activations() {
     tokens_ = DeviceBuffer<int>(T);
     positions_ = DeviceBuffer<int>(T);
     row_seq_ = DeviceBuffer<int>(T);
-    if (o.block_size > 0) {
+    if (o.cache.block_size > 0) {
         table_host_.assign(B * S(max_blocks_), -1);
         block_table_ = DeviceBuffer<int>(B * S(max_blocks_));
     }
@@ -373,13 +380,13 @@ void Model::allocate_activations() {
     for (DeviceBuffer<float>* b : {&x_, &h_, &y_}) *b = DeviceBuffer<float>(T * D);
     for (DeviceBuffer<float>* b : {&q_, &o_}) *b = DeviceBuffer<float>(T * q);
     for (DeviceBuffer<float>* b : {&k_, &v_}) *b = DeviceBuffer<float>(T * kv);
-    if (o.prefill_attention == "naive") {
+    if (o.kernels.prefill_attention == "naive") {
         for (DeviceBuffer<float>* b : {&qh_, &oh_}) *b = DeviceBuffer<float>(T * q);
         for (DeviceBuffer<float>* b : {&kh_, &vh_}) *b = DeviceBuffer<float>(T * kv);
         scores_ = DeviceBuffer<float>(S(config_.heads) * T * std::min(T, S(max_seq_)));
     }
     for (DeviceBuffer<float>* b : {&gate_, &up_, &act_}) *b = DeviceBuffer<float>(T * F);
-    if (o.quant != "none") dequant_ = DeviceBuffer<bf16>(std::max({q * D, kv * D, F * D}));
+    if (o.quant.format != "none") dequant_ = DeviceBuffer<bf16>(std::max({q * D, kv * D, F * D}));
     if (w == DType::bf16) {
         h16_ = DeviceBuffer<bf16>(T * D);
         o16_ = DeviceBuffer<bf16>(T * q);
@@ -387,7 +394,7 @@ void Model::allocate_activations() {
     }
     const S R = S(max_logit_rows_);
     x_last_ = DeviceBuffer<float>(R * D);
-    const S V_all = S(full_.vocab), tp = S(o.tensor_parallel);  // the logits are the whole vocabulary's
+    const S V_all = S(full_.vocab), tp = S(o.parallel.ranks);  // the logits are the whole vocabulary's
     logits_ = DeviceBuffer<float>(R * V_all);
     probs_ = DeviceBuffer<float>(R * V_all);
     if (tp > 1) {  // this rank's logits, then every rank's as the all-gather leaves them
@@ -415,7 +422,7 @@ void Model::init_local(std::uint64_t seed) {
     // the whole model's fan-ins: every rank draws its part of the same weights
     const double D = full_.d_model, F = full_.ffn_dim, q = double(full_.heads) * full_.head_dim;
     const double residual = std::sqrt(2.0 * full_.layers);  // two residual branches per layer
-    const RankSlices part(full_, options_.tensor_parallel, options_.tp_rank);
+    const RankSlices part(full_, options_.parallel.ranks, options_.parallel.rank);
     // uniform(-a, a) has variance a^2 / 3: a = sqrt(3 / fan_in) keeps a projection's output at
     // the variance of its input.
     const auto bound = [](double fan_in) { return float(std::sqrt(3.0 / fan_in)); };
@@ -433,20 +440,21 @@ void Model::init_local(std::uint64_t seed) {
     fill_uniform_device(attn_norm_, next(), 0.1f, 1.f);
     fill_uniform_device(ffn_norm_, next(), 0.1f, 1.f);
     fill_uniform_device(final_norm_, next(), 0.1f, 1.f);
-    if (options_.quant != "none") quantize_weights();
+    if (options_.quant.format != "none") quantize_weights();
     PD_CHECK_CUDA(cudaDeviceSynchronize());
 }
 
 void Model::load(const ModelWeights& w) {
-    if (options_.tensor_parallel == 1) return load_local(w);
+    if (options_.parallel.ranks == 1) return load_local(w);
     w.check(full_, "weights for " + full_.name);
-    on_every_rank(
-        [&w](Model& m) { m.load_local(shard_weights(w, m.full_, m.options_.tensor_parallel, m.options_.tp_rank)); });
+    on_every_rank([&w](Model& m) {
+        m.load_local(shard_weights(w, m.full_, m.options_.parallel.ranks, m.options_.parallel.rank));
+    });
 }
 
 void Model::load_local(const ModelWeights& w) {
     w.check(config_, "weights for " + config_.name);
-    if (options_.quant != "none") {  // quantized before: the bf16 matrices again, to quantize these
+    if (options_.quant.format != "none") {  // quantized before: the bf16 matrices again, to quantize these
         const std::size_t L = std::size_t(config_.layers), D = std::size_t(config_.d_model),
                           F = std::size_t(config_.ffn_dim), q = std::size_t(config_.heads) * config_.head_dim,
                           kv = std::size_t(config_.kv_heads) * config_.head_dim;
@@ -473,7 +481,7 @@ void Model::load_local(const ModelWeights& w) {
     attn_norm_.upload(w.attn_norm);
     ffn_norm_.upload(w.ffn_norm);
     final_norm_.upload(w.final_norm);
-    if (options_.quant != "none") quantize_weights();
+    if (options_.quant.format != "none") quantize_weights();
 }
 
 ModelWeights Model::download_weights() const {
@@ -502,7 +510,7 @@ std::vector<float> Model::download_cache(bool values, int positions) const {
 double Model::weight_bytes() const {
     const double norms = (2.0 * config_.layers + 1) * config_.d_model * 4;  // in fp32
     const double matrices = config_.parameter_count() - double(config_.layers) * 2 * config_.d_model - config_.d_model;
-    if (options_.quant == "none") return matrices * size_of(options_.weights) + norms;
+    if (options_.quant.format == "none") return matrices * size_of(options_.weights) + norms;
     double packed = 0;  // quantized: the packed matrices, and the embedding table in bf16
     for (const DeviceMatrix* m : {&wq_, &wk_, &wv_, &wo_, &w_gate_, &w_up_, &w_down_, &lm_head_})
         for (const kernels::quant::DeviceQuantizedMatrix& q : m->packed) packed += double(q.bytes);
@@ -510,7 +518,7 @@ double Model::weight_bytes() const {
 }
 
 double Model::kv_bytes_per_token() const {
-    return config_.kv_bytes_per_token(kv_element_bytes(options_.kv, config_.head_dim));
+    return config_.kv_bytes_per_token(kv_element_bytes(options_.cache.kv, config_.head_dim));
 }
 
 // [model_cost]
@@ -522,13 +530,13 @@ Cost Model::cost(std::span<const StepSequence> sequences) const {
     const AttentionCount count =
         plan(sequences).attention == Plan::Attention::prefill ? AttentionCount::all_scores : AttentionCount::causal;
     // the bytes per weight of the matrices a pass reads (quantized: as packed, scales included)
-    const double weight_bytes = options_.quant == "none"
+    const double weight_bytes = options_.quant.format == "none"
                                     ? double(size_of(options_.weights))
-                                    : kernels::quant::Layout{kernels::quant::format_named(options_.quant),
-                                                             config_.d_model, options_.quant_group}
+                                    : kernels::quant::Layout{kernels::quant::format_named(options_.quant.format),
+                                                             config_.d_model, options_.quant.group}
                                           .bytes_per_weight(config_.d_model);
     const StepCost c = step_cost(
-        step_cost_shape(config_, weight_bytes, kv_element_bytes(options_.kv, config_.head_dim), 4), items, count);
+        step_cost_shape(config_, weight_bytes, kv_element_bytes(options_.cache.kv, config_.head_dim), 4), items, count);
     return {c.flops, c.bytes};
 }
 // [model_cost]
@@ -540,24 +548,25 @@ Cost Model::cost(int context, int tokens) const {
 }
 
 double Model::device_bytes(const ModelConfig& whole, const ModelOptions& o) {
-    const ModelConfig c = shard_config(whole, o.tensor_parallel);  // each rank's part
+    const ModelConfig c = shard_config(whole, o.parallel.ranks);  // each rank's part
     const double S = o.max_seq > 0 ? o.max_seq : c.max_seq, B = o.batch;
     const double T = o.max_step_tokens > 0 ? o.max_step_tokens : B * S;
     // quantized: the bf16 matrices, and their packed copies made from them (1 byte per weight at
     // most), then the matrix a pass's GEMM dequantizes into
-    const double w = c.parameter_count() * (size_of(o.weights) + (o.quant != "none" ? 1.04 : 0.0)) +
-                     (o.quant != "none" ? 2.0 * c.ffn_dim * c.d_model : 0.0);
-    const double positions = o.block_size > 0 && o.num_blocks > 0 ? double(o.num_blocks) * o.block_size : B * S;
-    const double cache = c.kv_bytes_per_token(kv_element_bytes(o.kv, c.head_dim)) * positions;
+    const double w = c.parameter_count() * (size_of(o.weights) + (o.quant.format != "none" ? 1.04 : 0.0)) +
+                     (o.quant.format != "none" ? 2.0 * c.ffn_dim * c.d_model : 0.0);
+    const double positions =
+        o.cache.block_size > 0 && o.cache.num_blocks > 0 ? double(o.cache.num_blocks) * o.cache.block_size : B * S;
+    const double cache = c.kv_bytes_per_token(kv_element_bytes(o.cache.kv, c.head_dim)) * positions;
     const double q = double(c.heads) * c.head_dim, kv = double(c.kv_heads) * c.head_dim;
     // activations (fp32): x h y; q o; k v; gate up act; with chapter 01's attention also qh oh,
     // kh vh and its scores
-    const bool naive = o.prefill_attention == "naive";
+    const bool naive = o.kernels.prefill_attention == "naive";
     const double act = 4.0 * T * (3 * c.d_model + (naive ? 4 : 2) * (q + kv) + 3 * double(c.ffn_dim)) +
                        (naive ? 4.0 * c.heads * T * std::min(T, S) : 0.0);
     const double R = o.max_logit_rows > 0 ? o.max_logit_rows : B;
     // logits and probs of the whole vocabulary (split: also this rank's and the gathered ones)
-    return w + cache + act + (o.tensor_parallel > 1 ? 4.0 : 2.0) * 4.0 * R * whole.vocab;
+    return w + cache + act + (o.parallel.ranks > 1 ? 4.0 : 2.0) * 4.0 * R * whole.vocab;
 }
 
 }  // namespace pd::model

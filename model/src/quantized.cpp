@@ -25,12 +25,12 @@ using bf16 = __nv_bfloat16;
 /// embedding table stays: its rows are looked up).
 void Model::quantize_weights() {
     namespace qt = kernels::quant;
-    const qt::Format f = qt::format_named(options_.quant);
+    const qt::Format f = qt::format_named(options_.quant.format);
     const auto quantize = [&](DeviceMatrix& m, int layers, int N, int K, bool keep) {
         m.packed.clear();
         for (int l = 0; l < layers; ++l)
             m.packed.push_back(
-                qt::quantize_device(m.b16.data() + std::size_t(l) * N * K, N, {f, K, options_.quant_group, false}));
+                qt::quantize_device(m.b16.data() + std::size_t(l) * N * K, N, {f, K, options_.quant.group, false}));
         if (!keep) m.b16 = DeviceBuffer<bf16>();
     };
     const ModelConfig& c = config_;
@@ -45,7 +45,7 @@ void Model::quantize_weights() {
     if (c.tied_embeddings) {  // the head's packed copy beside the embedding table
         lm_head_.b16 = DeviceBuffer<bf16>();
         lm_head_.packed.clear();
-        lm_head_.packed.push_back(qt::quantize_device(embed_.b16.data(), c.vocab, {f, D, options_.quant_group, false}));
+        lm_head_.packed.push_back(qt::quantize_device(embed_.b16.data(), c.vocab, {f, D, options_.quant.group, false}));
     } else {
         quantize(lm_head_, 1, c.vocab, D, false);
     }

@@ -13,10 +13,10 @@
 namespace pd::model {
 
 void Model::build_ranks() {  // rank 0 builds the other ranks, each on its device, in its thread
-    group_ = std::make_unique<RankGroup>(options_.tensor_parallel);
+    group_ = std::make_unique<RankGroup>(options_.parallel.ranks);
     for (std::size_t i = 0; i < group_->ranks.size(); ++i) {
         ModelOptions other = options_;
-        other.tp_rank = int(i) + 1;
+        other.parallel.rank = int(i) + 1;
         group_->post(i,
                      [this, other, k = group_->ranks[i].get()] { k->model = std::make_unique<Model>(full_, other); });
     }
@@ -40,8 +40,8 @@ void Model::on_every_rank(const std::function<void(Model&)>& f) {
 }
 
 void Model::all_reduce(float* data, std::size_t count) {
-    if (options_.tensor_parallel == 1) return;
-    options_.collectives->all_reduce_sum(options_.tp_rank, data, count);
+    if (options_.parallel.ranks == 1) return;
+    options_.parallel.collectives->all_reduce_sum(options_.parallel.rank, data, count);
     ++communication_.calls;
     communication_.bytes += double(count) * sizeof(float);
 }

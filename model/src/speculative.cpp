@@ -213,7 +213,7 @@ void check_spec(const SpecOptions& o, const Model& target, const Model* draft, i
             " must hold B (k + 1) = " + std::to_string(B * (k + 1)) + " rows");
     if (draft) {
         const ModelOptions& d = draft->options();
-        if (d.batch != B || d.block_size != 0 || draft->max_seq() < P + G || draft->max_step_tokens() < B * P ||
+        if (d.batch != B || d.cache.block_size != 0 || draft->max_seq() < P + G || draft->max_step_tokens() < B * P ||
             draft->config().vocab != target.config().vocab)
             throw std::invalid_argument(
                 "generate_speculative: the draft model needs batch B = " + std::to_string(B) +
@@ -300,7 +300,7 @@ void collect(SpecGeneration& g, const std::vector<Sequence>& seqs, int P, int G,
 
 SpecGeneration generate_speculative(Model& target, Model* draft, std::span<const int> prompt, int P, int G,
                                     const SpecOptions& o, std::span<const int> truth) {
-    const int B = target.options().batch, V = target.config().vocab, bs = target.options().block_size;
+    const int B = target.options().batch, V = target.config().vocab, bs = target.options().cache.block_size;
     check_spec(o, target, draft, B, P, G, truth);
     if (prompt.size() != std::size_t(B) * std::size_t(P))
         throw std::invalid_argument("generate_speculative: the prompts hold " + std::to_string(prompt.size()) +
@@ -308,7 +308,7 @@ SpecGeneration generate_speculative(Model& target, Model* draft, std::span<const
     const bool greedy = o.sampling.greedy(), paged = bs > 0, oracle = o.proposer == "oracle";
     const int k_max = o.proposer == "none" ? 0 : o.k;
     SpecGeneration g;
-    Blocks blocks(paged ? target.options().num_blocks : 0, std::max(bs, 1));
+    Blocks blocks(paged ? target.options().cache.num_blocks : 0, std::max(bs, 1));
     DeviceBuffer<int> out(std::size_t(std::max(target.max_logit_rows(), B)));
     std::vector<Sequence> seqs(static_cast<std::size_t>(B));
 

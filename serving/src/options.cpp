@@ -118,7 +118,7 @@ FlagNames serving_flag_names() {
             {"SchedulerConfig.policy", "--policy"},
             {"PagedCache.block_size", "--block-size"},
             {"ModelOptions.batch", "--max-seqs"},  // the model executor: a cache slot per running request
-            {"ModelOptions.block_size", "--block-size"},
+            {"ModelOptions.cache.block_size", "--block-size"},
             {"ModelOptions.max_step_tokens", "--token-budget"},
             {"Request.prompt_tokens", "--prompt-len"},
             {"Request.output_tokens", "--output-len"}};

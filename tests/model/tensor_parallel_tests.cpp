@@ -45,7 +45,7 @@ pd::ModelConfig preset(const char* name) {
 /// Checks every pass's logits within @p tol and identical tokens.
 void same_passes(md::Model& whole, md::Model& split, double tol) {
     const int V = whole.config().vocab;
-    const bool paged = whole.options().block_size > 0;
+    const bool paged = whole.options().cache.block_size > 0;
     // pages: sequence s owns blocks s*8 ... (8 blocks of 8 positions each)
     std::vector<int> tables(24);
     for (int i = 0; i < 24; ++i) tables[std::size_t(i)] = (i * 5) % 24;
@@ -94,8 +94,8 @@ void same_passes(md::Model& whole, md::Model& split, double tol) {
 }
 
 md::ModelOptions split_options(md::ModelOptions o, int tp) {
-    o.tensor_parallel = tp;
-    o.collectives = md::nccl_collectives(tp);
+    o.parallel.ranks = tp;
+    o.parallel.collectives = md::nccl_collectives(tp);
     return o;
 }
 
@@ -111,7 +111,7 @@ TEST_CASE("tensor parallel: each rank's part of the model", "[tp]") {
            md::first_kv_head(c, 4, 3) == 1));
     CHECK(md::first_kv_head(c, 2, 1) == 1);
     CHECK_THROWS_WITH(md::shard_config(c, 3),
-                      Contains("ModelOptions.tensor_parallel = 3 must divide the model's query heads = 4"));
+                      Contains("ModelOptions.parallel.ranks = 3 must divide the model's query heads = 4"));
     CHECK_THROWS_WITH(md::shard_config(c, 8), Contains("must divide the model's query heads = 4"));
     pd::ModelConfig odd = c;
     odd.heads = 12, odd.kv_heads = 3;
@@ -163,8 +163,8 @@ TEST_CASE("tensor parallel: KV heads replicated, pages, bf16 and loaded weights"
         const pd::ModelConfig c = preset("tiny-tp");
         md::ModelOptions o{.batch = 3, .max_seq = 64, .max_step_tokens = 32};
         md::Model whole(c, o);
-        o.tensor_parallel = 4;
-        o.collectives = md::nccl_collectives(4, false, md::AllReduceAlgorithm::ring);
+        o.parallel.ranks = 4;
+        o.parallel.collectives = md::nccl_collectives(4, false, md::AllReduceAlgorithm::ring);
         md::Model split(c, o);
         whole.init_synthetic(13);
         split.init_synthetic(13);
@@ -172,7 +172,8 @@ TEST_CASE("tensor parallel: KV heads replicated, pages, bf16 and loaded weights"
     }
     SECTION("tiny-tp on pages, TP = 2, weights loaded from the host") {
         const pd::ModelConfig c = preset("tiny-tp");
-        const md::ModelOptions o{.batch = 3, .max_seq = 64, .block_size = 8, .num_blocks = 24, .max_step_tokens = 32};
+        const md::ModelOptions o{
+            .batch = 3, .max_seq = 64, .max_step_tokens = 32, .cache = {.block_size = 8, .num_blocks = 24}};
         md::Model whole(c, o), split(c, split_options(o, 2));
         whole.init_synthetic(5);
         split.load(whole.download_weights());
@@ -180,8 +181,11 @@ TEST_CASE("tensor parallel: KV heads replicated, pages, bf16 and loaded weights"
     }
     SECTION("tiny-tp in bf16 (weights and cache), TP = 4") {
         const pd::ModelConfig c = preset("tiny-tp");
-        const md::ModelOptions o{
-            .weights = pd::DType::bf16, .kv = pd::DType::bf16, .batch = 3, .max_seq = 64, .max_step_tokens = 32};
+        const md::ModelOptions o{.weights = pd::DType::bf16,
+                                 .batch = 3,
+                                 .max_seq = 64,
+                                 .max_step_tokens = 32,
+                                 .cache = {.kv = pd::DType::bf16}};
         md::Model whole(c, o), split(c, split_options(o, 4));
         whole.init_synthetic(9);
         split.init_synthetic(9);
@@ -222,21 +226,20 @@ TEST_CASE("tensor parallel: chapter 05's engine drives the split model (TP = 2, 
 
 TEST_CASE("tensor parallel: bad splits are refused by name", "[tp]") {
     const pd::ModelConfig c = preset("tiny-tp");
-    CHECK_THROWS_WITH(md::Model(c, {.batch = 1, .max_seq = 16, .tensor_parallel = 2}),
-                      Contains("ModelOptions.collectives = null is required when tensor_parallel > 1"));
-    CHECK_THROWS_WITH(md::Model(c, {.batch = 1, .max_seq = 16, .tensor_parallel = 3}),
-                      Contains("ModelOptions.tensor_parallel = 3 must divide the model's query heads = 8"));
+    CHECK_THROWS_WITH(md::Model(c, {.batch = 1, .max_seq = 16, .parallel = {.ranks = 2}}),
+                      Contains("ModelOptions.parallel.collectives = null is required when parallel.ranks > 1"));
+    CHECK_THROWS_WITH(md::Model(c, {.batch = 1, .max_seq = 16, .parallel = {.ranks = 3}}),
+                      Contains("ModelOptions.parallel.ranks = 3 must divide the model's query heads = 8"));
     need_devices(4);
     CHECK_THROWS_WITH(md::Model(c, {.weights = pd::DType::bf16,
                                     .batch = 1,
                                     .max_seq = 16,
-                                    .quant = "int8",
-                                    .tensor_parallel = 2,
-                                    .collectives = md::nccl_collectives(2)}),
-                      Contains("ModelOptions.quant = int8 is not split across ranks"));
+                                    .quant = {.format = "int8"},
+                                    .parallel = {.ranks = 2, .collectives = md::nccl_collectives(2)}}),
+                      Contains("ModelOptions.quant.format = int8 is not split across ranks"));
     CHECK_THROWS_WITH(
-        md::Model(c, {.batch = 1, .max_seq = 16, .tensor_parallel = 2, .collectives = md::nccl_collectives(4)}),
-        Contains("ModelOptions.collectives = 4 ranks must join tensor_parallel = 2 ranks"));
-    CHECK_THROWS_WITH(md::Model(c, {.batch = 1, .max_seq = 16, .tensor_parallel = 16}),
+        md::Model(c, {.batch = 1, .max_seq = 16, .parallel = {.ranks = 2, .collectives = md::nccl_collectives(4)}}),
+        Contains("ModelOptions.parallel.collectives = 4 ranks must join parallel.ranks = 2 ranks"));
+    CHECK_THROWS_WITH(md::Model(c, {.batch = 1, .max_seq = 16, .parallel = {.ranks = 16}}),
                       Contains("must divide the model's query heads = 8"));
 }

@@ -107,7 +107,7 @@ TEST_CASE("model: with flash attention no allocation grows with the square of th
     const auto used = [&](const std::string& attention, int S) {
         std::size_t free_before = 0, free_after = 0, total = 0;
         PD_CHECK_CUDA(cudaMemGetInfo(&free_before, &total));
-        md::Model m(c, {.batch = 1, .max_seq = S, .prefill_attention = attention, .max_step_tokens = S});
+        md::Model m(c, {.batch = 1, .max_seq = S, .max_step_tokens = S, .kernels = {.prefill_attention = attention}});
         PD_CHECK_CUDA(cudaMemGetInfo(&free_after, &total));
         return double(free_before - free_after);
     };

@@ -57,7 +57,7 @@ std::vector<int> argmax_of(const md::Model& m) {
 md::Model paged_model(int device, pd::DType kv) {
     REQUIRE(cudaSetDevice(device) == cudaSuccess);
     md::Model m(pd::test::tiny(),
-                {.kv = kv, .batch = 3, .max_seq = 32, .block_size = kBlockSize, .num_blocks = kNumBlocks});
+                {.batch = 3, .max_seq = 32, .cache = {.kv = kv, .block_size = kBlockSize, .num_blocks = kNumBlocks}});
     m.init_synthetic(11);
     return m;
 }
@@ -223,7 +223,7 @@ TEST_CASE("kv transfer: a wrong block mapping changes the generation", "[kv_tran
 TEST_CASE("kv transfer: mismatched models and block lists are refused by name", "[kv_transfer]") {
     // on the current device: the checks come before any copy
     const pd::ModelConfig c = pd::test::tiny();
-    const md::ModelOptions paged{.batch = 1, .max_seq = 16, .block_size = kBlockSize, .num_blocks = 8};
+    const md::ModelOptions paged{.batch = 1, .max_seq = 16, .cache = {.block_size = kBlockSize, .num_blocks = 8}};
     md::Model from(c, paged), to(c, paged);
     const std::vector<int> two = {0, 1}, one = {0}, past = {0, 8}, twice = {3, 3};
     CHECK_THROWS_WITH(md::transfer_blocks(from, two, to, one),
@@ -239,20 +239,20 @@ TEST_CASE("kv transfer: mismatched models and block lists are refused by name", 
     // a cache in slots has no blocks to copy
     md::Model slots(c, {.batch = 1, .max_seq = 16});
     CHECK_THROWS_WITH(md::transfer_blocks(slots, one, to, one),
-                      Contains("ModelOptions.block_size = 0 on the sender: the cache is not paged"));
+                      Contains("ModelOptions.cache.block_size = 0 on the sender: the cache is not paged"));
     CHECK_THROWS_WITH(md::transfer_blocks(from, one, slots, one),
-                      Contains("ModelOptions.block_size = 0 on the receiver: the cache is not paged"));
+                      Contains("ModelOptions.cache.block_size = 0 on the receiver: the cache is not paged"));
     CHECK_THROWS_WITH(slots.cache().block_span(0, 0), Contains("the cache is not paged"));
 
     // another cache type, block size or shape
     md::ModelOptions bf16 = paged, eight = paged;
-    bf16.kv = pd::DType::bf16;
-    eight.block_size = 8;
+    bf16.cache.kv = pd::DType::bf16;
+    eight.cache.block_size = 8;
     md::Model other_type(c, bf16), other_size(c, eight);
     CHECK_THROWS_WITH(md::transfer_blocks(from, one, other_type, one),
-                      Contains("ModelOptions.kv = fp32 on the sender, bf16 on the receiver"));
+                      Contains("ModelOptions.cache.kv = fp32 on the sender, bf16 on the receiver"));
     CHECK_THROWS_WITH(md::transfer_blocks(from, one, other_size, one),
-                      Contains("ModelOptions.block_size = 4 on the sender, 8 on the receiver"));
+                      Contains("ModelOptions.cache.block_size = 4 on the sender, 8 on the receiver"));
     pd::ModelConfig deeper = c;
     deeper.layers = 3;
     md::Model other_shape(deeper, paged);

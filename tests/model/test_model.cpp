@@ -51,8 +51,8 @@ bool logits_close(const float* got, const std::vector<double>& want, DType d, do
 /// Prefill P random tokens in each of B sequences, then `steps` decode steps on random
 /// (teacher-forced) tokens; every step's logits against the reference model of each sequence.
 void check_against_reference(const pd::ModelConfig& c, md::ModelOptions o, int P, int steps, std::uint64_t seed) {
-    INFO("weights " << to_string(o.weights) << " kv " << to_string(o.kv) << " B=" << o.batch << " P=" << P
-                    << " attention " << o.attention << " seed=" << seed);
+    INFO("weights " << to_string(o.weights) << " kv " << to_string(o.cache.kv) << " B=" << o.batch << " P=" << P
+                    << " attention " << o.kernels.attention << " seed=" << seed);
     md::Model m(c, o);
     m.init_synthetic(seed);
     const pd::ModelWeights w = m.download_weights();
@@ -80,7 +80,7 @@ void check_against_reference(const pd::ModelConfig& c, md::ModelOptions o, int P
                           : refs[b].forward(std::span(fed).subspan(std::size_t(step - 1) * B + b, 1)).back();
             double err = 0;
             // a bf16 cache rounds K and V: judged as bf16 too
-            const DType rule = o.weights == DType::bf16 || o.kv == DType::bf16 ? DType::bf16 : DType::fp32;
+            const DType rule = o.weights == DType::bf16 || o.cache.kv == DType::bf16 ? DType::bf16 : DType::fp32;
             const bool ok = logits_close(got.data() + std::size_t(b) * V, want, rule, err);
             INFO("step " << step << " (0: prefill) sequence " << b << ": max |logit - ref| = " << err);
             CHECK(ok);
@@ -96,14 +96,16 @@ void check_against_reference(const pd::ModelConfig& c, md::ModelOptions o, int P
 }  // namespace
 
 TEST_CASE("model: prefill and every decode step match the CPU reference model (fp32)", "[model][forward]") {
-    check_against_reference(tiny(), {.batch = 3, .max_seq = 24, .attention = "v4"}, 9, 5, 11);
-    check_against_reference(tiny(), {.batch = 1, .max_seq = 24, .attention = "v2"}, 1, 4,
+    check_against_reference(tiny(), {.batch = 3, .max_seq = 24, .kernels = {.attention = "v4"}}, 9, 5, 11);
+    check_against_reference(tiny(), {.batch = 1, .max_seq = 24, .kernels = {.attention = "v2"}}, 1, 4,
                             12);  // one-token prompt, B = 1
-    check_against_reference(tiny(), {.kv = DType::bf16, .batch = 2, .max_seq = 16, .attention = "v1"}, 5, 3, 13);
+    check_against_reference(
+        tiny(), {.batch = 2, .max_seq = 16, .cache = {.kv = DType::bf16}, .kernels = {.attention = "v1"}}, 5, 3, 13);
 }
 
 TEST_CASE("model: prefill and decode steps match the CPU reference model (bf16 weights)", "[model][forward]") {
-    check_against_reference(tiny(), {.weights = DType::bf16, .batch = 2, .max_seq = 16, .attention = "v3"}, 6, 3, 21);
+    check_against_reference(tiny(), {.weights = DType::bf16, .batch = 2, .max_seq = 16, .kernels = {.attention = "v3"}},
+                            6, 3, 21);
 }
 
 TEST_CASE("model: the reference model's 8-bit cache rounding puts each row on its format's grid", "[model][quant]") {
@@ -156,19 +158,22 @@ TEST_CASE("model: quantized weights match the reference model of their dequantiz
     // path (int8 and int4: the two views the dequantizer takes).
     for (const char* q : {"int8", "fp8"})
         check_against_reference(
-            tiny(), {.weights = DType::bf16, .batch = 2, .max_seq = 24, .attention = "v4", .quant = q}, 6, 3, 51);
+            tiny(),
+            {.weights = DType::bf16, .batch = 2, .max_seq = 24, .kernels = {.attention = "v4"}, .quant = {.format = q}},
+            6, 3, 51);
     for (int group : {32, 128})
         check_against_reference(tiny(),
                                 {.weights = DType::bf16,
                                  .batch = 2,
                                  .max_seq = 24,
-                                 .attention = "v4",
-                                 .quant = "int4",
-                                 .quant_group = group},
+                                 .kernels = {.attention = "v4"},
+                                 .quant = {.format = "int4", .group = group}},
                                 6, 3, 52);
-    check_against_reference(tiny(), {.weights = DType::bf16, .batch = 1, .max_seq = 24, .quant = "int8"}, 20, 1, 53);
+    check_against_reference(tiny(), {.weights = DType::bf16, .batch = 1, .max_seq = 24, .quant = {.format = "int8"}},
+                            20, 1, 53);
     check_against_reference(
-        tiny(), {.weights = DType::bf16, .batch = 1, .max_seq = 24, .quant = "int4", .quant_group = 32}, 20, 1, 54);
+        tiny(), {.weights = DType::bf16, .batch = 1, .max_seq = 24, .quant = {.format = "int4", .group = 32}}, 20, 1,
+        54);
 }
 
 TEST_CASE("model: quantized models choose the bf16 model's tokens (teacher-forced top-1 and KL)", "[model][quant]") {
@@ -185,7 +190,8 @@ TEST_CASE("model: quantized models choose the bf16 model's tokens (teacher-force
     const md::Generation g = md::generate_cached(original, prompt, P, G);
     for (const auto& [q, floor] :
          {std::pair{"int8", 0.95}, {"fp8", 0.8}, {"int4", 0.75}}) {  // int4 in groups of 32: two per row of D = 64
-        md::Model quantized(c, {.weights = DType::bf16, .batch = B, .max_seq = 40, .quant = q, .quant_group = 32});
+        md::Model quantized(c,
+                            {.weights = DType::bf16, .batch = B, .max_seq = 40, .quant = {.format = q, .group = 32}});
         quantized.init_synthetic(61);
         const md::Agreement a = md::teacher_forced_agreement(g, quantized, prompt, P);
         INFO(q << ": top-1 agreement " << a.top1 << ", mean KL " << a.mean_kl << ", max KL " << a.max_kl << " over "
@@ -198,7 +204,7 @@ TEST_CASE("model: quantized models choose the bf16 model's tokens (teacher-force
     // kernels with the scale applied as they load), weights in bf16: here top-1 0.96 (int8) and
     // 0.94 (fp8), mean KL 6e-6 and 5e-5 nats
     for (const auto& [kv, floor] : {std::pair{DType::int8, 0.9}, {DType::fp8, 0.8}}) {
-        md::Model quantized(c, {.weights = DType::bf16, .kv = kv, .batch = B, .max_seq = 40});
+        md::Model quantized(c, {.weights = DType::bf16, .batch = B, .max_seq = 40, .cache = {.kv = kv}});
         quantized.init_synthetic(61);
         const md::Agreement a = md::teacher_forced_agreement(g, quantized, prompt, P);
         INFO(to_string(kv) << " cache: top-1 agreement " << a.top1 << ", mean KL " << a.mean_kl);
@@ -218,11 +224,12 @@ TEST_CASE("model: flash attention's prefill equals chapter 01's (the naive path)
     // 40-token prompts cross flash attention's 16-query blocks and 32-key tiles; the naive path
     // is chapter 01's attention on the fresh K and V. Same weights, same prompts: the logits agree
     // to fp32 summation order, and the naive path still matches the reference model.
-    check_against_reference(tiny(), {.batch = 2, .max_seq = 48, .prefill_attention = "naive"}, 40, 1, 41);
+    check_against_reference(tiny(), {.batch = 2, .max_seq = 48, .kernels = {.prefill_attention = "naive"}}, 40, 1, 41);
     for (DType kv : {DType::fp32, DType::bf16}) {
         std::vector<std::vector<float>> logits;
         for (const std::string attention : {"flash", "naive"}) {
-            md::Model m(tiny(), {.kv = kv, .batch = 2, .max_seq = 48, .prefill_attention = attention});
+            md::Model m(tiny(),
+                        {.batch = 2, .max_seq = 48, .cache = {.kv = kv}, .kernels = {.prefill_attention = attention}});
             m.init_synthetic(41);
             m.logits().fill_bytes(0xFF);
             m.prefill(random_tokens(2 * 40, tiny().vocab, 42), 40);
@@ -239,7 +246,8 @@ TEST_CASE("model: flash attention's prefill equals chapter 01's (the naive path)
 }
 
 TEST_CASE("model: a prompt that fills the cache to its last position", "[model][forward]") {
-    check_against_reference(tiny(), {.batch = 2, .max_seq = 12, .attention = "v4"}, 11, 1, 31);  // 11 + 1 = 12
+    check_against_reference(tiny(), {.batch = 2, .max_seq = 12, .kernels = {.attention = "v4"}}, 11, 1,
+                            31);  // 11 + 1 = 12
 }
 
 TEST_CASE("model: cached and recomputed logits agree at every step (teacher forcing)", "[model][cache]") {
@@ -247,8 +255,8 @@ TEST_CASE("model: cached and recomputed logits agree at every step (teacher forc
     for (const char* attention : {"v1", "v2", "v3", "v4"}) {
         INFO("attention " << attention);
         const int B = 2, P = 6, steps = 4, V = c.vocab;
-        md::Model cached(c, {.batch = B, .max_seq = 16, .attention = attention});
-        md::Model recompute(c, {.batch = B, .max_seq = 16, .attention = attention});
+        md::Model cached(c, {.batch = B, .max_seq = 16, .kernels = {.attention = attention}});
+        md::Model recompute(c, {.batch = B, .max_seq = 16, .kernels = {.attention = attention}});
         cached.init_synthetic(41);
         recompute.init_synthetic(41);
         std::vector<int> seq = random_tokens(std::size_t(B) * (P + steps), V, 42);  // [B, P + steps]
@@ -331,7 +339,7 @@ TEST_CASE("model: free-running greedy generation, cached and recomputed", "[mode
     const pd::ModelConfig c = tiny();
     const int V = c.vocab;
     SECTION("fp32: the same tokens at every step") {
-        const Greedy g = generate_both(c, {.batch = 2, .max_seq = 20, .attention = "v4"}, 7, 8, 51);
+        const Greedy g = generate_both(c, {.batch = 2, .max_seq = 20, .kernels = {.attention = "v4"}}, 7, 8, 51);
         CHECK(g.cached == g.recomputed);
         // and the tokens are really the argmax of the logits they came from
         for (std::size_t i = 0; i < g.cached.size(); ++i)
@@ -339,8 +347,13 @@ TEST_CASE("model: free-running greedy generation, cached and recomputed", "[mode
     }
     SECTION("bf16: equal up to a first divergence, where each side's token is in the other's top 5") {
         const int B = 2, G = 6;
-        const Greedy g = generate_both(
-            c, {.weights = DType::bf16, .kv = DType::bf16, .batch = B, .max_seq = 16, .attention = "v3"}, 5, G, 52);
+        const Greedy g = generate_both(c,
+                                       {.weights = DType::bf16,
+                                        .batch = B,
+                                        .max_seq = 16,
+                                        .cache = {.kv = DType::bf16},
+                                        .kernels = {.attention = "v3"}},
+                                       5, G, 52);
         for (int b = 0; b < B; ++b)
             for (int i = 0; i < G; ++i) {
                 const std::size_t at = std::size_t(i) * B + b;
@@ -382,7 +395,7 @@ TEST_CASE("model: tied embeddings through a llama2.c checkpoint, written, read a
     direct.prefill(prompt, 5);
     loaded.prefill(prompt, 5);
     CHECK(direct.logits().download() == loaded.logits().download());  // the same weights: bitwise the same logits
-    check_against_reference(ck.config, {.batch = 1, .max_seq = 12, .attention = "v4"}, 5, 2, 63);
+    check_against_reference(ck.config, {.batch = 1, .max_seq = 12, .kernels = {.attention = "v4"}}, 5, 2, 63);
 }
 
 TEST_CASE("model: bad input is rejected, naming the parameter", "[model]") {
@@ -390,7 +403,8 @@ TEST_CASE("model: bad input is rejected, naming the parameter", "[model]") {
     REQUIRE_THROWS_WITH(md::Model(c, {.batch = 0}), Contains("ModelOptions.batch = 0"));
     REQUIRE_THROWS_WITH(md::Model(c, {.batch = 65}), Contains("ModelOptions.batch = 65"));
     REQUIRE_THROWS_WITH(md::Model(c, {.max_seq = c.max_seq + 1}), Contains("max_seq"));
-    REQUIRE_THROWS_WITH(md::Model(c, {.attention = "v7"}), Contains("ModelOptions.attention = v7"));
+    REQUIRE_THROWS_WITH(md::Model(c, {.kernels = {.attention = "v7"}}),
+                        Contains("ModelOptions.kernels.attention = v7"));
     pd::ModelConfig bad = c;
     bad.heads = 3;
     REQUIRE_THROWS_WITH(md::Model(bad, {}), Contains("heads"));

@@ -93,7 +93,7 @@ TEST_CASE("mixed step: each sequence of a mixed batch gets the logits it gets al
         // of 11, A decodes; slots deliberately out of order
         const std::vector<int> a = random_tokens(10, V, 81), b = random_tokens(6, V, 82), cc = random_tokens(11, V, 83);
         const md::StepSequence a_pre{.slot = 3, .context = 0, .tokens = 9}, b_pre{.slot = 0, .context = 0, .tokens = 5};
-        md::Model mixed(c, {.weights = weights, .kv = kv, .batch = 4, .max_seq = 24});
+        md::Model mixed(c, {.weights = weights, .batch = 4, .max_seq = 24, .cache = {.kv = kv}});
         mixed.init_synthetic(8);
         mixed.forward(std::span(a).first(9), std::span(&a_pre, 1));
         mixed.forward(std::span(b).first(5), std::span(&b_pre, 1));
@@ -112,7 +112,7 @@ TEST_CASE("mixed step: each sequence of a mixed batch gets the logits it gets al
         // runs the mixed batch's kernels (GEMM and varlen attention). Alone, a decode is a
         // decode batch: the plan runs GEMV and decode attention instead.
         const auto alone = [&](const std::vector<int>& tokens, int context, int n, bool companion) {
-            md::Model m(c, {.weights = weights, .kv = kv, .batch = 2, .max_seq = 24});
+            md::Model m(c, {.weights = weights, .batch = 2, .max_seq = 24, .cache = {.kv = kv}});
             m.init_synthetic(8);
             if (context > 0) {
                 const md::StepSequence pre{.slot = 0, .context = 0, .tokens = context};
@@ -220,7 +220,7 @@ TEST_CASE("paged model: a request served from the prefix cache gets the logits c
         const std::vector<int> a = random_tokens(11, c.vocab, 91);
         std::vector<int> b(a.begin(), a.begin() + 8);
         for (int t : random_tokens(5, c.vocab, 92)) b.push_back(t);
-        md::Model m(c, {.kv = kv, .batch = 2, .max_seq = 32, .block_size = 4, .num_blocks = 12});
+        md::Model m(c, {.batch = 2, .max_seq = 32, .cache = {.kv = kv, .block_size = 4, .num_blocks = 12}});
         m.init_synthetic(12);
         const std::vector<int> a_blocks = {0, 1, 2}, b_blocks = {0, 1, 7, 5};  // B: A's two full blocks, then its own
         const md::StepSequence sa{.slot = 0, .context = 0, .tokens = 11, .blocks = a_blocks};
@@ -230,7 +230,7 @@ TEST_CASE("paged model: a request served from the prefix cache gets the logits c
         m.forward(std::span(b).subspan(8), std::span(&sb, 1));
         const std::vector<float> cached = m.logits().download();
         // B from scratch, in a fresh model, its blocks elsewhere
-        md::Model fresh(c, {.kv = kv, .batch = 2, .max_seq = 32, .block_size = 4, .num_blocks = 12});
+        md::Model fresh(c, {.batch = 2, .max_seq = 32, .cache = {.kv = kv, .block_size = 4, .num_blocks = 12}});
         fresh.init_synthetic(12);
         const std::vector<int> own = {9, 3, 11, 4};
         const md::StepSequence whole{.slot = 0, .context = 0, .tokens = 13, .blocks = own};
@@ -260,7 +260,7 @@ TEST_CASE("paged model: the engine generates the same tokens with slots and with
             INFO("policy " << sv::to_string(p) << ", prefix cache " << prefix);
             // 3 requests at once, 12 blocks of 4 positions (48, less a partly filled block each):
             // waiting and preemptions again
-            md::Model m(c, {.batch = 3, .max_seq = 32, .block_size = 4, .num_blocks = 12});
+            md::Model m(c, {.batch = 3, .max_seq = 32, .cache = {.block_size = 4, .num_blocks = 12}});
             m.init_synthetic(10);
             sv::Scheduler scheduler({.policy = p,
                                      .token_budget = 8,

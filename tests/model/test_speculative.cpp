@@ -41,7 +41,7 @@ std::vector<int> repeating_prompts(std::uint64_t seed) {
 /// A target model able to verify k + 1 tokens per sequence: slots, or pages of 4 positions.
 md::ModelOptions target_options(bool paged) {
     md::ModelOptions o{.batch = B, .max_seq = 32, .max_logit_rows = B * (md::kMaxDraft + 1)};
-    if (paged) o.block_size = 4;
+    if (paged) o.cache.block_size = 4;
     return o;
 }
 

@@ -74,7 +74,7 @@ private:
 /// it can build for @p requests (serving::max_step_tokens()), so that no timed step allocates.
 /// @param config the model's shape  @param scheduler the scheduler's limits  @param requests the workload
 /// @param weights the weights' type  @param kv the cache's type  @param sm_count the device's SMs
-/// @param quant the weights' quantized format (ModelOptions::quant: none, int8, int4, fp8)
+/// @param quant the weights' quantized format (QuantOptions::format: none, int8, int4, fp8)
 /// @throws std::invalid_argument naming the field out of range (Model::check_options())
 ModelOptions engine_model_options(const ModelConfig& config, const serving::SchedulerConfig& scheduler,
                                   const std::vector<serving::Request>& requests, DType weights, DType kv, int sm_count,
@@ -92,7 +92,7 @@ std::string describe_engine_model(const ModelConfig& config, const ModelOptions&
 /// given, receives the tokens each request generated.
 /// @param config the model's shape  @param scheduler the scheduler's limits  @param requests the workload
 /// @param weights the weights' type  @param kv the cache's type  @param sm_count the device's SMs
-/// @param quant the weights' quantized format (ModelOptions::quant)
+/// @param quant the weights' quantized format (QuantOptions::format)
 /// @param seed the weights' and the synthetic prompts' seed  @param generated where the tokens go (or null)
 /// @param steps_profile when given, `--profile`'s scope around the engine's steps (the model's
 /// warm-up left out): Bench::begin_profile() before them, and the profile of their kernels

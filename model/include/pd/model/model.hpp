@@ -66,7 +66,7 @@ public:
 /// splits it: heads / tp query heads, kv_heads / tp KV heads (1, replicated, when tp exceeds them),
 /// ffn_dim / tp, vocab / tp rows of the embedding and the LM head; d_model and the rest whole.
 /// @param c the whole model  @param tp ranks
-/// @throws std::invalid_argument naming ModelOptions.tensor_parallel when a size does not divide
+/// @throws std::invalid_argument naming ModelOptions.parallel.ranks when a size does not divide
 ModelConfig shard_config(const ModelConfig& c, int tp);
 /// The largest |a - b| / (1 + |b|) over two runs' logits (max_rel_diff()) that a split of @p c
 /// across ranks may show against the whole model in fp32. A split changes the order of the sums
@@ -90,13 +90,19 @@ int first_kv_head(const ModelConfig& c, int tp, int rank);
 /// @param w the whole model's weights  @param c its shape  @param tp ranks  @param rank the rank
 ModelWeights shard_weights(const ModelWeights& w, const ModelConfig& c, int tp, int rank);
 
-/// How the model runs. Its errors name these fields (ModelOptions.batch = 0 ...); a program
-/// maps them to its flags.
-struct ModelOptions {
-    DType weights = DType::fp32;  ///< type of the weight matrices (fp32 or bf16)
-    DType kv = DType::fp32;       ///< type of the cache
-    int batch = 1;                ///< sequences a pass takes at most (cache slots), 1 ... 64 (chapter 03's batch limit)
-    int max_seq = 0;              ///< positions of each sequence's cache (0: the config's max_seq)
+/// Chapter 04's KV cache: the type of its elements, and from chapter 06 its pages.
+struct CacheOptions {
+    /// The type of the cache: fp32 or bf16 (chapter 04), or chapter 08's 8-bit fp8 and int8 (a
+    /// scale per row).
+    DType kv = DType::fp32;
+    /// 0: a slot of max_seq positions per sequence. > 0 (chapter 06): a paged cache of
+    /// num_blocks blocks of block_size positions, read through the block tables each pass brings.
+    int block_size = 0;
+    int num_blocks = 0;  ///< paged: blocks of the cache (0: batch x ceil(max_seq / block_size))
+};
+
+/// Which versions of the chapters' kernels a pass runs.
+struct KernelOptions {
     std::string attention = "v4";        ///< the decode attention version on slots (v1 ... v4)
     std::string paged_attention = "v2";  ///< the decode attention version on pages (v1, v2)
     /// The attention of prompts that start at position 0: "flash" (chapter 07's flash attention
@@ -104,33 +110,51 @@ struct ModelOptions {
     /// (chapter 01's v2 on the fresh K and V, with its score matrix of Hq T min(T, max_seq) floats:
     /// what the equivalence tests compare against).
     std::string prefill_attention = "flash";
-    /// Weight-only quantization of the linear layers and the LM head (chapter 08): "none", or
-    /// "int8", "int4" (groups of quant_group along K) or "fp8", each matrix quantized on the
-    /// device from the bf16 weights (so weights must be bf16; the embedding table stays bf16).
-    /// Decode batches of up to 16 tokens run chapter 08's GEMV on the packed bytes, 16 tokens at a
-    /// time above that; larger passes dequantize each matrix to bf16 and run chapter 02's GEMM.
-    std::string quant = "none";
-    int quant_group = 128;  ///< int4: values per scale along K (32, 64, 128 or 256)
-    int sm_count = 1;       ///< the device's SMs, for the split-KV versions
-    /// 0: a slot of max_seq positions per sequence. > 0 (chapter 06): a paged cache of
-    /// num_blocks blocks of block_size positions, read through the block tables each pass brings.
-    int block_size = 0;
-    int num_blocks = 0;  ///< paged: blocks of the cache (0: batch x ceil(max_seq / block_size))
+    int sm_count = 1;  ///< the device's SMs, for the split-KV versions
+};
+
+/// Chapter 08's weight-only quantization of the linear layers and the LM head.
+struct QuantOptions {
+    /// "none", or "int8", "int4" (groups of `group` along K) or "fp8", each matrix quantized on the
+    /// device from the bf16 weights (so ModelOptions::weights must be bf16; the embedding table
+    /// stays bf16). Decode batches of up to 16 tokens run chapter 08's GEMV on the packed bytes, 16
+    /// tokens at a time above that; larger passes dequantize each matrix to bf16 and run chapter
+    /// 02's GEMM.
+    std::string format = "none";
+    int group = 128;  ///< int4: values per scale along K (32, 64, 128 or 256)
+};
+
+/// Chapter 10: the ranks the model is split across (Megatron-LM's tensor parallelism), rank r on
+/// device r.
+struct ParallelOptions {
+    /// 1 (the whole model on the current device) or a number that divides its query heads,
+    /// ffn_dim and vocabulary (see shard_config()). The Model a program builds is rank 0; it
+    /// builds the others, each on a host thread of its own, and every call on it runs on all.
+    int ranks = 1;
+    /// How the ranks exchange (required when ranks > 1): pd::model::nccl_collectives().
+    std::shared_ptr<Collectives> collectives;
+    /// The rank this Model is (set by rank 0 for the ranks it builds; a program leaves it 0).
+    int rank = 0;
+};
+
+/// How the model runs: its weights' type and the sizes it is built for, then one group per
+/// concern (its cache, its kernels, its quantization, its split across ranks). Its errors name
+/// these fields (ModelOptions.batch = 0 ..., ModelOptions.cache.kv = ...); a program maps them to
+/// its flags.
+struct ModelOptions {
+    DType weights = DType::fp32;  ///< type of the weight matrices (fp32 or bf16)
+    int batch = 1;                ///< sequences a pass takes at most (cache slots), 1 ... 64 (chapter 03's batch limit)
+    int max_seq = 0;              ///< positions of each sequence's cache (0: the config's max_seq)
     /// The most tokens one pass takes (0: batch x max_seq, a prefill of every slot). Every
     /// activation is allocated for it when the model is built, so that no pass allocates.
     int max_step_tokens = 0;
     /// Rows of logits one pass produces at most (0: batch, one per sequence). Chapter 09's verify
     /// pass asks for the logits after each of a sequence's k + 1 tokens (StepSequence::logits).
     int max_logit_rows = 0;
-    /// Chapter 10: the ranks the model is split across (Megatron-LM's tensor parallelism), rank r on
-    /// device r: 1 (the whole model on the current device) or a number that divides its query
-    /// heads, ffn_dim and vocabulary (see shard_config()). The Model a program builds is rank 0; it
-    /// builds the others, each on a host thread of its own, and every call on it runs on all.
-    int tensor_parallel = 1;
-    /// How the ranks exchange (required when tensor_parallel > 1): pd::model::nccl_collectives().
-    std::shared_ptr<Collectives> collectives;
-    /// The rank this Model is (set by rank 0 for the ranks it builds; a program leaves it 0).
-    int tp_rank = 0;
+    CacheOptions cache;        ///< the KV cache's type and layout (chapters 04, 06, 08)
+    KernelOptions kernels;     ///< the kernel versions a pass runs (chapters 01, 04, 06, 07)
+    QuantOptions quant;        ///< weight-only quantization (chapter 08)
+    ParallelOptions parallel;  ///< tensor parallelism (chapter 10)
 };
 
 /// One sequence of a forward pass: which cache slot it owns, how much of it is filled, and how
@@ -153,7 +177,7 @@ struct StepSequence {
 ///    weights are read once for the few rows), chapter 02's GEMM otherwise;
 ///  - attention: for a decode batch, the decode attention version over the cache when the
 ///    cache can serve it (pages always, slots when sequence s is in slot s: chapter 04's
-///    kernels); with ModelOptions::prefill_attention = "naive", for prompts that all start at
+///    kernels); with KernelOptions::prefill_attention = "naive", for prompts that all start at
 ///    position 0 with the same length, chapter 01's attention on the fresh K and V; for any other
 ///    batch (prompts included, by default), the varlen attention over the cache, which is chapter
 ///    07's flash attention v3 (chapter 05's mixed batches, chapter 06's pages).
@@ -188,7 +212,7 @@ class Model {
 public:
     /// Allocates the weights (uninitialized: call init_synthetic() or load()), the cache and
     /// the activations for passes of up to max_step_tokens tokens. Throws std::invalid_argument
-    /// naming the field out of range (ModelOptions.batch = 0 ...). With tensor_parallel > 1 this
+    /// naming the field out of range (ModelOptions.batch = 0 ...). With parallel.ranks > 1 this
     /// is rank 0 (on the current device), and it builds ranks 1 ... N - 1 on devices 1 ... N - 1.
     Model(const ModelConfig& config, const ModelOptions& options);
     ~Model();

@@ -6,7 +6,7 @@
 /// PD_SIM_DEVICES virtual devices.
 ///
 /// Megatron-LM's split (Shoeybi et al., 2019), as pd::model::Model runs it with
-/// ModelOptions::tensor_parallel = N: Wq, Wk, Wv, Wgate and Wup column-parallel (each rank computes
+/// ParallelOptions::ranks = N: Wq, Wk, Wv, Wgate and Wup column-parallel (each rank computes
 /// its heads' and its FFN columns' outputs from the whole input), Wo and Wdown row-parallel (each
 /// rank multiplies its part of the inputs, so each holds a partial sum of the whole output): one
 /// all-reduce after attention and one after the MLP, per layer; the embedding and the LM head
@@ -66,7 +66,7 @@ private:
     std::vector<std::vector<double>> times_;  // by rank, by call since reset()
 };
 
-/// Rank count N and timing: a shared NcclCollectives for ModelOptions::collectives.
+/// Rank count N and timing: a shared NcclCollectives for ParallelOptions::collectives.
 /// @param ranks N  @param timed whether it times its calls  @param algorithm how the all-reduces run
 std::shared_ptr<NcclCollectives> nccl_collectives(int ranks, bool timed = false,
                                                   AllReduceAlgorithm algorithm = AllReduceAlgorithm::nccl);
