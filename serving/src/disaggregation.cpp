@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -129,49 +128,34 @@ struct Arrival {
     double ready_s = 0;  ///< its cache arrived
     int context = 0;     ///< positions in its cache (its prompt)
     int remaining = 0;   ///< tokens left to decode
-    long long need = 0;  ///< positions it reserves: prompt + output
 };
 
-/// One decode instance: admits arrivals first come first served while a slot is free and their
-/// whole sequences fit, and decodes every admitted request one token per step.
+/// One decode instance: chapter 05's engine (run_engine()) under continuous batching, on requests
+/// that arrive with their cache (Request::cached: no prefill, context = the prompt) and are
+/// admitted first come first served while a slot is free and their whole sequences fit
+/// (SchedulerConfig::reserve_whole: no decode waits for room). Appends its steps to @p all (with
+/// global ids) and each request's decode tokens after the first token, which came with its cache.
 void run_decode(std::vector<Arrival> arrivals, int max_seqs, long long capacity, CostModel& cost, Timeline& all) {
     std::stable_sort(arrivals.begin(), arrivals.end(),
                      [](const Arrival& a, const Arrival& b) { return a.ready_s < b.ready_s; });
-    std::deque<Arrival> waiting;
-    std::vector<Arrival> running;
-    long long reserved = 0;
-    double clock = 0;
-    std::size_t next = 0;
-    while (next < arrivals.size() || !waiting.empty() || !running.empty()) {
-        while (next < arrivals.size() && arrivals[next].ready_s <= clock) waiting.push_back(arrivals[next++]);
-        while (!waiting.empty() && int(running.size()) < max_seqs && reserved + waiting.front().need <= capacity) {
-            reserved += waiting.front().need;
-            running.push_back(waiting.front());
-            waiting.pop_front();
-        }
-        if (running.empty()) {
-            if (next == arrivals.size())
-                throw std::logic_error("decode instance: requests wait but none fits its cache");
-            clock = std::max(clock, arrivals[next].ready_s);
-            continue;
-        }
-        Step step;
-        long long used = 0;
-        for (const Arrival& a : running) {
-            step.items.push_back({.request = a.id, .tokens = 1, .context = a.context});
-            used += a.context + 1;
-        }
-        const double start = clock;
-        clock += cost.run(step);
-        all.steps.push_back({start, clock, step, used, static_cast<int>(running.size()), 0});
-        for (Arrival& a : running) {
-            all.requests[static_cast<std::size_t>(a.id)].token_s.push_back(clock);
-            ++a.context;
-            --a.remaining;
-        }
-        for (const Arrival& a : running)
-            if (a.remaining == 0) reserved -= a.need;
-        std::erase_if(running, [](const Arrival& a) { return a.remaining == 0; });
+    std::vector<Request> requests;  // the instance's ids: 0, 1, 2, ... in arrival order
+    for (const Arrival& a : arrivals)
+        requests.push_back({.id = static_cast<int>(requests.size()),
+                            .arrival_s = a.ready_s,
+                            .prompt_tokens = a.context,
+                            .output_tokens = a.remaining + 1,
+                            .cached = true});
+    Scheduler scheduler(
+        {.policy = Policy::continuous, .max_seqs = max_seqs, .kv_capacity = capacity, .reserve_whole = true});
+    Timeline t = run_engine(requests, scheduler, cost);
+    for (Timeline::StepRecord& step : t.steps) {
+        for (BatchItem& item : step.step.items) item.request = arrivals[static_cast<std::size_t>(item.request)].id;
+        all.steps.push_back(std::move(step));
+    }
+    for (const Timeline::RequestRecord& r : t.requests) {
+        std::vector<double>& tokens =
+            all.requests[static_cast<std::size_t>(arrivals[std::size_t(r.request.id)].id)].token_s;
+        tokens.insert(tokens.end(), r.token_s.begin(), r.token_s.end());
     }
 }
 
@@ -265,11 +249,8 @@ Served serve_disaggregated(const std::vector<Request>& requests, const Setup& s,
         // the first token leaves with the cache
         out.timeline.requests[static_cast<std::size_t>(id)].token_s = {times[i].end_s};
         out.timeline.requests[static_cast<std::size_t>(id)].request = r;
-        arrivals[static_cast<std::size_t>(rec.decode_instance)].push_back({.id = id,
-                                                                           .ready_s = times[i].end_s,
-                                                                           .context = r.prompt_tokens,
-                                                                           .remaining = r.output_tokens - 1,
-                                                                           .need = r.prompt_tokens + r.output_tokens});
+        arrivals[static_cast<std::size_t>(rec.decode_instance)].push_back(
+            {.id = id, .ready_s = times[i].end_s, .context = r.prompt_tokens, .remaining = r.output_tokens - 1});
     }
     for (const Request& r : requests)
         if (r.output_tokens == 1) {  // done at the prefill: no transfer

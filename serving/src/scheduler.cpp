@@ -28,6 +28,10 @@ void Scheduler::arrive(const Request& r) {
         throw std::invalid_argument("request " + std::to_string(r.id) + ": prompt + output = " +
                                     std::to_string(static_cast<long long>(r.prompt_tokens) + r.output_tokens) +
                                     " positions never fit in the cache's " + std::to_string(cache_.capacity()));
+    if (r.cached && (r.output_tokens < 2 || config_.block_size > 0))
+        throw std::invalid_argument("request " + std::to_string(r.id) +
+                                    ": a request that arrives with its cache needs an output of >= 2 tokens (its "
+                                    "first came with the cache) and a cache of slots (SchedulerConfig.block_size = 0)");
     waiting_.push_back(Sequence{.request = r});
 }
 
@@ -104,7 +108,11 @@ void Scheduler::add_drafts(Step& step) const {
 const Sequence& Scheduler::admit_front() {
     Sequence s = waiting_.front();
     waiting_.pop_front();
-    cache_.allocate(s);  // a slot, and its prefix hit counted as computed
+    cache_.allocate(s);                          // a slot, and its prefix hit counted as computed
+    if (s.request.cached && s.generated == 0) {  // its prompt's positions came with it, and its first token
+        s.computed = s.prefill_len = s.request.prompt_tokens;
+        s.generated = 1;
+    }
     hits_[s.request.id] += s.prefix_hit;
     running_.push_back(s);
     return running_.back();
@@ -181,17 +189,29 @@ Step Scheduler::static_step() {
 Step Scheduler::continuous_step() {
     Step step;
     // Waiting prompts first, whole, first come first served, up to the budget (at least one);
-    // the running decodes pause for this step.
+    // the running decodes pause for this step. A request that arrives with its cache brings no
+    // prompt: it joins the decodes. With reserve_whole, each running request holds room for its
+    // whole sequence.
+    const auto whole = [](const Request& r) { return static_cast<long long>(r.prompt_tokens) + r.output_tokens; };
     long long kv = cache_.used(running_);
+    if (config_.reserve_whole) {
+        kv = 0;
+        for (const Sequence& s : running_) kv += whole(s.request);
+    }
     int tokens = 0;
     while (!waiting_.empty()) {
         const Allocation a = cache_.can_allocate(waiting_.front());
         if (!a.slot) break;
-        if (tokens > 0 && tokens + a.prefill > config_.token_budget) break;
-        if (kv + a.prefill > cache_.capacity()) break;  // no preemption to admit: it waits
-        kv += a.prefill;
-        tokens += a.prefill;
-        step.items.push_back(rest_of_prefill(admit_front()));
+        const Sequence& w = waiting_.front();
+        const bool cached = w.request.cached && w.generated == 0;  // as it arrived, not after a preemption
+        const int prompt = cached ? 0 : a.prefill;
+        const long long need = config_.reserve_whole ? whole(w.request) : a.prefill;
+        if (tokens > 0 && tokens + prompt > config_.token_budget) break;
+        if (kv + need > cache_.capacity()) break;  // no preemption to admit: it waits
+        kv += need;
+        tokens += prompt;
+        const Sequence& s = admit_front();
+        if (!cached) step.items.push_back(rest_of_prefill(s));
     }
     if (!step.empty()) return step;
     // Otherwise one decode token for every running request.

@@ -41,6 +41,9 @@ const SchedulerConfig& checked(const SchedulerConfig& config) {
         throw std::invalid_argument("SchedulerConfig.token_budget (" + std::to_string(config.token_budget) +
                                     ") must be >= SchedulerConfig.max_seqs (" + std::to_string(config.max_seqs) +
                                     ") under chunked: every running request decodes in every step");
+    if (config.reserve_whole && config.policy != Policy::continuous)
+        throw std::invalid_argument("SchedulerConfig.reserve_whole is a rule of continuous batching, not of " +
+                                    to_string(config.policy));
     return config;
 }
 

@@ -85,6 +85,50 @@ TEST_CASE("scheduler: static batching waits for the whole batch", "[scheduler]")
     CHECK(t.requests[2].token_s == std::vector<double>{4.0});  // arrived at 0.5, served in the 4th step
 }
 
+TEST_CASE("scheduler: requests that arrive with their cache decode at once, each reserving its whole sequence",
+          "[scheduler]") {
+    // Chapter 11's decode instance: r0 (prompt 4, 3 tokens, its first already out) and r1 (prompt
+    // 6, 3 tokens) arrive with their caches; in a cache of 18 positions r0 reserves 7 and r1 9, so
+    // both run, with no prefill; r2 (prompt 5, 4 tokens: 9) arrives at 0.5 s and waits for room
+    // (7 + 9 + 9 = 25 > 18) although the positions in use after one step (5 + 7, and its 5: 17)
+    // would have fit it, and joins when r0 and r1 finish. Without reserve_whole (chapter 05's rule)
+    // it is admitted on those positions, preempted as the decodes grow, and recomputed later.
+    const std::vector<sv::Request> arrivals{
+        {.id = 0, .arrival_s = 0.0, .prompt_tokens = 4, .output_tokens = 3, .cached = true},
+        {.id = 1, .arrival_s = 0.0, .prompt_tokens = 6, .output_tokens = 3, .cached = true},
+        {.id = 2, .arrival_s = 0.5, .prompt_tokens = 5, .output_tokens = 4, .cached = true}};
+    sv::Scheduler s({.policy = sv::Policy::continuous, .max_seqs = 4, .kv_capacity = 18, .reserve_whole = true});
+    FixedCost exec(1.0);
+    const sv::Timeline t = sv::run_engine(arrivals, s, exec, true);
+    std::vector<std::string> steps;
+    for (const auto& st : t.steps) steps.push_back(sv::to_string(st.step));
+    CHECK(steps == std::vector<std::string>{"(0 1@4 D!)(1 1@6 D!)", "(0 1@5 D!)(1 1@7 D!)", "(2 1@5 D!)", "(2 1@6 D!)",
+                                            "(2 1@7 D!)"});
+    CHECK(t.requests[0].token_s == std::vector<double>{1.0, 2.0});  // the other two of its 3 tokens
+    CHECK(t.requests[2].token_s == std::vector<double>{3.0, 4.0, 5.0});
+    CHECK(t.steps[0].kv_used == 4 + 1 + 6 + 1);  // each request's cache with this step's token
+    CHECK(s.preemptions() == 0);
+
+    sv::Scheduler in_use({.policy = sv::Policy::continuous, .max_seqs = 4, .kv_capacity = 18});
+    const sv::Timeline u = sv::run_engine(arrivals, in_use, exec, true);
+    CHECK(u.requests[2].preemptions == 1);
+    bool recomputed = false;  // its prompt and the token it came with, from position 0
+    for (const auto& st : u.steps)
+        for (const sv::BatchItem& i : st.step.items) recomputed |= i.request == 2 && i.prefill && i.tokens == 5 + 1;
+    CHECK(recomputed);
+    CHECK(u.requests[2].token_s.size() == 3);
+
+    // what cannot be: a cached request with one token (it is done), or on pages; the rule under chunked
+    sv::Scheduler slots({.policy = sv::Policy::continuous, .max_seqs = 4, .kv_capacity = 16});
+    CHECK_THROWS_WITH(slots.arrive({.id = 0, .prompt_tokens = 4, .output_tokens = 1, .cached = true}),
+                      Contains("needs an output of >= 2 tokens"));
+    sv::Scheduler pages({.policy = sv::Policy::continuous, .max_seqs = 4, .kv_capacity = 64, .block_size = 4});
+    CHECK_THROWS_WITH(pages.arrive({.id = 0, .prompt_tokens = 4, .output_tokens = 3, .cached = true}),
+                      Contains("a cache of slots (SchedulerConfig.block_size = 0)"));
+    CHECK_THROWS_WITH(sv::Scheduler({.policy = sv::Policy::chunked, .reserve_whole = true}),
+                      Contains("SchedulerConfig.reserve_whole is a rule of continuous batching, not of chunked"));
+}
+
 TEST_CASE("scheduler: when the cache is full the newest request is preempted and recomputed", "[scheduler]") {
     // two requests of 4 + 6 positions in a cache of 12: both fit at first (8), but as they
     // decode they need 2 x 9 = 18 > 12, so r1 (the newest) is dropped, waits, and is prefilled

@@ -64,6 +64,11 @@ struct SchedulerConfig {
     /// Request::speculate); past its end, or empty, no limit. speculation_limits() makes it from
     /// the cost model: 0 where verifying would make the step slower than the tokens it gains.
     std::vector<int> draft_limit;
+    /// Chapter 11's decode instances, under continuous: a request is admitted only when its
+    /// whole sequence (prompt + output) fits beside the whole sequences of the running requests,
+    /// so no decode ever waits for room and nothing is preempted (false: chapter 05's rule, the
+    /// positions in use).
+    bool reserve_whole = false;
 };
 
 /// @p config, if a scheduler can run with it.

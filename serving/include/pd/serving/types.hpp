@@ -21,6 +21,10 @@ struct Request {
     /// Chapter 09: draft tokens it asks to have verified per decode step (speculative decoding;
     /// 0: plain decoding). The scheduler may grant fewer (SchedulerConfig::draft_limit).
     int speculate = 0;
+    /// Chapter 11: it arrives with its prompt's K and V computed (a prefill instance sent them)
+    /// and its first token out, so it joins at context prompt_tokens and decodes the other
+    /// output_tokens - 1 (>= 1) tokens. A cache of slots only (SchedulerConfig::block_size = 0).
+    bool cached = false;
 };
 
 /// What one request does in one step: `tokens` new tokens of its prompt (a prefill chunk, or
