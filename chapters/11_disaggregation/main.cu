@@ -71,20 +71,20 @@ pd::Row real_transfer(pd::Bench& bench, const Options& o, const sv::LinkPreset& 
             dst[b].push_back(mo.cache.num_blocks - 1 - (b * per_seq + i));
         }
     const auto prefill = [&](md::Model& m, const std::vector<std::vector<int>>& tables) {
-        std::vector<md::StepSequence> seqs;
-        for (int b = 0; b < B; ++b) seqs.push_back({.slot = b, .context = 0, .tokens = P, .blocks = tables[b]});
-        m.forward(tokens, seqs);
+        m.forward(tokens, md::Pass::batch(tokens, B, 0, &tables).sequences);
     };
     const auto decode = [&](md::Model& m, const std::vector<std::vector<int>>& tables, std::vector<int> next) {
         std::vector<int> out = next;  // every sequence's tokens, step after step
-        for (int step = 1; step < G; ++step) {
-            std::vector<md::StepSequence> seqs;
-            for (int b = 0; b < B; ++b)
-                seqs.push_back({.slot = b, .context = P + step - 1, .tokens = 1, .blocks = tables[b]});
-            m.forward(next, seqs);
-            next = m.greedy_tokens();
-            out.insert(out.end(), next.begin(), next.end());
-        }
+        md::token_loop(
+            m, {},
+            [&](md::Pass& p) {  // step out.size() / B feeds the last tokens at context P + step - 1
+                if (int(out.size()) < B * G) p = md::Pass::batch(next, B, P + int(out.size()) / B - 1, &tables);
+                return int(out.size()) < B * G;
+            },
+            [&](std::span<const int> chosen, double) {
+                next.assign(chosen.begin(), chosen.end());
+                out.insert(out.end(), chosen.begin(), chosen.end());
+            });
         return out;
     };
     // one device: prefill and decode on device 0; its prompt blocks then travel as they are (a

@@ -200,8 +200,7 @@ void Model::prefill(std::span<const int> tokens, int P) {
                                     " tokens, expected B * P = " + std::to_string(std::size_t(B) * P));
     std::vector<StepSequence> rows(static_cast<std::size_t>(B));  // sequence b in slot b, from position 0
     for (int b = 0; b < B; ++b) rows[std::size_t(b)] = {.slot = b, .context = 0, .tokens = P};
-    forward(tokens, rows);
-    length_ = P;
+    forward(tokens, rows);  // length() = P
 }
 
 void Model::decode(std::span<const int> tokens) {
@@ -219,7 +218,9 @@ void Model::decode(std::span<const int> tokens) {
 void Model::decode(const int* tokens_device) {
     if (options_.cache.block_size > 0)
         throw std::invalid_argument("decode: a paged cache runs forward() with block tables");
-    if (length_ < 1) throw std::invalid_argument("decode before prefill: the cache is empty");
+    if (length_ < 1)
+        throw std::invalid_argument(
+            "decode before prefill: no pass has left every sequence at one length (length() = 0)");
     if (length_ >= max_seq_)
         throw std::invalid_argument("decode at position " + std::to_string(length_) +
                                     ": the cache holds max_seq = " + std::to_string(max_seq_) + " positions");

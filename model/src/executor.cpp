@@ -3,6 +3,8 @@
 /// forward pass of the model, followed by greedy sampling of the sequences that emit.
 #include "pd/model/executor.hpp"
 
+#include "pd/model/generate.hpp"
+
 #include "pd/serving/engine.hpp"
 #include "pd/serving/speculative.hpp"
 
@@ -78,19 +80,19 @@ double ModelExecutor::run(const serving::Step& step) {
     const auto start = std::chrono::steady_clock::now();
     // pack the items' tokens: each request's prompt then its output, from its context on; a
     // speculative decode (chapter 09) adds its draft: prompt lookup's guesses of what follows
-    std::vector<int> tokens;
-    std::vector<StepSequence> sequences;
+    Pass pass;
     std::vector<std::vector<int>> drafts(step.items.size());
     for (std::size_t n = 0; n < step.items.size(); ++n) {
         const serving::BatchItem& item = step.items[n];
         const std::vector<int>& p = prompts_.at(std::size_t(item.request));
         const std::vector<int>& g = generated_.at(std::size_t(item.request));
         const int own = item.tokens - item.draft;  // the tokens the request has
+        std::vector<int> fed;
         for (int i = item.context; i < item.context + own; ++i) {
             if (i >= int(p.size() + g.size()))
                 throw std::logic_error("model executor: request " + std::to_string(item.request) + " has no token at " +
                                        std::to_string(i) + " yet");
-            tokens.push_back(i < int(p.size()) ? p[std::size_t(i)] : g[std::size_t(i) - p.size()]);
+            fed.push_back(i < int(p.size()) ? p[std::size_t(i)] : g[std::size_t(i) - p.size()]);
         }
         if (item.draft > 0) {
             std::vector<int> so_far = p;
@@ -98,25 +100,19 @@ double ModelExecutor::run(const serving::Step& step) {
             drafts[n] = serving::propose_ngram(so_far, item.draft);
             // fewer guesses than the step holds: the last token again (the pass's shape was planned)
             while (int(drafts[n].size()) < item.draft) drafts[n].push_back(so_far.back());
-            tokens.insert(tokens.end(), drafts[n].begin(), drafts[n].end());
+            fed.insert(fed.end(), drafts[n].begin(), drafts[n].end());
         }
-        sequences.push_back(
-            {.slot = item.slot,
-             .context = item.context,
-             .tokens = item.tokens,
-             .blocks = pages_ ? std::span<const int>(pages_->table(item.request)) : std::span<const int>(),
-             .logits = 1 + item.draft});
+        pass.add(item.slot, item.context, fed, item.request, 1 + item.draft,
+                 pages_ ? std::span<const int>(pages_->table(item.request)) : std::span<const int>());
     }
     accepted_.assign(step.items.size(), 0);
-    if (sequences.empty()) return 0;
-    const Cost cost = model_.cost(sequences);
+    if (pass.sequences.empty()) return 0;
+    const Cost cost = model_.cost(pass.sequences);
     spent_.flops += cost.flops;
     spent_.bytes += cost.bytes;
-    model_.forward(tokens, sequences);
-    // greedy sampling: item s's rows of the logits follow item s - 1's (one, or 1 + its draft)
-    model_.argmax(next_.data());
-    std::vector<int> next(std::size_t(model_.logit_rows()));
-    PD_CHECK_CUDA(cudaMemcpy(next.data(), next_.data(), next.size() * sizeof(int), cudaMemcpyDeviceToHost));
+    model_.forward(pass.tokens, pass.sequences);  // one turn of the token loop (generate.hpp): run_engine() loops
+    // greedy: item s's rows of the logits follow item s - 1's (one, or 1 + its draft)
+    const std::vector<int> next = choose(model_, pass, {}, next_);
     std::size_t row = 0;
     for (std::size_t s = 0; s < step.items.size(); ++s) {
         const serving::BatchItem& item = step.items[s];

@@ -45,6 +45,11 @@ void Model::forward(std::span<const int> tokens, std::span<const StepSequence> s
     check(tokens, sequences);
     if (tokens.empty()) throw std::invalid_argument("forward: no tokens");
     on_every_rank([&](Model& m) { m.forward_local(tokens, sequences); });
+    // length(): where decode() goes on, after a pass that left every slot's sequence at one length
+    bool uniform = int(sequences.size()) == options_.batch;
+    for (const StepSequence& s : sequences)
+        uniform = uniform && s.context + s.tokens == sequences[0].context + sequences[0].tokens;
+    length_ = uniform ? sequences[0].context + sequences[0].tokens : 0;
 }
 
 void Model::forward_local(std::span<const int> tokens, std::span<const StepSequence> sequences) {

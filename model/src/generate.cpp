@@ -21,31 +21,6 @@ namespace pd::model {
 
 namespace {
 
-/// Runs @p step once and returns its time in ms (CUDA events; CPU time on the simulator).
-template <typename Fn>
-double once(Fn&& step) {
-    return time_device(step, 0, 1).median_ms;
-}
-
-/// Appends the logits of @p m and the tokens chosen from them to @p g: their argmax (greedy), or
-/// drawn by g.sampling, sequence b's token at @p position from its stream b.
-void take_step(Model& m, DeviceBuffer<int>& next, Generation& g, int position) {
-    const int B = m.options().batch;
-    if (g.sampling.greedy())
-        m.argmax(next.data());
-    else {
-        std::vector<int> streams(static_cast<std::size_t>(B)), positions(static_cast<std::size_t>(B), position);
-        for (int b = 0; b < B; ++b) streams[std::size_t(b)] = b;
-        m.sample(g.sampling, streams, positions, next.data());
-    }
-    std::vector<int> t = next.download();
-    t.resize(std::size_t(B));
-    std::vector<float> l = m.logits().download();
-    l.resize(std::size_t(B) * std::size_t(m.config().vocab));
-    g.tokens.insert(g.tokens.end(), t.begin(), t.end());
-    g.logits.insert(g.logits.end(), l.begin(), l.end());
-}
-
 /// Rank of @p token among @p row's logits (0: the largest).
 int rank_of(std::span<const float> row, int token) {
     int rank = 0;
@@ -94,24 +69,112 @@ double generation_flops(const ModelConfig& c, const PromptSpec& s, int P, bool c
     return tokens * 2 * c.parameter_count();
 }
 
+void Pass::add(int slot, int context, std::span<const int> new_tokens, int stream, int rows,
+               std::span<const int> blocks) {
+    const int n = int(new_tokens.size());
+    tokens.insert(tokens.end(), new_tokens.begin(), new_tokens.end());
+    sequences.push_back({.slot = slot, .context = context, .tokens = n, .blocks = blocks, .logits = rows});
+    for (int r = 0; r < rows; ++r) {  // the rows after its last `rows` tokens predict these positions
+        streams.push_back(stream);
+        positions.push_back(context + n - rows + 1 + r);
+    }
+}
+
+Pass Pass::batch(std::span<const int> tokens, int B, int context, const std::vector<std::vector<int>>* tables) {
+    Pass p;
+    const std::size_t n = B > 0 ? tokens.size() / std::size_t(B) : 0;
+    for (int b = 0; b < B; ++b)
+        p.add(b, context, tokens.subspan(std::size_t(b) * n, n), b, 1,
+              tables ? std::span<const int>(tables->at(std::size_t(b))) : std::span<const int>());
+    return p;
+}
+
+std::vector<int> choose(Model& m, const Pass& p, const kernels::layers::SamplingParams& sampling,
+                        DeviceBuffer<int>& out) {
+    if (sampling.greedy())
+        m.argmax(out.data());
+    else
+        m.sample(sampling, p.streams, p.positions, out.data());
+    std::vector<int> chosen = out.download();
+    chosen.resize(p.streams.size());
+    return chosen;
+}
+
+// [token_loop]
+void token_loop(Model& m, const kernels::layers::SamplingParams& sampling, const std::function<bool(Pass&)>& next,
+                const std::function<void(std::span<const int> chosen, double ms)>& take) {
+    DeviceBuffer<int> out(std::size_t(std::max(m.max_logit_rows(), m.options().batch)));
+    for (Pass p; next(p); p = Pass{}) {
+        const double ms = time_device([&] { m.forward(p.tokens, p.sequences); }, 0, 1).median_ms;
+        take(choose(m, p, sampling, out), ms);
+    }
+}
+// [token_loop]
+
+namespace {
+
+/// Appends the tokens @p chosen, the logits they were chosen from and the pass's time to @p g.
+void keep(const Model& m, Generation& g, std::span<const int> chosen, double ms) {
+    std::vector<float> l = m.logits().download();
+    l.resize(chosen.size() * std::size_t(m.config().vocab));
+    g.tokens.insert(g.tokens.end(), chosen.begin(), chosen.end());
+    g.logits.insert(g.logits.end(), l.begin(), l.end());
+    g.ms.push_back(ms);
+}
+
+}  // namespace
+
 // [generate_cached]
 /// With the cache: prefill the prompt once, then each step feeds the last token only.
 Generation generate_cached(Model& m, const std::vector<int>& prompt, int P, int G,
                            const kernels::layers::SamplingParams& sampling) {
     Generation g;
     g.sampling = sampling;
-    DeviceBuffer<int> next(static_cast<std::size_t>(m.max_logit_rows()));
-    g.ms.push_back(once([&] { m.prefill(prompt, P); }));
-    take_step(m, next, g, P);
-    for (int i = 1; i < G; ++i) {
-        g.ms.push_back(once([&] { m.decode(next.data()); }));  // K, V of positions < P + i - 1 come from the cache
-        take_step(m, next, g, P + i);
-    }
+    const int B = m.options().batch;
+    std::vector<int> last;  // [B]: the tokens the last pass chose
+    token_loop(
+        m, sampling,
+        [&](Pass& p) {
+            const int i = int(g.ms.size());  // K, V of positions < P + i - 1 come from the cache
+            if (i < G) p = i == 0 ? Pass::batch(prompt, B, 0) : Pass::batch(last, B, P + i - 1);
+            return i < G;
+        },
+        [&](std::span<const int> chosen, double ms) {
+            keep(m, g, chosen, ms);
+            last.assign(chosen.begin(), chosen.end());
+        });
     return g;
 }
 // [generate_cached]
 
 // [teacher_forced_agreement]
+namespace {
+
+/// Adds one next-token distribution to @p a: the original's logits @p p against the quantized
+/// model's @p q, V each. Both argmaxes and, with the log-softmax of both in double,
+/// KL(p || q) = sum p (log p - log q).
+void compare_row(const float* p, const float* q, int V, Agreement& a) {
+    const int ap = int(std::max_element(p, p + V) - p), aq = int(std::max_element(q, q + V) - q);
+    const auto log_norm = [V](const float* l, int arg) {
+        double sum = 0;
+        for (int v = 0; v < V; ++v) sum += std::exp(double(l[v]) - l[arg]);
+        return double(l[arg]) + std::log(sum);
+    };
+    const double zp = log_norm(p, ap), zq = log_norm(q, aq);
+    double kl = 0;
+    for (int v = 0; v < V; ++v) {
+        const double log_p = p[v] - zp;
+        kl += std::exp(log_p) * (log_p - (q[v] - zq));
+    }
+    kl = std::max(kl, 0.0);  // >= 0 in exact arithmetic; rounding may leave -1e-17
+    a.top1 += ap == aq;
+    a.mean_kl += kl;
+    a.max_kl = std::max(a.max_kl, kl);
+    ++a.tokens;
+}
+
+}  // namespace
+
 Agreement teacher_forced_agreement(const Generation& original, Model& quantized, const std::vector<int>& prompt,
                                    int P) {
     const int B = quantized.options().batch, V = quantized.config().vocab;
@@ -120,34 +183,21 @@ Agreement teacher_forced_agreement(const Generation& original, Model& quantized,
         throw std::invalid_argument(
             "teacher_forced_agreement: the original's generation is not [G, B] tokens of V logits");
     Agreement a;
-    quantized.prefill(prompt, P);
-    for (int i = 0; i < G; ++i) {
-        const std::vector<float> lq = quantized.logits().download();
-        for (int b = 0; b < B; ++b) {
-            const float* p = original.logits.data() + (std::size_t(i) * B + b) * V;
-            const float* q = lq.data() + std::size_t(b) * V;
-            const int ap = int(std::max_element(p, p + V) - p), aq = int(std::max_element(q, q + V) - q);
-            // log-softmax of both in double, then KL(p || q) = sum p (log p - log q)
-            const auto log_norm = [V](const float* l, int arg) {
-                double sum = 0;
-                for (int v = 0; v < V; ++v) sum += std::exp(double(l[v]) - l[arg]);
-                return double(l[arg]) + std::log(sum);
-            };
-            const double zp = log_norm(p, ap), zq = log_norm(q, aq);
-            double kl = 0;
-            for (int v = 0; v < V; ++v) {
-                const double log_p = p[v] - zp;
-                kl += std::exp(log_p) * (log_p - (q[v] - zq));
-            }
-            kl = std::max(kl, 0.0);  // >= 0 in exact arithmetic; rounding may leave -1e-17
-            a.top1 += ap == aq;
-            a.mean_kl += kl;
-            a.max_kl = std::max(a.max_kl, kl);
-            ++a.tokens;
-        }
-        if (i + 1 < G)  // fed the original's choices
-            quantized.decode(std::span(original.tokens).subspan(std::size_t(i) * B, std::size_t(B)));
-    }
+    int i = 0;  // the step; its pass feeds the prompt, then the tokens the original chose at step i - 1
+    token_loop(
+        quantized, {},
+        [&](Pass& p) {
+            const std::span<const int> fed =
+                i == 0 ? std::span<const int>(prompt) : std::span(original.tokens).subspan(std::size_t(i - 1) * B, B);
+            if (i < G) p = Pass::batch(fed, B, i == 0 ? 0 : P + i - 1);
+            return i < G;
+        },
+        [&](std::span<const int>, double) {  // its own choices go unused: it is fed the original's
+            const std::vector<float> q = quantized.logits().download();
+            for (int b = 0; b < B; ++b)
+                compare_row(original.logits.data() + (std::size_t(i) * B + b) * V, q.data() + std::size_t(b) * V, V, a);
+            ++i;
+        });
     a.top1 /= a.tokens;
     a.mean_kl /= a.tokens;
     return a;
@@ -162,19 +212,25 @@ Generation generate_recompute(Model& m, const std::vector<int>& prompt, int P, i
     Generation g;
     g.sampling = sampling;
     const int B = m.options().batch;
-    DeviceBuffer<int> next(static_cast<std::size_t>(m.max_logit_rows()));
-    std::vector<int> seq = prompt;  // [B, P + i]
-    for (int i = 0; i < G; ++i) {
-        g.ms.push_back(once([&] { m.prefill(seq, P + i); }));
-        take_step(m, next, g, P + i);
-        std::vector<int> longer;
-        for (int b = 0; b < B; ++b) {
-            longer.insert(longer.end(), seq.begin() + std::ptrdiff_t(b) * (P + i),
-                          seq.begin() + std::ptrdiff_t(b + 1) * (P + i));
-            longer.push_back(g.tokens[std::size_t(i) * B + b]);
-        }
-        seq = std::move(longer);
-    }
+    std::vector<int> seq = prompt;  // [B, P + i]: the prompts and the tokens chosen so far
+    token_loop(
+        m, sampling,
+        [&](Pass& p) {
+            const int i = int(g.ms.size());
+            if (i < G) p = Pass::batch(seq, B, 0);  // from position 0: nothing is cached
+            return i < G;
+        },
+        [&](std::span<const int> chosen, double ms) {
+            keep(m, g, chosen, ms);
+            const int n = int(seq.size()) / B;
+            std::vector<int> longer;
+            for (int b = 0; b < B; ++b) {
+                longer.insert(longer.end(), seq.begin() + std::ptrdiff_t(b) * n,
+                              seq.begin() + std::ptrdiff_t(b + 1) * n);
+                longer.push_back(chosen[std::size_t(b)]);
+            }
+            seq = std::move(longer);
+        });
     return g;
 }
 // [generate_recompute]

@@ -3,6 +3,8 @@
 /// one pass, accept, roll back.
 #include "pd/model/speculative.hpp"
 
+#include "pd/model/generate.hpp"
+
 #include "pd/common.hpp"
 #include "pd/cuda_check.hpp"
 #include "pd/philox.hpp"
@@ -32,12 +34,6 @@ std::uint64_t accept_stream(int s) {
 
 [[noreturn]] void reject(const std::string& field, const std::string& value, const std::string& rule) {
     throw std::invalid_argument("SpecOptions." + field + " = " + value + " " + rule);
-}
-
-/// Runs @p pass once and returns its time in ms (CUDA events; CPU time on the simulator).
-template <typename Fn>
-double once(Fn&& pass) {
-    return time_device(pass, 0, 1).median_ms;
 }
 
 /// One sequence as the loop sees it.
@@ -80,19 +76,6 @@ private:
     std::vector<int> free_;
 };
 
-/// The tokens each row of the last pass of @p m chose (argmax, or drawn by @p p with the rows'
-/// streams and positions), on the host.
-std::vector<int> choose(Model& m, const ly::SamplingParams& p, const std::vector<int>& streams,
-                        const std::vector<int>& positions, DeviceBuffer<int>& out) {
-    if (p.greedy())
-        m.argmax(out.data());
-    else
-        m.sample(p, streams, positions, out.data());
-    std::vector<int> all = out.download();
-    all.resize(streams.size());
-    return all;
-}
-
 /// The ids of the 5 largest logits of each of the first @p rows rows of @p m's last pass,
 /// largest first (ties to the smaller id): [rows, 5].
 std::vector<int> top5_rows(const Model& m, std::size_t rows) {
@@ -110,43 +93,46 @@ std::vector<int> top5_rows(const Model& m, std::size_t rows) {
 }
 
 /// The draft model's proposals, k_s tokens for each sequence s, greedy or sampled (keeping the
-/// distributions in q): first one pass that feeds each sequence's tokens the draft has not
-/// cached (its last, and the accepted ones it never fed) and proposes the first token, then one
-/// decode pass per further token.
+/// distributions in q), in the token loop on the draft model: first one pass that feeds each
+/// sequence's tokens the draft has not cached (its last, and the accepted ones it never fed) and
+/// proposes the first token, then one decode pass per further token.
 void propose_with_draft(Model& draft, std::vector<Sequence>& seqs, const std::vector<int>& k, const SpecOptions& o,
-                        DeviceBuffer<int>& out, SpecGeneration& g) {
-    const int V = draft.config().vocab;
+                        SpecGeneration& g) {
+    const std::size_t V = std::size_t(draft.config().vocab);
     const bool greedy = o.sampling.greedy();
-    for (int round = 0;; ++round) {
-        std::vector<int> tokens, streams, positions, who;
-        std::vector<StepSequence> items;
-        for (int s = 0; s < int(seqs.size()); ++s) {
-            Sequence& q = seqs[std::size_t(s)];
-            if (k[std::size_t(s)] <= round) continue;
-            const int from = round == 0 ? q.draft_context : q.context + round;  // its first new position
-            const int to = q.context + round;                                   // its last
-            for (int p = from; p <= to; ++p)
-                tokens.push_back(p <= q.context ? q.tokens[std::size_t(p)] : q.draft[std::size_t(p - q.context - 1)]);
-            items.push_back({.slot = s, .context = from, .tokens = to - from + 1});
-            streams.push_back(draft_stream(s));
-            positions.push_back(to + 1);
-            who.push_back(s);
-        }
-        if (items.empty()) break;
-        g.draft_ms += once([&] { draft.forward(tokens, items); });
-        ++g.draft_passes;
-        const std::vector<int> picked = choose(draft, o.sampling, streams, positions, out);
-        std::vector<float> probs;
-        if (!greedy) probs = draft.probs().download();
-        for (std::size_t i = 0; i < who.size(); ++i) {
-            Sequence& q = seqs[std::size_t(who[i])];
-            q.draft.push_back(picked[i]);
-            q.draft_context = q.context + round + 1;
-            if (!greedy)
-                q.q.insert(q.q.end(), probs.begin() + std::ptrdiff_t(i * V),
-                           probs.begin() + std::ptrdiff_t((i + 1) * V));
-        }
-    }
+    int round = 0;
+    std::vector<int> who;  // the sequences of the round's pass
+    token_loop(
+        draft, o.sampling,
+        [&](Pass& p) {
+            who.clear();
+            for (int s = 0; s < int(seqs.size()); ++s) {
+                const Sequence& q = seqs[std::size_t(s)];
+                if (k[std::size_t(s)] <= round) continue;
+                const int from = round == 0 ? q.draft_context : q.context + round;  // its first new position
+                std::vector<int> fed;                                               // up to its last, context + round
+                for (int i = from; i <= q.context + round; ++i)
+                    fed.push_back(i <= q.context ? q.tokens[std::size_t(i)] : q.draft[std::size_t(i - q.context - 1)]);
+                p.add(s, from, fed, draft_stream(s));
+                who.push_back(s);
+            }
+            return !who.empty();
+        },
+        [&](std::span<const int> picked, double ms) {
+            g.draft_ms += ms;
+            ++g.draft_passes;
+            std::vector<float> probs;
+            if (!greedy) probs = draft.probs().download();
+            for (std::size_t i = 0; i < who.size(); ++i) {
+                Sequence& q = seqs[std::size_t(who[i])];
+                q.draft.push_back(picked[i]);
+                q.draft_context = q.context + round + 1;
+                if (!greedy)
+                    q.q.insert(q.q.end(), probs.begin() + std::ptrdiff_t(i * V),
+                               probs.begin() + std::ptrdiff_t((i + 1) * V));
+            }
+            ++round;
+        });
 }
 
 }  // namespace
@@ -277,6 +263,21 @@ serving::SpecVerdict verdict(Sequence& q, int s, const SpecOptions& o, std::span
     return serving::rejection_sample(p.subspan(row * std::size_t(V), std::size_t(n + 1) * V), q.q, q.draft, V, u);
 }
 
+/// Step 2's pass: each unfinished sequence's last token and its draft, k + 1 positions after its
+/// context, asking for every row's logits. @param blocks a paged cache's (the tables grow to
+/// cover the positions), or null
+void verify_pass(Pass& p, std::vector<Sequence>& seqs, int G, Blocks* blocks) {
+    for (int s = 0; s < int(seqs.size()); ++s) {
+        Sequence& q = seqs[std::size_t(s)];
+        if (q.generated >= G) continue;
+        const int n = int(q.draft.size());
+        if (blocks) blocks->reserve(q, q.context + 1 + n);
+        std::vector<int> fed{q.tokens.back()};
+        fed.insert(fed.end(), q.draft.begin(), q.draft.end());
+        p.add(s, q.context, fed, target_stream(s), 1 + n, q.blocks);
+    }
+}
+
 /// The generation's tokens [G, B] (and greedy top-5 ids, the oracle's positions off the
 /// truth), the sequences' contexts and the blocks they hold, into @p g.
 void collect(SpecGeneration& g, const std::vector<Sequence>& seqs, int P, int G, bool greedy, bool oracle) {
@@ -309,90 +310,82 @@ SpecGeneration generate_speculative(Model& target, Model* draft, std::span<const
     const int k_max = o.proposer == "none" ? 0 : o.k;
     SpecGeneration g;
     Blocks blocks(paged ? target.options().cache.num_blocks : 0, std::max(bs, 1));
-    DeviceBuffer<int> out(std::size_t(std::max(target.max_logit_rows(), B)));
     std::vector<Sequence> seqs(static_cast<std::size_t>(B));
-
-    // the prompts, one pass (and one of the draft model), then each sequence's first token
-    std::vector<StepSequence> items(static_cast<std::size_t>(B)), draft_items(static_cast<std::size_t>(B));
-    std::vector<int> streams, positions;
     for (int s = 0; s < B; ++s) {
         Sequence& q = seqs[std::size_t(s)];
         q.tokens.assign(prompt.begin() + std::ptrdiff_t(s) * P, prompt.begin() + std::ptrdiff_t(s + 1) * P);
         if (paged) blocks.reserve(q, P);
-        items[std::size_t(s)] = {.slot = s, .context = 0, .tokens = P, .blocks = q.blocks};
-        draft_items[std::size_t(s)] = {.slot = s, .context = 0, .tokens = P};
-        streams.push_back(target_stream(s));
-        positions.push_back(P);
     }
-    g.prefill_ms = once([&] { target.forward(prompt, items); });
-    const std::vector<int> first = choose(target, o.sampling, streams, positions, out);
     const auto left_truth = [&](Sequence& q, int s, int at, int token) {  // oracle: the first position off it
         if (oracle && q.off_truth < 0 && token != truth[std::size_t(at) * B + std::size_t(s)]) q.off_truth = at;
     };
-    const std::vector<int> first5 = greedy ? top5_rows(target, std::size_t(B)) : std::vector<int>{};
-    if (draft) g.prefill_ms += once([&] { draft->forward(prompt, draft_items); });
-    for (int s = 0; s < B; ++s) {
-        Sequence& q = seqs[std::size_t(s)];
-        q.tokens.push_back(first[std::size_t(s)]);
-        q.context = q.draft_context = P;
-        q.generated = 1;
-        if (greedy) q.top5.assign(first5.begin() + 5 * s, first5.begin() + 5 * (s + 1));
-        left_truth(q, s, 0, first[std::size_t(s)]);
-    }
+    bool prompted = false;  // the first pass feeds the prompts
 
-    while (std::any_of(seqs.begin(), seqs.end(), [&](const Sequence& q) { return q.generated < G; })) {
-        // 1. propose: up to k tokens, fewer when the generation or the cache ends sooner
-        const std::vector<int> k = propose(seqs, o, k_max, G, target.max_seq(), V, truth);
-        if (draft) propose_with_draft(*draft, seqs, k, o, out, g);
-
-        // 2. verify: each sequence's last token and its draft, k + 1 positions, every row's logits
-        std::vector<int> tokens;
-        items.clear();
-        streams.clear();
-        positions.clear();
-        for (int s = 0; s < B; ++s) {
-            Sequence& q = seqs[std::size_t(s)];
-            if (q.generated >= G) continue;
-            const int n = int(q.draft.size());
-            if (paged) blocks.reserve(q, q.context + 1 + n);
-            tokens.push_back(q.tokens.back());
-            tokens.insert(tokens.end(), q.draft.begin(), q.draft.end());
-            items.push_back({.slot = s, .context = q.context, .tokens = 1 + n, .blocks = q.blocks, .logits = 1 + n});
-            for (int i = 0; i <= n; ++i) streams.push_back(target_stream(s)), positions.push_back(q.context + 1 + i);
-        }
-        g.target_ms += once([&] { target.forward(tokens, items); });
-        ++g.target_passes;
-        const std::vector<int> picked = choose(target, o.sampling, streams, positions, out);
-        std::vector<float> p;
-        if (!greedy && k_max > 0) p = target.probs().download();
-        const std::vector<int> best = greedy ? top5_rows(target, picked.size()) : std::vector<int>{};
-
-        // 3. accept, and 4. roll back: the cache keeps the last token and the accepted drafts
-        std::size_t row = 0;
-        for (int s = 0; s < B; ++s) {
-            Sequence& q = seqs[std::size_t(s)];
-            if (q.generated >= G) continue;
-            const int n = int(q.draft.size());
-            const serving::SpecVerdict v = verdict(q, s, o, std::span<const int>(picked).subspan(row), p, row, V);
-            if (q.off_truth < 0) {  // (an oracle's metrics stop where its sequence left the truth)
-                if (n > 0) g.stats.record(n, v.accepted);
-                ++g.sequence_steps;
-                g.step_tokens += v.accepted + 1;
+    token_loop(
+        target, o.sampling,
+        [&](Pass& p) {
+            if (!prompted) {  // the prompts, in one pass of each model
+                for (int s = 0; s < B; ++s)
+                    p.add(s, 0, seqs[std::size_t(s)].tokens, target_stream(s), 1, seqs[std::size_t(s)].blocks);
+                if (draft)
+                    g.prefill_ms +=
+                        time_device([&] { draft->forward(prompt, Pass::batch(prompt, B, 0).sequences); }, 0, 1)
+                            .median_ms;
+                return true;
             }
-            if (greedy)  // the rows that emitted the accepted drafts and the token after them
-                q.top5.insert(q.top5.end(), best.begin() + std::ptrdiff_t(5 * row),
-                              best.begin() + std::ptrdiff_t(5 * (row + std::size_t(v.accepted) + 1)));
-            q.tokens.insert(q.tokens.end(), q.draft.begin(), q.draft.begin() + v.accepted);
-            q.tokens.push_back(v.token);
-            for (int i = 0; i <= v.accepted; ++i)
-                left_truth(q, s, q.generated + i, q.tokens[std::size_t(P + q.generated + i)]);
-            q.generated += v.accepted + 1;
-            q.context += 1 + v.accepted;  // its last token and the accepted drafts are cached
-            if (paged) blocks.release(q, q.context);
-            q.draft_context = std::min(q.draft_context, q.context);
-            row += std::size_t(n + 1);
-        }
-    }
+            if (std::none_of(seqs.begin(), seqs.end(), [&](const Sequence& q) { return q.generated < G; }))
+                return false;
+            // 1. propose: up to k tokens, fewer when the generation or the cache ends sooner
+            const std::vector<int> k = propose(seqs, o, k_max, G, target.max_seq(), V, truth);
+            if (draft) propose_with_draft(*draft, seqs, k, o, g);
+            verify_pass(p, seqs, G, paged ? &blocks : nullptr);  // 2. verify
+            return true;
+        },
+        [&](std::span<const int> picked, double ms) {
+            const std::vector<int> best = greedy ? top5_rows(target, picked.size()) : std::vector<int>{};
+            if (!prompted) {  // each sequence's first token
+                g.prefill_ms += ms;
+                prompted = true;
+                for (int s = 0; s < B; ++s) {
+                    Sequence& q = seqs[std::size_t(s)];
+                    q.tokens.push_back(picked[std::size_t(s)]);
+                    q.context = q.draft_context = P;
+                    q.generated = 1;
+                    if (greedy) q.top5.assign(best.begin() + 5 * s, best.begin() + 5 * (s + 1));
+                    left_truth(q, s, 0, picked[std::size_t(s)]);
+                }
+                return;
+            }
+            g.target_ms += ms;
+            ++g.target_passes;
+            std::vector<float> p;
+            if (!greedy && k_max > 0) p = target.probs().download();
+            // 3. accept, and 4. roll back: the cache keeps the last token and the accepted drafts
+            std::size_t row = 0;
+            for (int s = 0; s < B; ++s) {
+                Sequence& q = seqs[std::size_t(s)];
+                if (q.generated >= G) continue;
+                const int n = int(q.draft.size());
+                const serving::SpecVerdict v = verdict(q, s, o, picked.subspan(row), p, row, V);
+                if (q.off_truth < 0) {  // (an oracle's metrics stop where its sequence left the truth)
+                    if (n > 0) g.stats.record(n, v.accepted);
+                    ++g.sequence_steps;
+                    g.step_tokens += v.accepted + 1;
+                }
+                if (greedy)  // the rows that emitted the accepted drafts and the token after them
+                    q.top5.insert(q.top5.end(), best.begin() + std::ptrdiff_t(5 * row),
+                                  best.begin() + std::ptrdiff_t(5 * (row + std::size_t(v.accepted) + 1)));
+                q.tokens.insert(q.tokens.end(), q.draft.begin(), q.draft.begin() + v.accepted);
+                q.tokens.push_back(v.token);
+                for (int i = 0; i <= v.accepted; ++i)
+                    left_truth(q, s, q.generated + i, q.tokens[std::size_t(P + q.generated + i)]);
+                q.generated += v.accepted + 1;
+                q.context += 1 + v.accepted;  // its last token and the accepted drafts are cached
+                if (paged) blocks.release(q, q.context);
+                q.draft_context = std::min(q.draft_context, q.context);
+                row += std::size_t(n + 1);
+            }
+        });
 
     collect(g, seqs, P, G, greedy, oracle);
     return g;

@@ -416,4 +416,12 @@ TEST_CASE("model: bad input is rejected, naming the parameter", "[model]") {
     REQUIRE_THROWS_WITH(m.prefill(std::vector<int>{0, c.vocab}, 2), Contains("outside the vocabulary"));
     m.prefill(std::vector<int>(8, 2), 8);
     REQUIRE_THROWS_WITH(m.decode(std::vector<int>{3}), Contains("max_seq = 8"));  // the cache is full
+    md::Model two(c, {.batch = 2, .max_seq = 8});
+    two.init_synthetic(1);
+    two.prefill(std::vector<int>(6, 2), 3);
+    CHECK(two.length() == 3);
+    const md::StepSequence second{.slot = 1, .context = 3, .tokens = 1};
+    two.forward(std::vector<int>{4}, std::span(&second, 1));  // slot 1 alone: the lengths now differ
+    CHECK(two.length() == 0);
+    REQUIRE_THROWS_WITH(two.decode(std::vector<int>{3, 3}), Contains("no pass has left every sequence at one length"));
 }

@@ -1,5 +1,6 @@
 /// @file generate.hpp
-/// @brief Greedy generation on chapter 04's model, two ways: with the KV cache (prefill once,
+/// @brief The token loop (a pass of the model, then a token chosen for each row of logits), and
+/// generation on chapter 04's model in it, two ways: with the KV cache (prefill once,
 /// then one token per step) and by recomputation (every step runs the whole sequence so far
 /// again), and the checks chapter 04 makes of them: the two agree, and the cached one matches
 /// the CPU reference model. Includable from plain C++.
@@ -58,6 +59,50 @@ struct Generation {
     /// of sequence b at position p from Philox draw (seed, b, p), so both ways draw alike.
     kernels::layers::SamplingParams sampling;
 };
+
+/// One pass of the token loop: the new tokens of its sequences, packed one sequence after the
+/// other, and for each row of logits the pass produces, the Philox stream and position its token
+/// is drawn from when sampling (the draws of chapter 09's rules: (seed, stream, position)).
+struct Pass {
+    std::vector<int> tokens;              ///< every sequence's new tokens, packed
+    std::vector<StepSequence> sequences;  ///< who brings them, after how many cached positions
+    std::vector<int> streams;             ///< the Philox stream of each row of logits
+    std::vector<int> positions;           ///< the position each row of logits predicts
+    /// Adds a sequence, asking for the logits after its last @p rows tokens, drawn from stream
+    /// @p stream at the positions they predict.
+    /// @param slot its cache slot (paged: its row in the pass)  @param context positions it has cached
+    /// @param new_tokens what it brings  @param stream its Philox stream  @param rows rows of logits, 1 ... its tokens
+    /// @param blocks its block table (paged cache; it must outlive the pass)
+    void add(int slot, int context, std::span<const int> new_tokens, int stream, int rows = 1,
+             std::span<const int> blocks = {});
+    /// B sequences in slots 0 ... B - 1, sequence b bringing row b of @p tokens after @p context
+    /// cached positions; one row of logits each, drawn from stream b.
+    /// @param tokens [B, n]  @param B sequences  @param context positions each has cached
+    /// @param tables the sequences' block tables (paged cache), or null
+    static Pass batch(std::span<const int> tokens, int B, int context,
+                      const std::vector<std::vector<int>>* tables = nullptr);
+};
+
+/// The tokens the rows of logits of @p m's last pass (@p p) chose, on the host: each row's argmax
+/// (greedy @p sampling), or drawn by the sampling rules from the rows' streams and positions.
+/// @param m the model, after the pass  @param p the pass  @param sampling greedy, or the rules
+/// @param out a device buffer of at least p's rows
+std::vector<int> choose(Model& m, const Pass& p, const kernels::layers::SamplingParams& sampling,
+                        DeviceBuffer<int>& out);
+
+/// The token loop every generation on the model runs: while @p next gives a pass, run it
+/// (Model::forward()), choose a token for each of its rows of logits (choose()), and hand them to
+/// @p take with the pass's time in ms (CUDA events; CPU time on the simulator). Each generation
+/// adds only what it feeds and what it keeps: generate_cached() feeds the prompt, then the last
+/// tokens; generate_recompute() the whole sequence every time; teacher_forced_agreement() the
+/// original's tokens; chapter 09's generate_speculative() each sequence's last token and a
+/// proposal, keeping what the target accepts. (Chapter 05's ModelExecutor runs one such pass per
+/// step of run_engine(), which is then the loop.)
+/// @param m the model  @param sampling how tokens are chosen (greedy: the argmax)
+/// @param next fills the next pass; false: the generation is over
+/// @param take receives the tokens chosen, one per row of logits, and the pass's time
+void token_loop(Model& m, const kernels::layers::SamplingParams& sampling, const std::function<bool(Pass&)>& next,
+                const std::function<void(std::span<const int> chosen, double ms)>& take);
 
 /// With the cache: prefill the prompt [B, P] once, then each of the G - 1 steps feeds the last
 /// token only. @param m the model (batch B)  @param prompt [B, P]  @param P prompt tokens  @param G tokens to generate

@@ -278,7 +278,9 @@ public:
     /// cache's contents are then meaningless: prefill() or a pass from position 0 comes next.
     void warm_up();
 
-    /// Positions in the cache of every sequence after prefill() and decode() (0 before).
+    /// Positions in the cache of every sequence after a pass that left every slot's sequence at
+    /// one length (prefill(), decode(), chapter 04's Pass::batch() in generate.hpp); 0 before
+    /// any pass and after any other (a mixed batch, some slots only), where decode() refuses.
     int length() const { return length_; }
     /// The model's shape (the whole model's, when it is split across ranks).
     const ModelConfig& config() const { return full_; }
