@@ -81,8 +81,11 @@ void Pass::add(int slot, int context, std::span<const int> new_tokens, int strea
 }
 
 Pass Pass::batch(std::span<const int> tokens, int B, int context, const std::vector<std::vector<int>>* tables) {
+    if (B < 1 || tokens.empty() || tokens.size() % std::size_t(B) != 0)
+        throw std::invalid_argument("Pass::batch: " + std::to_string(tokens.size()) +
+                                    " tokens are not B = " + std::to_string(B) + " equal rows");
     Pass p;
-    const std::size_t n = B > 0 ? tokens.size() / std::size_t(B) : 0;
+    const std::size_t n = tokens.size() / std::size_t(B);
     for (int b = 0; b < B; ++b)
         p.add(b, context, tokens.subspan(std::size_t(b) * n, n), b, 1,
               tables ? std::span<const int>(tables->at(std::size_t(b))) : std::span<const int>());
@@ -113,6 +116,14 @@ void token_loop(Model& m, const kernels::layers::SamplingParams& sampling, const
 
 namespace {
 
+/// Refuses prompts that are not [B, P] for @p who, as Model::prefill() did.
+void check_prompts(std::span<const int> prompt, int B, int P, const char* who) {
+    if (P < 1 || prompt.size() != std::size_t(B) * std::size_t(P))
+        throw std::invalid_argument(std::string(who) + ": " + std::to_string(prompt.size()) +
+                                    " prompt tokens, expected B * P = " + std::to_string(B) + " * " +
+                                    std::to_string(P));
+}
+
 /// Appends the tokens @p chosen, the logits they were chosen from and the pass's time to @p g.
 void keep(const Model& m, Generation& g, std::span<const int> chosen, double ms) {
     std::vector<float> l = m.logits().download();
@@ -131,6 +142,7 @@ Generation generate_cached(Model& m, const std::vector<int>& prompt, int P, int 
     Generation g;
     g.sampling = sampling;
     const int B = m.options().batch;
+    check_prompts(prompt, B, P, "generate_cached");
     std::vector<int> last;  // [B]: the tokens the last pass chose
     token_loop(
         m, sampling,
@@ -182,6 +194,7 @@ Agreement teacher_forced_agreement(const Generation& original, Model& quantized,
     if (G < 1 || original.logits.size() != std::size_t(G) * B * V)
         throw std::invalid_argument(
             "teacher_forced_agreement: the original's generation is not [G, B] tokens of V logits");
+    check_prompts(prompt, B, P, "teacher_forced_agreement");
     Agreement a;
     int i = 0;  // the step; its pass feeds the prompt, then the tokens the original chose at step i - 1
     token_loop(
@@ -212,6 +225,7 @@ Generation generate_recompute(Model& m, const std::vector<int>& prompt, int P, i
     Generation g;
     g.sampling = sampling;
     const int B = m.options().batch;
+    check_prompts(prompt, B, P, "generate_recompute");
     std::vector<int> seq = prompt;  // [B, P + i]: the prompts and the tokens chosen so far
     token_loop(
         m, sampling,

@@ -424,4 +424,10 @@ TEST_CASE("model: bad input is rejected, naming the parameter", "[model]") {
     two.forward(std::vector<int>{4}, std::span(&second, 1));  // slot 1 alone: the lengths now differ
     CHECK(two.length() == 0);
     REQUIRE_THROWS_WITH(two.decode(std::vector<int>{3, 3}), Contains("no pass has left every sequence at one length"));
+    // the generations refuse prompts that are not [B, P], as prefill() does
+    const std::vector<int> five(5, 1);
+    REQUIRE_THROWS_WITH(md::generate_cached(two, five, 3, 2),
+                        Contains("generate_cached: 5 prompt tokens, expected B * P = 2 * 3"));
+    REQUIRE_THROWS_WITH(md::generate_recompute(two, five, 3, 2), Contains("generate_recompute: 5 prompt tokens"));
+    REQUIRE_THROWS_WITH(md::Pass::batch(five, 2, 0), Contains("5 tokens are not B = 2 equal rows"));
 }
