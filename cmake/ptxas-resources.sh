@@ -9,13 +9,19 @@
 # command) fails the compile, naming it, unless cmake/spill-allowlist.txt lists it with the
 # reason it may spill.
 #
+# Where nvdisasm is installed (scripts/install-deps), it also writes the object's SASS table,
+# DIR/OBJ-NAME.sass (scripts/sass --table: the memory instructions nvcc emitted for each line of
+# each kernel), which the profiler folds its counts into.
+#
 #   ptxas-resources.sh DIR COMPILER ARGS...
 dir="$1"
 shift
 out=""
+src=""
 prev=""
 for a in "$@"; do
   [ "$prev" = "-o" ] && out="$a"
+  [ "$prev" = "-c" ] && src="$a"
   prev="$a"
 done
 mkdir -p "$dir"
@@ -60,6 +66,14 @@ if [ $rc -eq 0 ]; then
     done
     [ -n "$out" ] && rm -f "$out"
     rc=1
+  fi
+fi
+root="$(cd "$(dirname "$0")/.." && pwd)"
+if [ $rc -eq 0 ] && [ -n "$out" ] && [ -n "$src" ] &&
+   [ -x "${PD_NVDISASM:-$root/.tools/nvdisasm/nvidia/cu13/bin/nvdisasm}" ]; then
+  if ! python3 "$root/scripts/sass" --object "$out" --table "$dir/$name.sass" "$src" >"$log" 2>&1; then
+    echo "warning: no SASS table for $out (the profiler will not fold its counts):" >&2
+    cat "$log" >&2
   fi
 fi
 rm -f "$log"

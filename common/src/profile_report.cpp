@@ -120,6 +120,23 @@ nlohmann::json profile_json(const nlohmann::json& kernels, const roofline::GpuSp
         }
         kj["global"] = {{"requests", k_requests}, {"sectors", k_sectors}, {"ideal_sectors", k_ideal}};
         kj["shared"] = {{"wavefronts", k_wavefronts}, {"ideal_wavefronts", k_ideal_wavefronts}};
+        if (k.contains("folded")) {  // the same, as the GPU issues them (atomics as the source makes them)
+            const nlohmann::json& f = k["folded"];
+            kj["issued"] = {
+                {"global",
+                 {{"requests", num(f["global_load"], "requests") + num(f["global_store"], "requests") +
+                                   num(k["global_atomic"], "requests")},
+                  {"sectors", num(f["global_load"], "sectors") + num(f["global_store"], "sectors") +
+                                  num(k["global_atomic"], "sectors")},
+                  {"ideal_sectors", num(f["global_load"], "ideal_sectors") + num(f["global_store"], "ideal_sectors") +
+                                        num(k["global_atomic"], "ideal_sectors")}}},
+                {"shared",
+                 {{"wavefronts", num(f["shared_load"], "wavefronts") + num(f["shared_store"], "wavefronts") +
+                                     num(k["shared_atomic"], "wavefronts")},
+                  {"ideal_wavefronts", num(f["shared_load"], "ideal_wavefronts") +
+                                           num(f["shared_store"], "ideal_wavefronts") +
+                                           num(k["shared_atomic"], "ideal_wavefronts")}}}};
+        }
         kj["dram_bytes"] = k["dram_bytes_estimate"].is_number() ? k["dram_bytes_estimate"].get<double>()
                                                                 : 32 * num(k, "unique_sectors");
         if (k.contains("resources")) {
@@ -151,6 +168,34 @@ nlohmann::json profile_json(const nlohmann::json& kernels, const roofline::GpuSp
     }
     keep_largest(sites, "excess", 3);
     keep_largest(busiest, "count", 5);
+    // what the GPU issues: the counts folded into the SASS nvcc emitted (scripts/sass), where the
+    // build has every kernel's; per line, and summed as the kinds above are
+    nlohmann::json folded = nlohmann::json::array(), sass = nlohmann::json::array(), folds = nlohmann::json::array();
+    for (const nlohmann::json& k : kernels) {
+        if (!k.contains("folded")) continue;
+        folded.push_back(k["folded"]);
+        sass.push_back({{"kernel", k["kernel"]},
+                        {"arch", k["sass"]["arch"]},
+                        {"sha256", k["sass"]["sha256"]},
+                        {"nvcc", k["sass"]["nvcc"]},
+                        {"nvdisasm", k["sass"]["nvdisasm"]}});
+        for (nlohmann::json f : k["folds"]) {
+            f["kernel"] = k["kernel"];
+            folds.push_back(std::move(f));
+        }
+    }
+    p["sass"] = sass;
+    p["folds"] = folds;
+    if (!kernels.empty() && folded.size() == kernels.size()) {
+        nlohmann::json f;
+        for (const char* kind : {"global_load", "global_store"}) f[kind] = sum_kind(folded, kind, false);
+        for (const char* kind : {"shared_load", "shared_store"}) f[kind] = sum_kind(folded, kind, true);
+        f["exact"] =
+            std::all_of(folds.begin(), folds.end(), [](const nlohmann::json& x) { return x["exact"] == true; });
+        p["folded"] = f;
+    } else {
+        p["folded"] = nullptr;  // a kernel without SASS (a build without nvdisasm, a kernel of a header)
+    }
     p["busiest_sites"] = busiest;  // the most sectors or wavefronts, needed or not (scripts/grade)
     p["kernels"] = list;
     p["worst_sites"] = sites;
@@ -179,10 +224,47 @@ nlohmann::json profile_json(const nlohmann::json& kernels, const roofline::GpuSp
     return p;
 }
 
+/// The folded lines of a row to show: those of its worst sites, and those nvcc's instructions
+/// regroup (fewer requests than the source makes), at most three.
+std::string issued_lines(const nlohmann::json& p, const std::string& row) {
+    std::vector<const nlohmann::json*> shown;
+    auto show = [&](const nlohmann::json& f) {
+        if (shown.size() < 3 && std::find(shown.begin(), shown.end(), &f) == shown.end()) shown.push_back(&f);
+    };
+    for (const nlohmann::json& s : p["worst_sites"])
+        for (const nlohmann::json& f : p["folds"]) {
+            const std::string here = f["file"].get<std::string>() + ":" + std::to_string(f["line"].get<int>());
+            const std::string site = s["via"].get<std::string>().empty()
+                                         ? s["file"].get<std::string>() + ":" + std::to_string(s["line"].get<int>())
+                                         : s["via"].get<std::string>();
+            if (here == site && f["op"] == s["op"]) show(f);
+        }
+    for (const nlohmann::json& f : p["folds"])
+        if (num(f["folded"], "requests") < num(f["source"], "requests")) show(f);
+    std::ostringstream out;
+    for (const nlohmann::json* f : shown) {
+        const bool shared = (*f)["op"].get<std::string>().rfind("shared", 0) == 0;
+        const char* unit = shared ? "wavefronts" : "sectors";
+        out << "  " << row << ": " << (*f)["file"].get<std::string>() << ":" << (*f)["line"].get<int>() << " "
+            << (*f)["op"].get<std::string>() << ": ";
+        if ((*f)["emitted"].get<std::string>().empty()) {
+            out << "none emitted: " << (*f)["why"].get<std::string>() << "\n";
+            continue;
+        }
+        out << (*f)["emitted"].get<std::string>() << ": " << cell((*f)["folded"]["requests"], "%.0f") << " requests, "
+            << cell((*f)["folded"][unit], "%.0f") << " " << unit
+            << " (the source: " << cell((*f)["source"]["requests"], "%.0f") << " requests, "
+            << cell((*f)["source"][unit], "%.0f") << " " << unit << ")"
+            << ((*f)["exact"] == true ? "" : "; approximate: " + (*f)["why"].get<std::string>()) << "\n";
+    }
+    return out.str();
+}
+
 std::string render_profile(const std::vector<Row>& rows, const roofline::GpuSpec& gpu) {
     Table t({"kernel", "dtype", "point", "ld sectors", "sect/req", "ld eff", "st sect/req", "smem wf/req", "DRAM MB",
              "model ms", "bound", "of roofline", "occupancy"});
-    std::ostringstream sites, flagged_kernels;
+    std::ostringstream sites, flagged_kernels, issued;
+    std::string issued_by;         // the SASS the fold read, said once
     std::set<std::string> listed;  // the flagged kernels named so far
     for (const Row& r : rows) {
         const nlohmann::json& p = r.profile;
@@ -229,6 +311,11 @@ std::string render_profile(const std::vector<Row>& rows, const roofline::GpuSpec
                             << " bytes spill loads, occupancy " << fmt("%.0f%%", 100 * k["occupancy"].get<double>())
                             << ", limited by " << k["occupancy_limit"].get<std::string>() << "\n";
         }
+        if (p.contains("folds") && !p["folds"].empty()) {
+            issued << issued_lines(p, r.result.kernel + " " + to_string(r.dtype) + (point.empty() ? "" : " ") + point);
+            for (const nlohmann::json& k : p["sass"])
+                issued_by = k["arch"].get<std::string>() + " SASS of nvcc " + k["nvcc"].get<std::string>();
+        }
         for (const nlohmann::json& s : p["worst_sites"]) {
             sites << "  " << r.result.kernel << " " << to_string(r.dtype) << (point.empty() ? "" : " ") << point << ": "
                   << s["file"].get<std::string>() << ":" << s["line"].get<int>();
@@ -253,6 +340,10 @@ std::string render_profile(const std::vector<Row>& rows, const roofline::GpuSpec
     if (!flagged_kernels.str().empty())
         out << "flagged kernels (spills, or below 25% theoretical occupancy on " << gpu.name << "):\n"
             << flagged_kernels.str();
+    if (!issued.str().empty())
+        out << "what the GPU issues for those lines and for the lines nvcc merges (the " << issued_by
+            << ", folded: docs/simulator.md, \"What nvcc emits\"):\n"
+            << issued.str();
     return out.str();
 }
 

@@ -49,6 +49,9 @@
 #if !defined(PD_KERNEL_RESOURCES_DIR)
 #define PD_KERNEL_RESOURCES_DIR ""
 #endif
+#if !defined(PD_SIM_NVCC_VERSION)
+#define PD_SIM_NVCC_VERSION ""
+#endif
 
 namespace pd::sim {
 
@@ -152,6 +155,47 @@ void KernelProfile::add(const KernelProfile& o) {
         else
             it->counts.add(s.counts);
     }
+    if (sass_arch.empty()) {
+        sass_arch = o.sass_arch;
+        sass_sha256 = o.sass_sha256;
+        sass_tool = o.sass_tool;
+    }
+    for (const LineFold& f : o.folds) {
+        auto it = std::find_if(folds.begin(), folds.end(), [&](const LineFold& g) {
+            return g.file == f.file && g.line == f.line && g.kind == f.kind;
+        });
+        if (it == folds.end()) {
+            folds.push_back(f);
+            continue;
+        }
+        it->source.add(f.source);
+        it->folded.add(f.folded);
+        if (it->exact && !f.exact) it->why = f.why;
+        it->exact = it->exact && f.exact;
+    }
+}
+
+AccessCounts folded_counts(const KernelProfile& k, AccessKind kind) {
+    AccessCounts c = counts_of(const_cast<KernelProfile&>(k), kind), source, folded;
+    for (const LineFold& f : k.folds)
+        if (f.kind == kind) {
+            source.add(f.source);
+            folded.add(f.folded);
+        }
+    auto minus = [](std::uint64_t& a, std::uint64_t b) { a = a > b ? a - b : 0; };
+    minus(c.requests, source.requests);
+    minus(c.sectors, source.sectors);
+    minus(c.lines, source.lines);
+    minus(c.bytes, source.bytes);
+    minus(c.unique_bytes, source.unique_bytes);
+    minus(c.ideal, source.ideal);
+    minus(c.wavefronts, source.wavefronts);
+    c.add(folded);
+    return c;
+}
+
+const char* nvcc_version() {
+    return PD_SIM_NVCC_VERSION;
 }
 
 }  // namespace pd::sim
@@ -202,6 +246,47 @@ struct SiteAccum {
 };
 using SiteMap = std::unordered_map<SiteKey, SiteAccum, SiteKeyHash>;
 
+// ---- what nvcc emitted: the CUDA build's SASS tables ---------------------------------------------
+
+/// One kind of memory instruction nvcc emitted for a line: its opcode as scripts/sass spells it
+/// ("LDS.128"), the bytes one lane moves with it, and how many of it the line has.
+struct Emitted {
+    std::string op;
+    int width = 4;
+    unsigned count = 0;
+};
+
+/// One kernel's table (scripts/sass --table): its memory instructions per line of its source.
+struct SassKernel {
+    std::string arch, source, sha256, tool;
+    std::map<int, std::vector<Emitted>> lines;
+};
+
+/// A line's fold of one kind of access, while the blocks run.
+struct FoldAccum {
+    AccessCounts folded;         // the accesses as the emitted instructions group them
+    std::uint64_t leftover = 0;  // lane accesses that filled no aligned chunk of an emitted width
+    std::uint64_t uneven = 0;    // passes whose requests did not divide among the instructions
+    std::string example;         // the first such pass, said
+    bool missing = false;        // the line has no instruction of this kind
+    void add(const FoldAccum& o) {
+        folded.add(o.folded);
+        leftover += o.leftover;
+        uneven += o.uneven;
+        if (example.empty()) example = o.example;
+        missing = missing || o.missing;
+    }
+};
+using FoldKey = std::pair<int, AccessKind>;  // the kernel's line, the kind of access
+using FoldMap = std::map<FoldKey, FoldAccum>;
+
+/// The kernel's own source line of an instrumented access (its outermost frame outside the
+/// simulator's headers: a helper inlined into the kernel counts at the kernel's line).
+struct Location {
+    std::string file;
+    int line = 0;
+};
+
 // ---- a launch's counters ----------------------------------------------------------------------
 
 /// Distinct sectors of one allocation touched by a launch: one bit per 32-byte sector, set by
@@ -228,6 +313,8 @@ struct LaunchAccum {
     std::mutex mutex;                     // what follows is merged from the workers under it
     std::vector<SectorBits> sectors;      // per allocation, made when first touched
     SiteMap sites;
+    const SassKernel* sass = nullptr;  // the kernel's SASS table, if the build has one
+    FoldMap folds;
     WarpOps ops;
     std::uint64_t blocks = 0, threads = 0, static_shared = 0;
     std::map<std::size_t, std::vector<std::uint64_t>> streams;  // per block: sector << 1 | stored
@@ -265,6 +352,8 @@ struct Worker {
     std::vector<std::pair<std::uintptr_t, std::uintptr_t>> shared;  // the block's shared memory
     std::size_t last_allocation = 0;
     SiteMap sites;
+    FoldMap folds;
+    std::unordered_map<std::uintptr_t, const Location*> locations;  // by pc, once looked up
     WarpOps ops;
     std::vector<std::uint64_t> stream;
     std::size_t threads = 0;
@@ -281,6 +370,8 @@ struct Scope {
     std::vector<const void*> order;  // kernels by first launch
     std::map<const void*, KernelProfile> kernels;
     std::map<const void*, std::vector<std::pair<SiteKey, SiteAccum>>> sites;  // resolved at the end
+    std::map<const void*, FoldMap> folds;
+    std::map<const void*, const SassKernel*> sass;
 };
 
 /// The profiler's shared state, made on first use and never destroyed: the instrumented
@@ -384,11 +475,14 @@ std::uint64_t wavefronts(const Record* r, std::size_t n) {
     return total;
 }
 
-/// One warp-level request: the lanes' records of one site and one occurrence.
-void request(Worker& w, const SiteKey& key, const Record* r, std::size_t n) {
-    SiteAccum& site = w.sites[key];
-    AccessCounts& c = site.counts;
+/// Counts one warp-level request made of the lanes' records r[0, n) into @p c: the request, the
+/// bytes asked and the distinct ones, and the wavefronts of a shared one or the sectors and lines
+/// of a global one, with the fewest its bytes need. Returns the distinct bytes; a global
+/// request's sectors are left in sectors[0, ns).
+std::uint64_t count_request(AccessCounts& c, bool shared, const Record* r, std::size_t n,
+                            std::array<std::uint64_t, 2 * kWarpSize>& sectors, std::size_t& ns) {
     c.requests += 1;
+    ns = 0;
     // distinct bytes: the lanes' intervals, merged
     std::array<std::pair<std::uintptr_t, std::uintptr_t>, kWarpSize> spans;
     for (std::size_t i = 0; i < n; ++i) {
@@ -404,6 +498,42 @@ void request(Worker& w, const SiteKey& key, const Record* r, std::size_t n) {
         covered = std::max(covered, spans[i].second);
     }
     c.unique_bytes += unique;
+    if (shared) {
+        c.wavefronts += wavefronts(r, n);
+        // the fewest: the phases the lanes' access size needs (8-byte: 2 half-warps, 16-byte: 4
+        // quarter-warps, each at least one wavefront), or the bytes over 128 per wavefront
+        int size = 4;
+        unsigned phases = 0;
+        for (std::size_t i = 0; i < n; ++i) size = std::max<int>(size, r[i].size);
+        const int per_phase = std::max(1, 128 / std::min(size, 16));
+        for (std::size_t i = 0; i < n; ++i) phases |= 1u << (r[i].lane / per_phase);
+        c.ideal += std::max<std::uint64_t>(std::uint64_t(std::popcount(phases)), (unique + 127) / 128);
+        return unique;
+    }
+    // global: the 32-byte sectors and 128-byte lines the lanes touch
+    std::array<std::uint64_t, 2 * kWarpSize> lines;
+    std::size_t nl = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::uintptr_t first = r[i].address, last = r[i].address + r[i].size - 1;
+        for (std::uintptr_t s = first / 32; s <= last / 32 && ns < sectors.size(); ++s) sectors[ns++] = s;
+        for (std::uintptr_t l = first / 128; l <= last / 128 && nl < lines.size(); ++l) lines[nl++] = l;
+    }
+    std::sort(sectors.begin(), sectors.begin() + std::ptrdiff_t(ns));
+    ns = std::size_t(std::unique(sectors.begin(), sectors.begin() + std::ptrdiff_t(ns)) - sectors.begin());
+    std::sort(lines.begin(), lines.begin() + std::ptrdiff_t(nl));
+    nl = std::size_t(std::unique(lines.begin(), lines.begin() + std::ptrdiff_t(nl)) - lines.begin());
+    c.sectors += ns;
+    c.lines += nl;
+    c.ideal += (unique + 31) / 32;
+    return unique;
+}
+
+/// One warp-level request: the lanes' records of one site and one occurrence.
+void request(Worker& w, const SiteKey& key, const Record* r, std::size_t n) {
+    SiteAccum& site = w.sites[key];
+    std::array<std::uint64_t, 2 * kWarpSize> sectors;
+    std::size_t ns = 0;
+    count_request(site.counts, is_shared(key.kind), r, n, sectors, ns);
     if (!site.sampled) {
         site.sampled = true;
         site.access_bytes = r[0].size;
@@ -423,39 +553,15 @@ void request(Worker& w, const SiteKey& key, const Record* r, std::size_t n) {
             site.uniform = uniform;
         }
     }
-    if (is_shared(key.kind)) {
-        c.wavefronts += wavefronts(r, n);
-        // the fewest: the phases the lanes' access size needs (8-byte: 2 half-warps, 16-byte: 4
-        // quarter-warps, each at least one wavefront), or the bytes over 128 per wavefront
-        int size = 4;
-        unsigned phases = 0;
-        for (std::size_t i = 0; i < n; ++i) size = std::max<int>(size, r[i].size);
-        const int per_phase = std::max(1, 128 / std::min(size, 16));
-        for (std::size_t i = 0; i < n; ++i) phases |= 1u << (r[i].lane / per_phase);
-        c.ideal += std::max<std::uint64_t>(std::uint64_t(std::popcount(phases)), (unique + 127) / 128);
-        return;
-    }
-    // global: the 32-byte sectors and 128-byte lines the lanes touch
-    std::array<std::uint64_t, 2 * kWarpSize> sectors, lines;
-    std::size_t ns = 0, nl = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-        const std::uintptr_t first = r[i].address, last = r[i].address + r[i].size - 1;
-        for (std::uintptr_t s = first / 32; s <= last / 32 && ns < sectors.size(); ++s) sectors[ns++] = s;
-        for (std::uintptr_t l = first / 128; l <= last / 128 && nl < lines.size(); ++l) lines[nl++] = l;
-    }
-    std::sort(sectors.begin(), sectors.begin() + std::ptrdiff_t(ns));
-    ns = std::size_t(std::unique(sectors.begin(), sectors.begin() + std::ptrdiff_t(ns)) - sectors.begin());
-    std::sort(lines.begin(), lines.begin() + std::ptrdiff_t(nl));
-    nl = std::size_t(std::unique(lines.begin(), lines.begin() + std::ptrdiff_t(nl)) - lines.begin());
-    c.sectors += ns;
-    c.lines += nl;
-    c.ideal += (unique + 31) / 32;
     const bool stored = key.kind != AccessKind::global_load;
     for (std::size_t i = 0; i < ns; ++i)
         w.stream.push_back(mark_sector(w, sectors[i], stored) << 1 | (stored ? 1u : 0u));
 }
 
-/// Turns a warp's pending accesses into requests.
+void fold_warp(Worker& w, WarpState& ws);
+
+/// Turns a warp's pending accesses into requests (and, where the kernel has a SASS table, folds
+/// them into its instructions).
 void flush_warp(Worker& w, WarpState& ws) {
     for (Pending& p : ws.pending) {
         if (p.records.empty()) continue;
@@ -467,6 +573,9 @@ void flush_warp(Worker& w, WarpState& ws) {
             request(w, p.key, p.records.data() + start, i - start);
             start = i;
         }
+    }
+    if (w.launch->sass != nullptr) fold_warp(w, ws);
+    for (Pending& p : ws.pending) {
         p.records.clear();
         std::fill(std::begin(p.count), std::end(p.count), 0u);
     }
@@ -619,6 +728,256 @@ SiteProfile resolve(const SiteKey& key, const SiteAccum& a) {
     return s;
 }
 
+// ---- the fold: the source's accesses grouped as nvcc's instructions group them ------------------
+
+/// The kind of access an emitted opcode makes: LDG (and the generic LD) loads global memory, STG
+/// and ST store it, LDS and STS shared memory; ldmatrix (LDSM), cp.async (LDGSTS) and atomics
+/// are counted apart and not folded.
+bool emitted_kind(const std::string& op, AccessKind kind) {
+    const std::string base = op.substr(0, op.find('.'));
+    switch (kind) {
+        case AccessKind::global_load:
+            return base == "LDG" || base == "LD";
+        case AccessKind::global_store:
+            return base == "STG" || base == "ST";
+        case AccessKind::shared_load:
+            return base == "LDS";
+        case AccessKind::shared_store:
+            return base == "STS";
+        default:
+            return false;
+    }
+}
+
+/// The bytes one lane moves with @p op: .128 16, .64 8, .U16/.S16 2, .U8/.S8 1, else 4.
+int emitted_width(const std::string& op) {
+    for (const auto& [suffix, bytes] :
+         {std::pair<const char*, int>{".128", 16}, {".64", 8}, {".U16", 2}, {".S16", 2}, {".U8", 1}, {".S8", 1}})
+        if (op.find(suffix) != std::string::npos) return bytes;
+    return 4;
+}
+
+/// The tables the CUDA build wrote beside its resource reports (DIR/OBJ.sass), by kernel.
+std::map<std::string, SassKernel> load_sass_tables() {
+    std::map<std::string, SassKernel> found;
+    const char* env = std::getenv("PD_SIM_KERNEL_RESOURCES");
+    const std::filesystem::path dir = env != nullptr && *env != '\0' ? env : PD_KERNEL_RESOURCES_DIR;
+    std::error_code ec;
+    if (dir.empty() || !std::filesystem::is_directory(dir, ec)) return found;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+        if (entry.path().extension() != ".sass") continue;
+        std::ifstream in(entry.path());
+        std::string row, arch, source, tool;
+        SassKernel* k = nullptr;
+        while (std::getline(in, row)) {
+            std::istringstream words(row);
+            std::string what;
+            words >> what;
+            if (what == "arch") {
+                words >> arch;
+            } else if (what == "source") {
+                words >> source;
+            } else if (what == "tool") {
+                std::getline(words >> std::ws, tool);
+            } else if (what == "kernel") {
+                std::string mangled, sha;
+                words >> mangled >> sha;
+                auto [at, fresh] = found.try_emplace(source_name(mangled));
+                k = fresh ? &at->second : nullptr;  // the first object's, where a template is in several
+                if (k != nullptr) *k = {arch, source, sha, tool, {}};
+            } else if (what == "line" && k != nullptr) {
+                int line = 0;
+                words >> line;
+                Emitted e;
+                while (words >> e.op >> e.count) {
+                    e.width = emitted_width(e.op);
+                    k->lines[line].push_back(e);
+                }
+            }
+        }
+    }
+    return found;
+}
+
+/// The SASS table of the kernel named @p name (as kernel_name() gives it), or null.
+const SassKernel* sass_kernel(const std::string& name) {
+    static const std::map<std::string, SassKernel>* all = new std::map<std::string, SassKernel>(load_sass_tables());
+    const auto it = all->find(name);
+    return it == all->end() ? nullptr : &it->second;
+}
+
+/// Where the instrumented access at @p pc is, in the kernel's own lines (looked up once per pc).
+const Location* location_of(Worker& w, std::uintptr_t pc) {
+    if (const auto it = w.locations.find(pc); it != w.locations.end()) return it->second;
+    static std::mutex mutex;
+    static auto* all = new std::unordered_map<std::uintptr_t, std::unique_ptr<Location>>;
+    std::lock_guard<std::mutex> lock(mutex);
+    std::unique_ptr<Location>& slot = (*all)[pc];
+    if (!slot) {
+        slot = std::make_unique<Location>();
+        const std::vector<Frame> frames = frames_of(pc);
+        for (auto f = frames.rbegin(); f != frames.rend(); ++f)
+            if (!simulator_header(f->file)) {
+                slot->file = shorter(f->file);
+                slot->line = f->line;
+                break;
+            }
+    }
+    return w.locations[pc] = slot.get();
+}
+
+/// One warp-level request of the source in a pass (the lanes' records of one site and one
+/// occurrence), as the fold takes them.
+struct SourceRequest {
+    const Record* r;
+    std::size_t n;
+    unsigned size;  // the lanes' access size (the largest)
+    bool used;
+};
+
+/// The address of each lane of @p q (0 for a lane not in it), and whether every lane's is a
+/// multiple of @p width.
+bool lane_addresses(const SourceRequest& q, unsigned width, std::array<std::uintptr_t, kWarpSize>& at) {
+    at.fill(0);
+    bool aligned = true;
+    for (std::size_t i = 0; i < q.n; ++i) {
+        at[q.r[i].lane] = q.r[i].address;
+        aligned = aligned && q.r[i].address % width == 0 && q.r[i].size == q.size;
+    }
+    return aligned;
+}
+
+/// Folds a pass's requests of one line and kind (the sites ws.pending[members[...]]) into the
+/// line's emitted instructions. A wider instruction takes W/s requests of s bytes together where
+/// every lane's s-byte accesses in them lie side by side in one W-aligned chunk (a lane's
+/// a[k], a[k+1], a[k+2], a[k+3] of one LDS.128); the widest width is tried first, in the order
+/// the warp made the requests; the rest stay as the source made them (or are split into the
+/// widest width where the source's access is wider than any instruction of the line).
+void fold_group(Worker& w, WarpState& ws, const FoldKey& key, const std::vector<std::size_t>& members) {
+    FoldAccum& acc = w.folds[key];
+    std::vector<std::pair<unsigned, unsigned>> widths;  // (bytes, instructions), widest first
+    if (const auto line = w.launch->sass->lines.find(key.first); line != w.launch->sass->lines.end())
+        for (const Emitted& e : line->second) {
+            if (!emitted_kind(e.op, key.second)) continue;
+            auto same =
+                std::find_if(widths.begin(), widths.end(), [&](const auto& x) { return x.first == unsigned(e.width); });
+            if (same == widths.end())
+                widths.emplace_back(unsigned(e.width), e.count);
+            else
+                same->second += e.count;
+        }
+    if (widths.empty()) {
+        acc.missing = true;
+        return;
+    }
+    std::sort(widths.begin(), widths.end(), std::greater<>());
+    // the pass's requests, in the order the warp made them (sites by first use, then occurrence)
+    std::vector<SourceRequest> requests;
+    std::map<std::pair<int, std::uintptr_t>, std::vector<std::size_t>> by_lowest;  // (lowest lane, its address)
+    for (const std::size_t m : members) {
+        const std::vector<Record>& records = ws.pending[m].records;
+        for (std::size_t start = 0, i = 1; i <= records.size(); ++i) {
+            if (i < records.size() && records[i].occurrence == records[start].occurrence) continue;
+            SourceRequest q{records.data() + start, i - start, 0, false};
+            const Record* lowest = q.r;
+            for (std::size_t j = 0; j < q.n; ++j) {
+                q.size = std::max<unsigned>(q.size, q.r[j].size);
+                if (q.r[j].lane < lowest->lane) lowest = q.r + j;
+            }
+            by_lowest[{lowest->lane, lowest->address}].push_back(requests.size());
+            requests.push_back(q);
+            start = i;
+        }
+    }
+    std::map<unsigned, std::uint64_t> made;  // the pass's requests by width
+    std::array<Record, kWarpSize> out;
+    std::array<std::uint64_t, 2 * kWarpSize> sectors;
+    std::array<std::uintptr_t, kWarpSize> at, other;
+    for (SourceRequest& q : requests) {
+        if (q.used) continue;
+        q.used = true;
+        unsigned width = q.size;
+        for (const auto& [wide, count] : widths) {
+            if (wide <= q.size || wide % q.size != 0 || !lane_addresses(q, wide, at)) continue;
+            int lowest = kWarpSize;
+            for (std::size_t i = 0; i < q.n; ++i) lowest = std::min<int>(lowest, q.r[i].lane);
+            std::vector<SourceRequest*> parts;  // the requests of the chunks' other slots
+            for (unsigned j = 1; j < wide / q.size; ++j) {
+                SourceRequest* found = nullptr;
+                const auto candidates = by_lowest.find({lowest, at[std::size_t(lowest)] + j * q.size});
+                if (candidates != by_lowest.end())
+                    for (const std::size_t c : candidates->second) {
+                        SourceRequest& o = requests[c];
+                        if (o.used || o.n != q.n || o.size != q.size ||
+                            std::find(parts.begin(), parts.end(), &o) != parts.end())
+                            continue;
+                        lane_addresses(o, q.size, other);
+                        bool beside = true;
+                        for (std::size_t i = 0; i < q.n && beside; ++i)
+                            beside = other[q.r[i].lane] == q.r[i].address + j * q.size;
+                        if (beside) {
+                            found = &o;
+                            break;
+                        }
+                    }
+                if (found == nullptr) break;
+                parts.push_back(found);
+            }
+            if (parts.size() + 1 == wide / q.size) {
+                for (SourceRequest* o : parts) o->used = true;
+                width = wide;
+                break;
+            }
+        }
+        // the instructions' requests: one of the chosen width, or the source's split into the widest
+        const unsigned widest = widths.front().first;
+        const unsigned piece = q.size > widest && q.size % widest == 0 ? widest : width;
+        for (unsigned offset = 0; offset < std::max(width, q.size); offset += piece) {
+            for (std::size_t i = 0; i < q.n; ++i)
+                out[i] = {q.r[i].address + offset, 0, q.r[i].lane, std::uint8_t(piece)};
+            std::size_t ns = 0;
+            count_request(acc.folded, is_shared(key.second), out.data(), q.n, sectors, ns);
+            made[piece] += 1;
+            if (std::none_of(widths.begin(), widths.end(), [&](const auto& x) { return x.first == piece; }))
+                acc.leftover += 1;
+        }
+    }
+    // even (where the line has several widths): the pass made as many requests of each width as
+    // the line has instructions of it, times one number (the times the line ran in the pass)
+    if (widths.size() == 1) return;
+    bool even = made.size() == widths.size();
+    std::uint64_t runs = 0;
+    for (const auto& [width, count] : widths) {
+        const auto it = made.find(width);
+        const std::uint64_t r = it == made.end() ? 0 : it->second;
+        even = even && r % count == 0 && (runs == 0 || r / count == runs);
+        runs = r / count;
+    }
+    if (!even && acc.leftover == 0) {
+        acc.uneven += 1;
+        if (acc.example.empty()) {
+            std::string pass;
+            for (auto it = made.rbegin(); it != made.rend(); ++it)
+                pass += (pass.empty() ? "" : ", ") + std::to_string(it->second) + " of " + std::to_string(it->first) +
+                        " bytes";
+            acc.example = "one warp's pass made " + pass + " requests";
+        }
+    }
+}
+
+void fold_warp(Worker& w, WarpState& ws) {
+    std::map<FoldKey, std::vector<std::size_t>> groups;  // the pending sites of each line and kind
+    for (std::size_t i = 0; i < ws.pending.size(); ++i) {
+        const Pending& p = ws.pending[i];
+        if (p.records.empty() || p.key.file != nullptr || p.key.kind == AccessKind::global_atomic ||
+            p.key.kind == AccessKind::shared_atomic)
+            continue;
+        const Location* at = location_of(w, p.key.pc);
+        if (at->line > 0 && at->file == w.launch->sass->source) groups[{at->line, p.key.kind}].push_back(i);
+    }
+    for (const auto& [key, members] : groups) fold_group(w, ws, key, members);
+}
+
 // ---- the report ---------------------------------------------------------------------------------
 
 std::string number(double v, const char* format = "%.3g") {
@@ -706,6 +1065,7 @@ bool profile_launch_begin(const void* kernel, dim3 grid, dim3 block, std::size_t
     l.grid = grid;
     l.block = block;
     l.dynamic_shared = dynamic_shared;
+    l.sass = sass_kernel(kernel_name(kernel));
     for (const auto& [begin, bytes] : device_allocation_ranges())
         l.allocations.push_back({begin, begin + bytes, l.allocations.size()});
     l.sectors.resize(l.allocations.size());
@@ -730,6 +1090,7 @@ void profile_block_begin(std::size_t threads, const void* dynamic_shared, std::s
     w.last_allocation = 0;
     w.bits.assign(w.launch->allocations.size(), nullptr);
     w.sites.clear();
+    w.folds.clear();
     w.ops = {};
     w.stream.clear();
     w.threads = threads;
@@ -810,6 +1171,7 @@ void profile_block_end(std::size_t linear_block, std::size_t static_shared) {
     {
         std::lock_guard<std::mutex> lock(l.mutex);
         for (const auto& [key, a] : w->sites) l.sites[key].add(a);
+        for (const auto& [key, a] : w->folds) l.folds[key].add(a);
         l.ops.add(w->ops);
         // cp.async: its global side's requests are its instructions
         l.blocks += 1;
@@ -874,6 +1236,8 @@ void profile_launch_end() {
             scope->order.push_back(l.kernel);
         }
         at->second.add(mine);
+        for (const auto& [key, a] : l.folds) scope->folds[l.kernel][key].add(a);
+        if (l.sass != nullptr) scope->sass[l.kernel] = l.sass;
         std::vector<std::pair<SiteKey, SiteAccum>>& sites = scope->sites[l.kernel];
         for (const auto& [key, a] : l.sites) {
             auto same = std::find_if(sites.begin(), sites.end(), [&](const auto& s) { return s.first == key; });
@@ -886,6 +1250,51 @@ void profile_launch_end() {
 }
 
 namespace {
+
+/// The kernel's folded lines, from the blocks' fold of each line and kind: each beside the
+/// source's counts of the same line (its plain loads and stores; the emulated instructions'
+/// are not folded), with whether the fold is exact and, if not, why.
+void add_folds(KernelProfile& k, const SassKernel& sass, const FoldMap& folds) {
+    // none: the kernel's accesses are in another file than the one its table was made from (a
+    // lab's kernel compiled from a submission, with the reference's name): no fold
+    if (folds.empty()) return;
+    k.sass_arch = sass.arch;
+    k.sass_sha256 = sass.sha256;
+    k.sass_tool = sass.tool;
+    for (const auto& [key, a] : folds) {
+        LineFold f;
+        f.file = sass.source;
+        f.line = key.first;
+        f.kind = key.second;
+        if (const auto line = sass.lines.find(key.first); line != sass.lines.end())
+            for (const Emitted& e : line->second)
+                if (emitted_kind(e.op, key.second))
+                    f.emitted += (f.emitted.empty() ? "" : ", ") + e.op + " x" + std::to_string(e.count);
+        const std::string here = f.file + ":" + std::to_string(f.line);
+        for (const SiteProfile& s : k.sites)
+            if (s.kind == f.kind && s.instruction.empty() &&
+                (s.via.empty() ? s.file + ":" + std::to_string(s.line) : s.via) == here)
+                f.source.add(s.counts);
+        f.folded = a.missing ? f.source : a.folded;
+        f.exact = !a.missing && a.leftover == 0 && a.uneven == 0;
+        const std::string kind = is_shared(f.kind) ? (f.kind == AccessKind::shared_load ? "LDS" : "STS")
+                                                   : (f.kind == AccessKind::global_load ? "LDG" : "STG");
+        if (a.missing)
+            f.why = "nvcc emitted no " + kind + " for this line on " + sass.arch +
+                    " (ptxas's line table charges its accesses to another line, or nvcc keeps the values in "
+                    "registers): the source's counts are kept";
+        else if (a.leftover > 0)
+            f.why = std::to_string(a.leftover) + " requests have a width none of " + f.emitted +
+                    " has (nvcc merged the accesses differently, or the line table split them): counted as the source "
+                    "makes them";
+        else if (a.uneven > 0)
+            f.why = std::to_string(a.uneven) + " warp passes did not divide among " + f.emitted + " evenly (" +
+                    a.example +
+                    ": a loop nvcc unrolled with a remainder, or a line table that charges some of the "
+                    "line's instructions to another line, leaves which accesses each width took uncertain)";
+        k.folds.push_back(std::move(f));
+    }
+}
 
 std::vector<KernelProfile> finish(Scope& scope) {
     std::vector<KernelProfile> out;
@@ -906,6 +1315,8 @@ std::vector<KernelProfile> finish(Scope& scope) {
         std::sort(k.sites.begin(), k.sites.end(), [](const SiteProfile& a, const SiteProfile& b) {
             return std::tie(a.file, a.line, a.via) < std::tie(b.file, b.line, b.via);
         });
+        if (const auto sass = scope.sass.find(kernel); sass != scope.sass.end())
+            add_folds(k, *sass->second, scope.folds[kernel]);
         out.push_back(std::move(k));
     }
     return out;
@@ -1014,6 +1425,7 @@ std::optional<KernelResources> kernel_resources(const std::string& kernel, int c
         std::error_code ec;
         if (dir.empty() || !std::filesystem::is_directory(dir, ec)) return found;
         for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+            if (entry.path().extension() != ".txt") continue;  // (the .sass files are the fold's)
             std::ifstream in(entry.path());
             std::string line, entry_name, props_for;
             int arch = 0;
@@ -1086,6 +1498,19 @@ std::string reading(const SiteProfile& s) {
     return text;
 }
 
+std::string fold_line(const LineFold& f) {
+    using detail::number;
+    const bool shared = is_shared(f.kind);
+    auto said = [&](const AccessCounts& c) {
+        return std::to_string(c.requests) + " requests, " + std::to_string(shared ? c.wavefronts : c.sectors) +
+               (shared ? " wavefronts" : " sectors");
+    };
+    std::string text = f.file + ":" + std::to_string(f.line) + " " + to_string(f.kind) + ": ";
+    if (f.emitted.empty()) return text + "no such instruction emitted; " + said(f.source) + " as the source makes them";
+    text += f.emitted + ": " + said(f.folded) + " (the source's accesses: " + said(f.source) + ")";
+    return text + (f.exact ? ", exact" : ", approximate: " + f.why);
+}
+
 std::string to_json_text(const std::vector<KernelProfile>& kernels, double l2_bytes) {
     using detail::json_string;
     using detail::number;
@@ -1133,7 +1558,31 @@ std::string to_json_text(const std::vector<KernelProfile>& kernels, double l2_by
                    ", \"bytes\": " + std::to_string(s.counts.bytes) + ", \"ideal\": " + std::to_string(s.counts.ideal) +
                    ", \"reading\": " + json_string(reading(s)) + "}";
         }
-        out += "]}";
+        out += "]";
+        if (!k.sass_arch.empty()) {
+            out += ",\n  \"sass\": {\"arch\": " + json_string(k.sass_arch) +
+                   ", \"sha256\": " + json_string(k.sass_sha256) + ", \"nvdisasm\": " + json_string(k.sass_tool) +
+                   ", \"nvcc\": " + json_string(nvcc_version()) +
+                   "},\n  \"folded\": {\"global_load\": " + global(folded_counts(k, AccessKind::global_load)) +
+                   ", \"global_store\": " + global(folded_counts(k, AccessKind::global_store)) +
+                   ", \"shared_load\": " + shared(folded_counts(k, AccessKind::shared_load)) +
+                   ", \"shared_store\": " + shared(folded_counts(k, AccessKind::shared_store)) + "},\n  \"folds\": [";
+            auto counts = [](const LineFold& f, const AccessCounts& c) {
+                return "{\"requests\": " + std::to_string(c.requests) + ", \"sectors\": " + std::to_string(c.sectors) +
+                       ", \"wavefronts\": " + std::to_string(c.wavefronts) + ", \"ideal\": " + std::to_string(c.ideal) +
+                       (is_shared(f.kind) ? "" : ", \"lines\": " + std::to_string(c.lines)) + "}";
+            };
+            for (std::size_t j = 0; j < k.folds.size(); ++j) {
+                const LineFold& f = k.folds[j];
+                out += std::string(j ? ",\n   " : "\n   ") + "{\"file\": " + json_string(f.file) +
+                       ", \"line\": " + std::to_string(f.line) + ", \"op\": " + json_string(to_string(f.kind)) +
+                       ", \"emitted\": " + json_string(f.emitted) + ", \"source\": " + counts(f, f.source) +
+                       ", \"folded\": " + counts(f, f.folded) + ", \"exact\": " + (f.exact ? "true" : "false") +
+                       ", \"why\": " + json_string(f.why) + "}";
+            }
+            out += "]";
+        }
+        out += "}";
     }
     return out + "\n]\n";
 }
@@ -1181,6 +1630,10 @@ std::string describe(const std::vector<KernelProfile>& kernels) {
             out << "  worst: " << worst[i]->file << ":" << worst[i]->line
                 << (worst[i]->via.empty() ? "" : " (in " + worst[i]->via + ")") << " " << to_string(worst[i]->kind)
                 << ": " << reading(*worst[i]) << "\n";
+        if (k.sass_arch.empty()) continue;
+        out << "  what " << k.sass_arch << " issues (nvcc " << nvcc_version() << "'s SASS "
+            << k.sass_sha256.substr(0, 12) << "), per line:\n";
+        for (const LineFold& f : k.folds) out << "    " << fold_line(f) << "\n";
     }
     return out.str();
 }

@@ -132,15 +132,35 @@ expect("ncu launches", len(launches), 1)
 expect("ncu sectors", launches[0].get("ld_sectors"), 65536.0)
 expect("ncu time", launches[0].get("time_ns"), 3104.0)
 measured = g.sum_ncu(launches)
-sim_profile = {"global_load": {"requests": 16384, "sectors": 65536}, "global_store": {"requests": 256, "sectors": 256},
-               "shared_load": {"wavefronts": 0}, "shared_store": {"wavefronts": 0},
+counts = {"global_load": {"requests": 16384, "sectors": 65536}, "global_store": {"requests": 256, "sectors": 256},
+          "shared_load": {"wavefronts": 0}, "shared_store": {"wavefronts": 0}}
+sim_profile = {**counts, "folded": {**counts, "exact": True},
+               "sass": [{"kernel": "pd::kernels::gemv::gemv_warp_per_row_kernel<float>", "sha256": "ab12"}],
                "dram_bytes": {"estimate": 1050624, "least": 1050624}, "model": {"time_ms": 0.00224, "bound": "memory"}}
-row = g.compare_profile("ch03 v2", measured, {"profile": sim_profile})
+row = g.compare_profile("ch03 v2", measured, {"profile": sim_profile}, {"ab12"})
 expect("ncu agrees", row["differences"], [])
-sim_profile["global_load"]["sectors"] = 65537
+expect("ncu rule: the same SASS, folded exactly", row["rule"], "exact")
+sim_profile["folded"]["global_load"] = {"requests": 16384, "sectors": 65537}
 sim_profile["model"]["time_ms"] = 0.01
-row = g.compare_profile("ch03 v2", measured, {"profile": sim_profile})
+row = g.compare_profile("ch03 v2", measured, {"profile": sim_profile}, {"ab12"})
 expect("ncu differs", len(row["differences"]), 2)  # the sectors, and a memory-bound time 3.2x off
+# another nvcc's SASS (another hash), or none to compare: within 10%, and the rule says so
+row = g.compare_profile("ch03 v2", measured, {"profile": sim_profile}, {"cd34"})
+expect("ncu rule: other SASS", (row["rule"], len(row["differences"])), ("within 10%", 1))  # the time only
+expect("ncu rule: no nvdisasm", g.compare_profile("ch03 v2", measured, {"profile": sim_profile}, None)["rule"],
+       "within 10%")
+sim_profile["folded"]["global_load"] = {"requests": 16384, "sectors": 80000}
+row = g.compare_profile("ch03 v2", measured, {"profile": sim_profile}, {"cd34"})
+expect("ncu differs beyond 10%", len(row["differences"]), 2)
+sim_profile["folded"] = {**counts, "exact": False}
+expect("ncu rule: a line approximate",
+       g.compare_profile("ch03 v2", measured, {"profile": sim_profile}, {"ab12"})["rule"], "within 10%")
+# the folded counts are the ones compared: the source's (65537 sectors) would differ
+sim_profile["global_load"] = {"requests": 16384, "sectors": 99999}
+sim_profile["folded"] = {**counts, "exact": True}
+sim_profile["model"]["time_ms"] = 0.00224
+expect("ncu compares the folded counts",
+       g.compare_profile("ch03 v2", measured, {"profile": sim_profile}, {"ab12"})["differences"], [])
 expect("ncu without simulator figures", len(g.compare_profile("x", measured, None)["differences"]), 1)
 expect("ncu table rows", len(g.profile_table([row])), 3)
 expect("ncu nothing parsed", g.parse_ncu_csv("==ERROR== ERR_NVGPUCTRPERM - no access"), [])

@@ -81,6 +81,22 @@ struct WarpOps {
     void add(const WarpOps& o);
 };
 
+/// One source line's accesses of one kind folded into the memory instructions nvcc emitted for
+/// that line (the CUDA build's SASS tables, scripts/sass --table): the per-lane addresses the
+/// simulator observed, grouped into requests as the emitted instructions group them (four 4-byte
+/// loads of one lane that one `LDS.128` makes are one access of 16 bytes), and counted under the
+/// same rules. docs/simulator.md ("What nvcc emits") defines the fold and when it is exact.
+struct LineFold {
+    std::string file;                           ///< the kernel's source file
+    int line = 0;                               ///< the kernel's line (a helper inlined there counts here)
+    AccessKind kind = AccessKind::global_load;  ///< loads or stores, global or shared (atomics are not folded)
+    std::string emitted;                        ///< that kind's instructions of the line: "LDS.128 x8, LDS x32"
+    AccessCounts source;                        ///< the source's accesses of the line (its sites, summed)
+    AccessCounts folded;                        ///< the same accesses, grouped as the emitted instructions group them
+    bool exact = false;                         ///< the emitted instructions account for every access evenly
+    std::string why;                            ///< when not exact, why (and what the counts are then)
+};
+
 /// Everything counted for one kernel (by name), summed over its launches in the scope.
 struct KernelProfile {
     std::string kernel;  ///< its name as the source spells it ("pd::kernels::gemv::gemv_warp_per_row_kernel<float>")
@@ -109,9 +125,25 @@ struct KernelProfile {
     /// the blocks, plus the distinct sectors written; -1 when a launch was too large to model.
     double dram_bytes_estimate = 0;
     std::vector<SiteProfile> sites;  ///< every site, in the order of their source lines
+    std::string sass_arch;           ///< the SASS the fold read ("sm_90"), "" where the build has none
+    std::string sass_sha256;         ///< the SHA-256 of the kernel's SASS, as scripts/sass computes it
+    std::string sass_tool;           ///< the disassembler that read it ("nvdisasm 13.2.51")
+    std::vector<LineFold> folds;     ///< per line and kind where there is SASS, in line order
     /// Adds the counters of @p o (the same kernel). @param o another collection
     void add(const KernelProfile& o);
 };
+
+/// The kernel's counts of @p kind with every folded line's source counts replaced by its folded
+/// ones: what the GPU's instructions make of the same accesses (the source's counts where the
+/// build has no SASS). @param k the kernel  @param kind the kind of access
+AccessCounts folded_counts(const KernelProfile& k, AccessKind kind);
+
+/// "kernels/gemm/x.cu:63 shared load: LDS.128 x16: 4096 requests, 4096 wavefronts (the source's
+/// accesses: 16384 requests, 16384 wavefronts), exact": one folded line, said. @param f the line
+std::string fold_line(const LineFold& f);
+
+/// The version of nvcc that compiled the SASS the fold reads ("" in a build without CUDA).
+const char* nvcc_version();
 
 /// What ptxas reported for one kernel compiled for one architecture, in the CUDA build of the
 /// same tree (its kernel libraries keep the report: build/kernel-resources/).
@@ -153,7 +185,9 @@ std::uint64_t excess(const SiteProfile& s);
 /// {requests, sectors, lines, bytes, unique_bytes, ideal_sectors}), `shared_load`, `shared_store`,
 /// `shared_atomic` (each {requests, wavefronts, ideal_wavefronts, bytes}), `ops`,
 /// `unique_sectors`, `requested_sectors`, `dram_bytes_estimate`, `sites` ([{file, line, via,
-/// op, instruction, requests, sectors, wavefronts, bytes, ideal, reading}]).
+/// op, instruction, requests, sectors, wavefronts, bytes, ideal, reading}]), and where the build
+/// has the kernel's SASS, `sass` ({arch, sha256, nvdisasm, nvcc}), `folded` (the four folded kinds,
+/// as above) and `folds` ([{file, line, op, emitted, source, folded, exact, why}]).
 /// @param kernels the profiles  @param l2_bytes the L2 the estimate modelled
 std::string to_json_text(const std::vector<KernelProfile>& kernels, double l2_bytes);
 
