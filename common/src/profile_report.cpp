@@ -189,7 +189,9 @@ nlohmann::json profile_json(const nlohmann::json& kernels, const roofline::GpuSp
     if (!kernels.empty() && folded.size() == kernels.size()) {
         nlohmann::json f;
         for (const char* kind : {"global_load", "global_store"}) f[kind] = sum_kind(folded, kind, false);
-        for (const char* kind : {"shared_load", "shared_store"}) f[kind] = sum_kind(folded, kind, true);
+        for (const char* kind : {"shared_load", "shared_store", "ldmatrix", "cp_async_shared"})
+            f[kind] = sum_kind(folded, kind, true);
+        f["cp_async_global"] = sum_kind(folded, "cp_async_global", false);
         f["exact"] =
             std::all_of(folds.begin(), folds.end(), [](const nlohmann::json& x) { return x["exact"] == true; });
         p["folded"] = f;

@@ -175,6 +175,13 @@ void KernelProfile::add(const KernelProfile& o) {
     }
 }
 
+AccessCounts emulated_counts(const KernelProfile& k, AccessKind kind, const char* instruction) {
+    AccessCounts c;
+    for (const SiteProfile& s : k.sites)
+        if (s.kind == kind && s.instruction == instruction) c.add(s.counts);
+    return c;
+}
+
 AccessCounts folded_counts(const KernelProfile& k, AccessKind kind) {
     AccessCounts c = counts_of(const_cast<KernelProfile&>(k), kind), source, folded;
     for (const LineFold& f : k.folds)
@@ -182,6 +189,9 @@ AccessCounts folded_counts(const KernelProfile& k, AccessKind kind) {
             source.add(f.source);
             folded.add(f.folded);
         }
+    // ldmatrix (LDSM) and cp.async (LDGSTS) are counted under metrics of their own on a GPU
+    source.add(emulated_counts(k, kind, "ldmatrix"));
+    source.add(emulated_counts(k, kind, "cp.async"));
     auto minus = [](std::uint64_t& a, std::uint64_t b) { a = a > b ? a - b : 0; };
     minus(c.requests, source.requests);
     minus(c.sectors, source.sectors);
@@ -1566,7 +1576,11 @@ std::string to_json_text(const std::vector<KernelProfile>& kernels, double l2_by
                    "},\n  \"folded\": {\"global_load\": " + global(folded_counts(k, AccessKind::global_load)) +
                    ", \"global_store\": " + global(folded_counts(k, AccessKind::global_store)) +
                    ", \"shared_load\": " + shared(folded_counts(k, AccessKind::shared_load)) +
-                   ", \"shared_store\": " + shared(folded_counts(k, AccessKind::shared_store)) + "},\n  \"folds\": [";
+                   ", \"shared_store\": " + shared(folded_counts(k, AccessKind::shared_store)) +
+                   ", \"ldmatrix\": " + shared(emulated_counts(k, AccessKind::shared_load, "ldmatrix")) +
+                   ", \"cp_async_global\": " + global(emulated_counts(k, AccessKind::global_load, "cp.async")) +
+                   ", \"cp_async_shared\": " + shared(emulated_counts(k, AccessKind::shared_store, "cp.async")) +
+                   "},\n  \"folds\": [";
             auto counts = [](const LineFold& f, const AccessCounts& c) {
                 return "{\"requests\": " + std::to_string(c.requests) + ", \"sectors\": " + std::to_string(c.sectors) +
                        ", \"wavefronts\": " + std::to_string(c.wavefronts) + ", \"ideal\": " + std::to_string(c.ideal) +

@@ -135,8 +135,12 @@ struct KernelProfile {
 
 /// The kernel's counts of @p kind with every folded line's source counts replaced by its folded
 /// ones: what the GPU's instructions make of the same accesses (the source's counts where the
-/// build has no SASS). @param k the kernel  @param kind the kind of access
+/// build has no SASS), without the accesses of ldmatrix and cp.async, which a GPU counts under
+/// metrics of their own (LDSM, LDGSTS: emulated_counts()). @param k the kernel  @param kind the kind of access
 AccessCounts folded_counts(const KernelProfile& k, AccessKind kind);
+/// The counts of @p kind that the emulated @p instruction ("ldmatrix", "cp.async") made.
+/// @param k the kernel  @param kind the kind of access  @param instruction the instruction
+AccessCounts emulated_counts(const KernelProfile& k, AccessKind kind, const char* instruction);
 
 /// "kernels/gemm/x.cu:63 shared load: LDS.128 x16: 4096 requests, 4096 wavefronts (the source's
 /// accesses: 16384 requests, 16384 wavefronts), exact": one folded line, said. @param f the line
@@ -187,7 +191,8 @@ std::uint64_t excess(const SiteProfile& s);
 /// `unique_sectors`, `requested_sectors`, `dram_bytes_estimate`, `sites` ([{file, line, via,
 /// op, instruction, requests, sectors, wavefronts, bytes, ideal, reading}]), and where the build
 /// has the kernel's SASS, `sass` ({arch, sha256, nvdisasm, nvcc}), `folded` (the four folded kinds,
-/// as above) and `folds` ([{file, line, op, emitted, source, folded, exact, why}]).
+/// as above, and apart `ldmatrix`, `cp_async_global` and `cp_async_shared`) and `folds` ([{file,
+/// line, op, emitted, source, folded, exact, why}]).
 /// @param kernels the profiles  @param l2_bytes the L2 the estimate modelled
 std::string to_json_text(const std::vector<KernelProfile>& kernels, double l2_bytes);
 
