@@ -36,14 +36,12 @@
 #define PD_SIM_ASAN 1
 #endif
 
-// The opaque handle types the runtime declares; the simulator defines them.
-struct CUstream_st {
-    unsigned flags = 0;
-    int device = 0;  ///< the device current when it was created: its launches run there
-};
+// The opaque handle types the runtime declares; the simulator defines them (CUstream_st in
+// sim_internal.hpp, which graphs.cpp shares).
 struct CUevent_st {
     std::chrono::steady_clock::time_point time{};
     bool recorded = false;
+    cudaStream_t captured_in = nullptr;  ///< last recorded in this stream's capture (graphs.cpp)
 };
 
 namespace pd::sim::detail {
@@ -617,6 +615,12 @@ const char* cudaGetErrorName(cudaError_t e) {
         PD_SIM_ERROR(cudaErrorPeerAccessNotEnabled)
         PD_SIM_ERROR(cudaErrorPeerAccessUnsupported)
         PD_SIM_ERROR(cudaErrorLaunchTimeout)
+        PD_SIM_ERROR(cudaErrorIllegalState)
+        PD_SIM_ERROR(cudaErrorStreamCaptureUnsupported)
+        PD_SIM_ERROR(cudaErrorStreamCaptureInvalidated)
+        PD_SIM_ERROR(cudaErrorStreamCaptureImplicit)
+        PD_SIM_ERROR(cudaErrorStreamCaptureWrongThread)
+        PD_SIM_ERROR(cudaErrorCapturedEvent)
         PD_SIM_ERROR(cudaErrorUnknown)
 #undef PD_SIM_ERROR
         default:
@@ -666,6 +670,18 @@ const char* cudaGetErrorString(cudaError_t e) {
             return "an illegal instruction was encountered";
         case cudaErrorLaunchTimeout:
             return "the launch timed out and was terminated";
+        case cudaErrorIllegalState:
+            return "operation not permitted in current state";
+        case cudaErrorStreamCaptureUnsupported:
+            return "operation not permitted when stream is capturing";
+        case cudaErrorStreamCaptureInvalidated:
+            return "operation failed due to a previous error during capture";
+        case cudaErrorStreamCaptureImplicit:
+            return "operation would make the legacy stream depend on a capturing blocking stream";
+        case cudaErrorStreamCaptureWrongThread:
+            return "attempt to terminate a thread-local capture sequence from another thread";
+        case cudaErrorCapturedEvent:
+            return "operation not permitted on an event last recorded in a capturing stream";
         default:
             return "unknown error";
     }
@@ -794,6 +810,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 }
 
 cudaError_t cudaDeviceSynchronize() {
+    if (const cudaError_t e = capture_sync(nullptr, true, "cudaDeviceSynchronize")) return e;
     return sticky_error();
 }
 cudaError_t cudaDeviceReset() {
@@ -856,6 +873,7 @@ namespace {
 cudaError_t allocate_device(void** ptr, std::size_t bytes, const char* function, const std::source_location& site) {
     if (ptr == nullptr) return fail(cudaErrorInvalidValue);
     if (const cudaError_t s = sticky_error()) return s;
+    if (const cudaError_t e = capture_unsafe_call(function)) return e;
     {
         std::lock_guard<std::mutex> lock(state_mutex);
         if (allocated_bytes[std::size_t(current_device)] + bytes > simulated_memory_bytes()) {
@@ -975,6 +993,7 @@ cudaError_t(cudaMallocManaged)(void** ptr, std::size_t bytes, unsigned int) {
 }
 cudaError_t cudaFree(void* ptr) {
     if (ptr == nullptr) return cudaSuccess;
+    if (const cudaError_t e = capture_unsafe_call("cudaFree")) return e;
     DeviceAllocation a;
     std::string damage;
     {
@@ -1004,6 +1023,7 @@ cudaError_t cudaFree(void* ptr) {
 }
 cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) {
     if (ptr == nullptr) return fail(cudaErrorInvalidValue);
+    if (const cudaError_t e = capture_unsafe_call("cudaMallocHost")) return e;
     void* p = aligned_block(bytes);
     if (p == nullptr) return fail(cudaErrorMemoryAllocation);
     std::lock_guard<std::mutex> lock(state_mutex);
@@ -1016,6 +1036,7 @@ cudaError_t cudaHostAlloc(void** ptr, std::size_t bytes, unsigned int) {
 }
 cudaError_t cudaFreeHost(void* ptr) {
     if (ptr == nullptr) return cudaSuccess;
+    if (const cudaError_t e = capture_unsafe_call("cudaFreeHost")) return e;
     {
         std::lock_guard<std::mutex> lock(state_mutex);
         if (host_allocations.erase(ptr) == 0) return fail(cudaErrorInvalidValue);
@@ -1027,8 +1048,8 @@ cudaError_t cudaFreeHost(void* ptr) {
 namespace {
 /// cudaMemcpy and the symbol copies (whose symbol is a variable, not a cudaMalloc'd allocation:
 /// no direction check).
-cudaError_t copy(const char* call, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
-                 bool check_direction) {
+cudaError_t copy_error(const char* call, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                       bool check_direction) {
     if (const cudaError_t s = sticky_error()) return s;
     if (int(kind) < 0 || int(kind) > int(cudaMemcpyDefault)) return fail(cudaErrorInvalidMemcpyDirection);
     if (bytes == 0) return cudaSuccess;
@@ -1036,16 +1057,30 @@ cudaError_t copy(const char* call, void* dst, const void* src, std::size_t bytes
     if (!copy_in_bounds(call, "destination", dst, bytes) || !copy_in_bounds(call, "source", src, bytes))
         return fail(cudaErrorInvalidValue);
     if (check_direction && !direction_matches(call, dst, src, kind)) return fail(cudaErrorInvalidMemcpyDirection);
-    std::memmove(dst, src, bytes);
+    return cudaSuccess;
+}
+cudaError_t copy(const char* call, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                 bool check_direction) {
+    if (const cudaError_t e = copy_error(call, dst, src, bytes, kind, check_direction)) return e;
+    if (bytes > 0) std::memmove(dst, src, bytes);
     return cudaSuccess;
 }
 }  // namespace
 
 cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+    if (const cudaError_t e = legacy_stream_work(nullptr, "cudaMemcpy")) return e;
     return copy("cudaMemcpy", dst, src, bytes, kind, true);
 }
-cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t) {
-    return cudaMemcpy(dst, src, bytes, kind);
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+    bool recording = false;
+    if (const cudaError_t e = capture_status(stream, recording)) return fail(e);
+    if (recording) {  // checked now, run at each replay of the graph
+        if (const cudaError_t e = copy_error("cudaMemcpyAsync", dst, src, bytes, kind, true)) return e;
+        record_copy(stream, dst, src, bytes, kind);
+        return cudaSuccess;
+    }
+    if (const cudaError_t e = legacy_stream_work(stream, "cudaMemcpyAsync")) return e;
+    return copy("cudaMemcpyAsync", dst, src, bytes, kind, true);
 }
 
 // ---- several virtual devices: peer copies and peer access -------------------------------------
@@ -1123,16 +1158,32 @@ cudaError_t cudaDeviceDisablePeerAccess(int peer) {
     peer_access[current_device][peer] = false;
     return cudaSuccess;
 }
-cudaError_t cudaMemset(void* dst, int value, std::size_t bytes) {
+namespace {
+cudaError_t set_error_of(const char* call, void* dst, std::size_t bytes) {
     if (const cudaError_t s = sticky_error()) return s;
     if (bytes == 0) return cudaSuccess;
     if (dst == nullptr) return fail(cudaErrorInvalidValue);
-    if (!copy_in_bounds("cudaMemset", "destination", dst, bytes)) return fail(cudaErrorInvalidValue);
-    std::memset(dst, value, bytes);
+    if (!copy_in_bounds(call, "destination", dst, bytes)) return fail(cudaErrorInvalidValue);
     return cudaSuccess;
 }
-cudaError_t cudaMemsetAsync(void* dst, int value, std::size_t bytes, cudaStream_t) {
-    return cudaMemset(dst, value, bytes);
+}  // namespace
+cudaError_t cudaMemset(void* dst, int value, std::size_t bytes) {
+    if (const cudaError_t e = legacy_stream_work(nullptr, "cudaMemset")) return e;
+    if (const cudaError_t e = set_error_of("cudaMemset", dst, bytes)) return e;
+    if (bytes > 0) std::memset(dst, value, bytes);
+    return cudaSuccess;
+}
+cudaError_t cudaMemsetAsync(void* dst, int value, std::size_t bytes, cudaStream_t stream) {
+    bool recording = false;
+    if (const cudaError_t e = capture_status(stream, recording)) return fail(e);
+    if (const cudaError_t e = set_error_of("cudaMemsetAsync", dst, bytes)) return e;
+    if (recording) {
+        record_set(stream, dst, value, bytes);
+        return cudaSuccess;
+    }
+    if (const cudaError_t e = legacy_stream_work(stream, "cudaMemsetAsync")) return e;
+    if (bytes > 0) std::memset(dst, value, bytes);
+    return cudaSuccess;
 }
 cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, std::size_t bytes, std::size_t offset,
                                cudaMemcpyKind kind) {
@@ -1158,16 +1209,28 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) 
 }
 cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     if (stream == nullptr) return fail(cudaErrorInvalidResourceHandle);
+    forget_capture(stream);
     delete stream;
     return cudaSuccess;
 }
-cudaError_t cudaStreamSynchronize(cudaStream_t) {
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+    if (const cudaError_t e = capture_sync(stream, false, "cudaStreamSynchronize")) return e;
+    if (const cudaError_t e = legacy_stream_work(stream, "cudaStreamSynchronize")) return e;
     return sticky_error();
 }
-cudaError_t cudaStreamQuery(cudaStream_t) {
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+    if (const cudaError_t e = capture_sync(stream, false, "cudaStreamQuery")) return e;
     return sticky_error();
 }
-cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) {
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int) {
+    bool recording = false;
+    if (event != nullptr && event->captured_in != nullptr && event->captured_in != stream &&
+        capture_status(event->captured_in, recording) == cudaSuccess && recording) {
+        set_last_diagnostic(
+            "cudaStreamWaitEvent on an event recorded in another stream's capture: a capture across "
+            "streams (fork and join) is not modelled by the simulator; capture on one stream");
+        return fail(cudaErrorNotSupported);
+    }
     return sticky_error();
 }
 
@@ -1184,18 +1247,37 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
     delete event;
     return cudaSuccess;
 }
-cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t) {
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
     if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+    bool recording = false;
+    if (const cudaError_t e = capture_status(stream, recording)) return fail(e);
+    if (recording) {  // a node of the capture on a GPU; here only a mark (one stream per capture)
+        event->captured_in = stream;
+        return cudaSuccess;
+    }
+    event->captured_in = nullptr;
     event->time = std::chrono::steady_clock::now();
     event->recorded = true;
     return sticky_error();
 }
+namespace {
+/// cudaErrorCapturedEvent for an event last recorded in a capture, which has no time to wait for.
+cudaError_t captured_event(cudaEvent_t event, const char* call) {
+    bool recording = false;
+    if (event->captured_in == nullptr || capture_status(event->captured_in, recording) != cudaSuccess || !recording)
+        return cudaSuccess;
+    set_last_diagnostic(std::string(call) + " on an event last recorded in a capturing stream");
+    return fail(cudaErrorCapturedEvent);
+}
+}  // namespace
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+    if (const cudaError_t e = captured_event(event, "cudaEventSynchronize")) return e;
     return sticky_error();
 }
 cudaError_t cudaEventQuery(cudaEvent_t event) {
     if (event == nullptr) return fail(cudaErrorInvalidResourceHandle);
+    if (const cudaError_t e = captured_event(event, "cudaEventQuery")) return e;
     return sticky_error();
 }
 cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {

@@ -1163,6 +1163,17 @@ void launch(const LaunchRequest& req) {
         set_error(cudaErrorInvalidValue);
         return;
     }
+    // a stream that captures records the launch (graphs.cpp); its graph's replays run it
+    bool recording = false;
+    if (const cudaError_t e = capture_status(req.stream, recording)) {
+        set_error(e);
+        return;
+    }
+    if (recording) {
+        if (const cudaError_t e = record_launch(req)) set_error(e);
+        return;
+    }
+    if (legacy_stream_work(req.stream, "a kernel launch") != cudaSuccess) return;
     // A launch a GPU runs in seconds can take the simulator days: refused past the work budget.
     const double threads =
         double(req.grid.x) * req.grid.y * req.grid.z * double(req.block.x) * req.block.y * req.block.z;

@@ -7,8 +7,22 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
+
+struct CUgraph_st;
+
+// A stream the program created (cudaStreamCreate): the simulator defines the runtime's opaque
+// handle type. Work on it runs in order as it is issued, unless it is capturing (graphs.cpp).
+struct CUstream_st {
+    unsigned flags = 0;
+    int device = 0;                 ///< the device current when it was created: its launches run there
+    CUgraph_st* capture = nullptr;  ///< the graph its capture records into, or null
+    cudaStreamCaptureMode capture_mode = cudaStreamCaptureModeGlobal;
+    std::thread::id capture_thread;    ///< the host thread that began the capture
+    bool capture_invalidated = false;  ///< an error invalidated the capture (cudaStreamEndCapture fails)
+};
 
 namespace pd::sim::detail {
 
@@ -85,6 +99,33 @@ void set_max_dynamic_shared(const void* kernel, std::size_t bytes);
 
 /// Records the diagnostic of the last failed launch (also printed to stderr).
 void set_last_diagnostic(const std::string& text);
+
+// ---- stream capture and CUDA graphs (graphs.cpp) ----------------------------------------------
+
+/// Whether work issued to @p stream is recorded into its capture instead of run (@p recording);
+/// cudaErrorStreamCaptureInvalidated for a stream whose capture an error invalidated.
+cudaError_t capture_status(cudaStream_t stream, bool& recording);
+/// Records a kernel launch into the capture of its stream (its arguments copied).
+cudaError_t record_launch(const LaunchRequest& req);
+/// Records a copy (cudaMemcpyAsync) into the capture of @p stream, its arguments checked.
+void record_copy(cudaStream_t stream, void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind);
+/// Records a memset (cudaMemsetAsync) into the capture of @p stream.
+void record_set(cudaStream_t stream, void* dst, int value, std::size_t bytes);
+/// Work issued to @p stream (@p call names it) when it is the legacy default stream, which every
+/// blocking stream waits for: while a blocking stream of the current device is capturing, that is
+/// an implicit dependency CUDA refuses, invalidating those captures
+/// (cudaErrorStreamCaptureImplicit, recorded as the last error); cudaSuccess otherwise.
+cudaError_t legacy_stream_work(cudaStream_t stream, const char* call);
+/// A potentially unsafe call (@p call: cudaMalloc, cudaFree, ...) during a capture: refused
+/// (cudaErrorStreamCaptureUnsupported, the captures concerned invalidated) when this thread
+/// captures in global or thread-local mode, or another thread in global mode while this
+/// thread's mode (cudaThreadExchangeStreamCaptureMode) is global.
+cudaError_t capture_unsafe_call(const char* call);
+/// Synchronizing @p stream, or the device with @p device: refused while the stream (or, for the
+/// device, any stream) is capturing (cudaErrorStreamCaptureUnsupported, the capture invalidated).
+cudaError_t capture_sync(cudaStream_t stream, bool device, const char* call);
+/// Ends a capture of @p stream without a graph (the stream is being destroyed).
+void forget_capture(cudaStream_t stream);
 
 /// The name of the kernel at @p kernel as its source spells it ("ramp", "tiled_gemm<float>"), from
 /// the symbol table of the program; its address if the program has none (runtime_api.cpp).

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <source_location>
 #include <string>
 #include <tuple>
@@ -289,6 +290,9 @@ struct LaunchRequest {
     /// several virtual devices, each must point into memory the current device can reach.
     const void* const* pointers = nullptr;
     int arguments = 0;  ///< entries of pointers
+    /// A copy of `bound` that outlives the launch, for a stream capture that records it (a CUDA
+    /// graph replays the launch with the arguments it was captured with).
+    std::shared_ptr<const void> (*clone)(const void* bound) = nullptr;
 };
 /// Validates the configuration (setting the error cudaGetLastError returns) and runs every
 /// block; returns when the kernel has finished.
@@ -356,6 +360,10 @@ struct BoundKernel {
     Params params;
 };
 template <typename Kernel, typename Params>
+std::shared_ptr<const void> clone_bound(const void* bound) {
+    return std::make_shared<const BoundKernel<Kernel, Params>>(*static_cast<const BoundKernel<Kernel, Params>*>(bound));
+}
+template <typename Kernel, typename Params>
 void invoke_kernel(const void* bound) {
     const auto* b = static_cast<const BoundKernel<Kernel, Params>*>(bound);
     Params copy = b->params;  // each thread gets its own copy of the by-value parameters
@@ -400,6 +408,7 @@ void operator<<(void (*kernel)(P...), BoundLaunch<A...>&& launch) {
     req.kernel = reinterpret_cast<const void*>(kernel);
     req.invoke = &detail::invoke_kernel<void (*)(P...), Params>;
     req.bound = &bound;
+    req.clone = &detail::clone_bound<void (*)(P...), Params>;
     const std::array<const void*, sizeof...(P)> pointers = std::apply(
         [](const auto&... p) { return std::array<const void*, sizeof...(P)>{detail::pointer_argument(p)...}; },
         bound.params);
