@@ -378,8 +378,10 @@ def run(scenario, tmp):
     elif scenario == "loop":
         planted_text(lab, sub, "        __syncthreads();\n        // END LAB",
                      "        __syncthreads();\n        for (volatile bool forever = true; forever;) {\n        }")
-        # a total limit past the build of the changed file (seconds under load), so the first test starts
-        doc, stdout = grade(n, sub, out, "--test-limit", "2", "--total-limit", "12")
+        # every test and case loops (3 + 6 of 2 s, the random schedule 4 s): a total limit that leaves
+        # them room past the build of the changed file, which under the suite's load has taken from
+        # 5 s to more than 11 s (a limit of 12 s once left the first test no time: "not run")
+        doc, stdout = grade(n, sub, out, "--test-limit", "2", "--total-limit", "60")
         p = parts(doc)
         expect(p["visible"][0] == 0 and "timed out" in doc["tests"][0]["output"],
                "a submission that loops forever: no point, 'timed out' said", doc)
