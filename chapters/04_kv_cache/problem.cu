@@ -12,7 +12,8 @@ namespace ch04 {
 /// The chapter's options, beside the harness's own (--kernel, --dtype, --seed, ...).
 void add_options(pd::Bench& bench, Options& o) {
     bench.option("--preset", o.preset,
-                 "Model shape: tiny, stories15M, llama-3-8b, llama-3-70b, llama-2-7b, llama-3.1-8b, llama-2-13b",
+                 "Model shape: tiny, stories15M, llama-3-8b, llama-3-70b, llama-2-7b, llama-3.1-8b, llama-2-13b, "
+                 "tinyllama-1.1b",
                  CLI::IsMember(pd::model_names()));
     bench.option("--batch", o.p.batch, "Sequences B generated together", CLI::Range(1, 64));
     bench.option("--prompt-len", o.p.length, "Prompt tokens P per sequence (random ids)", CLI::Range(1, 1 << 20));

@@ -146,6 +146,19 @@ const std::vector<ModelConfig>& model_presets() {
          .norm_eps = 1e-5,
          .tied_embeddings = false,
          .source = "Meta Llama 2 13B config.json"},
+        {.name = "tinyllama-1.1b",
+         .vocab = 32000,
+         .d_model = 2048,
+         .layers = 22,
+         .heads = 32,
+         .kv_heads = 4,
+         .head_dim = 64,
+         .ffn_dim = 5632,
+         .max_seq = 2048,
+         .rope_theta = 10000,
+         .norm_eps = 1e-5,
+         .tied_embeddings = false,
+         .source = "TinyLlama-1.1B config.json"},
     };
     return presets;
 }

@@ -39,22 +39,10 @@ void check_decode_shape(const DecodeShape& s) {
              std::to_string(s.heads));
 }
 
-// [split_rule]
 int decode_splits(const DecodeShape& s, int sm_count) {
     check_decode_shape(s);
-    // Enough blocks for about four per SM (one block per KV head and sequence is far too few
-    // at small batch: 8 blocks for llama-3-8b at B = 1 on 132 SMs), but at most one split per
-    // kKeysPerSplit positions of the batch's longest context, so that for a context over 128
-    // a split averages more than 64 positions (the partial results and the combine must stay
-    // small next to the K and V a split reads). When that bound binds, a split holds
-    // ceil(S / ceil(S / 128)) <= 128 positions: 8 of 125 for 1,000, 65 and 64 for 129.
-    constexpr int kBlocksPerSm = 4, kKeysPerSplit = 128;
-    const long blocks = long(s.batch) * s.kv_heads;
-    const long wanted = (long(std::max(sm_count, 1)) * kBlocksPerSm + blocks - 1) / blocks;
-    const long longest = (long(s.max_kv_len) + kKeysPerSplit - 1) / kKeysPerSplit;
-    return int(std::clamp<long>(std::min(wanted, longest), 1, kMaxSplits));
+    return split_rule(s.batch, s.kv_heads, s.max_kv_len, sm_count);
 }
-// [split_rule]
 
 std::size_t decode_workspace_floats(const std::string& version, const DecodeShape& s, int sm_count) {
     check_decode_shape(s);

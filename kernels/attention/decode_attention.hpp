@@ -9,6 +9,7 @@
 /// Scores are scaled by 1 / sqrt(d); softmax and accumulation are in fp32.
 #pragma once
 
+#include "pd/common.hpp"
 #include "pd/registry.hpp"
 
 #include <cuda_bf16.h>
@@ -78,9 +79,30 @@ inline const std::vector<Version>& decode_versions() {
 }
 // [decode_versions]
 
+// [split_rule]
+/// v4's number of splits for @p batch sequences of @p kv_heads KV heads whose longest context is
+/// @p max_kv_len, on a GPU of @p sm_count SMs (decode_splits(); chapter 12's fixed-grid decode
+/// applies it on the device to the lengths it finds there).
+/// @param batch B  @param kv_heads Hkv  @param max_kv_len the longest context  @param sm_count SMs
+PD_HOST_DEVICE constexpr int split_rule(int batch, int kv_heads, int max_kv_len, int sm_count) {
+    // Enough blocks for about four per SM (one block per KV head and sequence is far too few
+    // at small batch: 8 blocks for llama-3-8b at B = 1 on 132 SMs), but at most one split per
+    // kKeysPerSplit positions of the batch's longest context, so that for a context over 128
+    // a split averages more than 64 positions (the partial results and the combine must stay
+    // small next to the K and V a split reads). When that bound binds, a split holds
+    // ceil(S / ceil(S / 128)) <= 128 positions: 8 of 125 for 1,000, 65 and 64 for 129.
+    constexpr int kBlocksPerSm = 4, kKeysPerSplit = 128;
+    const long blocks = long(batch) * kv_heads;
+    const long wanted = (long(sm_count > 1 ? sm_count : 1) * kBlocksPerSm + blocks - 1) / blocks;
+    const long longest = (long(max_kv_len) + kKeysPerSplit - 1) / kKeysPerSplit;
+    const long n = wanted < longest ? wanted : longest;
+    return int(n < 1 ? 1 : (n > kMaxSplits ? kMaxSplits : n));
+}
+// [split_rule]
+
 /// v4's number of splits for @p s on a GPU of @p sm_count SMs: about four blocks per SM, at
-/// most one split per 128 positions of the longest context (s.max_kv_len), at most kMaxSplits.
-/// @param s the sizes  @param sm_count SMs
+/// most one split per 128 positions of the longest context (s.max_kv_len), at most kMaxSplits
+/// (split_rule()). @param s the sizes (checked)  @param sm_count SMs
 int decode_splits(const DecodeShape& s, int sm_count);
 
 /// Floats of workspace @p version needs: v1 B Hq max_kv_len scores; v4 per split and query

@@ -65,7 +65,7 @@ int paged_splits(const PagedShape& s, int sm_count) {
     // the end of the longest sequence).
     const int wanted = decode_splits(s.contiguous(), sm_count);
     const int blocks = longest_blocks(s);
-    return ceil_div(blocks, ceil_div(blocks, wanted));
+    return whole_block_splits(blocks, wanted);
 }
 // [paged_split_rule]
 

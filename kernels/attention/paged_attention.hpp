@@ -88,6 +88,12 @@ inline const std::vector<Version>& paged_versions() {
 /// @param s the sizes  @param sm_count the device's SMs
 /// @return 1 ... kMaxSplits
 int paged_splits(const PagedShape& s, int sm_count);
+/// paged_splits()'s rounding to whole blocks: @p wanted splits of @p blocks blocks become
+/// ceil(blocks / ceil(blocks / wanted)) splits of whole blocks (never an empty one at the end of
+/// the longest sequence). @param blocks blocks of the longest sequence  @param wanted chapter 04's splits
+PD_HOST_DEVICE constexpr int whole_block_splits(int blocks, int wanted) {
+    return ceil_div(blocks, ceil_div(blocks, wanted));
+}
 
 /// Floats of workspace @p version needs: v2 per split and query head a max, a sum and d
 /// outputs, B Hq paged_splits() (d + 2); 0 for v1.

@@ -37,15 +37,24 @@ constexpr int kRuntimeKeysInFlight = 4;
 /// bf16, or chapter 08's 8-bit code, whose row is multiplied by its scale from @p k_scales /
 /// @p v_scales as it is loaded (null for fp32 and bf16). The context is kv_len[b], clamped to
 /// @p limit. With one split the block writes the output; with several its partial state,
-/// unnormalized, to @p partials: acc [B, Hq, splits, d], then m and l [B, Hq, splits].
+/// unnormalized, to @p partials: acc [B, Hq, splits, d], then m and l [B, Hq, splits]. Chapter
+/// 12's fixed grid: with @p plan (device, [splits, chunk], fixed_grid_decode_plan()) the grid's
+/// third dimension is the most splits the bucket may take, and the step's own split count and
+/// chunk are read from @p plan (the blocks past it return at once); without, they are gridDim.z
+/// and @p chunk.
 template <typename T, int kG, typename Rows>
 __global__ void runtime_decode_kernel(const float* __restrict__ q, const T* __restrict__ k, const T* __restrict__ v,
                                       const float* __restrict__ k_scales, const float* __restrict__ v_scales, Rows rows,
                                       const int* __restrict__ kv_len, float* __restrict__ out,
                                       float* __restrict__ partials, int heads, int kv_heads, int d, int limit,
-                                      int chunk, float scale) {
+                                      int chunk, float scale, const int* __restrict__ plan) {
     __shared__ WarpStates<kG> shared;
-    const int kvh = blockIdx.x, b = blockIdx.y, split = blockIdx.z, splits = gridDim.z;
+    const int kvh = blockIdx.x, b = blockIdx.y, split = blockIdx.z;
+    int splits = int(gridDim.z);
+    if (plan != nullptr) {  // chapter 12: the step's splits, chosen on the device
+        splits = plan[0], chunk = plan[1];
+        if (split >= splits) return;  // the whole block: no barrier is left waiting
+    }
     const int warp = threadIdx.x / kWarpSize;
     const int group = heads / kv_heads;
     const int len = context_length(kv_len, b, limit);
@@ -103,9 +112,15 @@ __global__ void runtime_decode_kernel(const float* __restrict__ q, const T* __re
 
 /// The second kernel, block (h, b), as chapter 04's v4's: the splits' states merge as the warps' did inside a block:
 /// M = max m_s, L = sum l_s e^(m_s - M), out = sum acc_s e^(m_s - M) / L. A split past the end of
-/// a shorter sequence saw no key (m = -inf) and weighs 0.
+/// a shorter sequence saw no key (m = -inf) and weighs 0. With @p plan (chapter 12's fixed grid)
+/// the splits are plan[0], and with one split there is nothing to combine (the blocks wrote the
+/// output).
 __global__ void runtime_combine_kernel(const float* __restrict__ partials, float* __restrict__ out, int heads, int d,
-                                       int splits) {
+                                       int splits, const int* __restrict__ plan) {
+    if (plan != nullptr) {
+        splits = plan[0];
+        if (splits == 1) return;
+    }
     const std::size_t row = std::size_t(blockIdx.y) * heads + blockIdx.x;
     const std::size_t stats = std::size_t(gridDim.y) * heads * splits * d;
     const float* m = partials + stats + row * splits;
@@ -129,9 +144,10 @@ namespace {
 /// The sizes every launch of the kernel needs.
 struct GqaLaunch {
     int batch, heads, kv_heads, head_dim;
-    int limit;   ///< the longest context a sequence may have (kv_len is clamped to it)
-    int chunk;   ///< positions per split
-    int splits;  ///< blocks per (sequence, KV head)
+    int limit;                  ///< the longest context a sequence may have (kv_len is clamped to it)
+    int chunk;                  ///< positions per split
+    int splits;                 ///< blocks per (sequence, KV head); with plan, the most the step may take
+    const int* plan = nullptr;  ///< chapter 12: the step's [splits, chunk] on the device, or null
 };
 
 /// The kernel for a group of up to kG query heads.
@@ -142,7 +158,7 @@ void launch_gqa_for(const float* q, const T* k, const T* v, const float* k_scale
     const dim3 grid(unsigned(g.kv_heads), unsigned(g.batch), unsigned(g.splits));
     runtime_decode_kernel<T, kG, Rows><<<grid, kDecodeThreads, 0, stream>>>(
         q, k, v, k_scales, v_scales, rows, kv_len, out, partials, g.heads, g.kv_heads, g.head_dim, g.limit, g.chunk,
-        1.0f / std::sqrt(float(g.head_dim)));
+        1.0f / std::sqrt(float(g.head_dim)), g.plan);
     PD_CHECK_LAUNCH();
 }
 
@@ -164,7 +180,7 @@ void launch_gqa(const float* q, const T* k, const T* v, const float* k_scales, c
         launch_gqa_for<T, 16>(q, k, v, k_scales, v_scales, rows, kv_len, out, partials, g, stream);
     if (g.splits > 1) {
         runtime_combine_kernel<<<dim3(unsigned(g.heads), unsigned(g.batch)), kDecodeThreads, 0, stream>>>(
-            partials, out, g.heads, g.head_dim, g.splits);
+            partials, out, g.heads, g.head_dim, g.splits, g.plan);
         PD_CHECK_LAUNCH();
     }
 }
@@ -262,5 +278,113 @@ void paged_decode_attention(const float* q, const attention::Int8Kv* k_cache, co
     attention::paged_decode_attention_v2(q, k_cache, v_cache, k_scales, v_scales, block_table, kv_len, out, partials,
                                          splits, s, stream);
 }
+
+}  // namespace pd::kernels::runtime
+
+namespace pd::kernels::attention {
+
+// ---- chapter 12: the fixed grid -------------------------------------------------------------
+
+namespace {
+
+/// Throws std::invalid_argument naming the first size of @p s out of range.
+void check_fixed_grid(const runtime::FixedGridDecode& s) {
+    const std::pair<const char*, int> sizes[] = {
+        {"batch", s.batch}, {"heads", s.heads},     {"kv_heads", s.kv_heads},     {"head_dim", s.head_dim},
+        {"slots", s.slots}, {"max_seq", s.max_seq}, {"num_blocks", s.num_blocks}, {"max_blocks", s.max_blocks}};
+    for (const auto& [name, v] : sizes)
+        if (v < 1)
+            throw std::invalid_argument(std::string("fixed-grid decode attention: ") + name + " = " +
+                                        std::to_string(v) + " must be >= 1");
+    if (s.block_size < 0)
+        throw std::invalid_argument("fixed-grid decode attention: block_size = " + std::to_string(s.block_size) +
+                                    " must be >= 0");
+    if (s.heads % s.kv_heads != 0 || s.heads / s.kv_heads > kMaxGroup)
+        throw std::invalid_argument("fixed-grid decode attention: heads / kv_heads = " + std::to_string(s.heads) +
+                                    " / " + std::to_string(s.kv_heads) + " must be a whole group of at most " +
+                                    std::to_string(kMaxGroup));
+    if (s.head_dim > kMaxHeadDim || s.head_dim % 2 != 0)
+        throw std::invalid_argument("fixed-grid decode attention: head_dim = " + std::to_string(s.head_dim) +
+                                    " must be even and at most " + std::to_string(kMaxHeadDim));
+    if (s.block_size == 0 && s.batch > s.slots)
+        throw std::invalid_argument("fixed-grid decode attention: batch = " + std::to_string(s.batch) +
+                                    " exceeds slots = " + std::to_string(s.slots));
+}
+
+/// plan = [splits, chunk] of the step whose lengths are kv_len [batch]: the longest (clamped to
+/// the capacity, at least 1), then the eager launchers' rule (decode_splits() on slots, chunk
+/// ceil(longest / splits); paged_splits() on pages, chunk whole blocks).
+__global__ void fixed_grid_plan_kernel(const int* __restrict__ kv_len, int* __restrict__ plan, int batch, int kv_heads,
+                                       int capacity, int block_size, int sm_count) {
+    int longest = 1;
+    for (int b = 0; b < batch; ++b) longest = max(longest, min(max(kv_len[b], 0), capacity));
+    const int wanted = split_rule(batch, kv_heads, longest, sm_count);
+    if (block_size == 0) {
+        plan[0] = wanted;
+        plan[1] = ceil_div(longest, wanted);
+    } else {
+        const int blocks = ceil_div(longest, block_size);
+        const int splits = whole_block_splits(blocks, wanted);
+        plan[0] = splits;
+        plan[1] = ceil_div(blocks, splits) * block_size;
+    }
+}
+
+}  // namespace
+
+}  // namespace pd::kernels::attention
+
+namespace pd::kernels::runtime {
+
+int fixed_grid_splits(const FixedGridDecode& s) {
+    attention::check_fixed_grid(s);
+    return attention::split_rule(s.batch, s.kv_heads, s.capacity(), s.sm_count);
+}
+
+void fixed_grid_decode_plan(const int* kv_len, int* plan, const FixedGridDecode& s, cudaStream_t stream) {
+    attention::check_fixed_grid(s);
+    attention::fixed_grid_plan_kernel<<<1, 1, 0, stream>>>(kv_len, plan, s.batch, s.kv_heads, s.capacity(),
+                                                           s.block_size, s.sm_count);
+    PD_CHECK_LAUNCH();
+}
+
+template <typename T>
+void fixed_grid_decode_attention(const float* q, const T* k_cache, const T* v_cache, const float* k_scales,
+                                 const float* v_scales, const int* block_table, const int* kv_len, const int* plan,
+                                 float* out, float* partials, const FixedGridDecode& s, cudaStream_t stream) {
+    const int splits = fixed_grid_splits(s);
+    attention::check_kv_scales<T>(k_scales, v_scales, "fixed-grid decode attention");
+    if (splits > 1 && partials == nullptr)
+        throw std::invalid_argument("fixed-grid decode attention: partials is null with " + std::to_string(splits) +
+                                    " splits");
+    if (s.block_size > 0 && block_table == nullptr)
+        throw std::invalid_argument("fixed-grid decode attention: pages without a block table");
+    // (chunk: read from the plan on the device)
+    const attention::GqaLaunch g{s.batch, s.heads, s.kv_heads, s.head_dim, s.capacity(), 1, splits, plan};
+    if (s.block_size > 0)
+        attention::launch_gqa(q, k_cache, v_cache, k_scales, v_scales,
+                              attention::PagedRows{block_table, s.batch, s.max_blocks, s.block_size, s.num_blocks,
+                                                   s.kv_heads, s.head_dim},
+                              kv_len, out, partials, g, stream);
+    else
+        attention::launch_gqa(q, k_cache, v_cache, k_scales, v_scales,
+                              attention::SlotRows{nullptr, s.slots, s.kv_heads, s.max_seq, s.head_dim}, kv_len, out,
+                              partials, g, stream);
+}
+
+template void fixed_grid_decode_attention<float>(const float*, const float*, const float*, const float*, const float*,
+                                                 const int*, const int*, const int*, float*, float*,
+                                                 const FixedGridDecode&, cudaStream_t);
+template void fixed_grid_decode_attention<__nv_bfloat16>(const float*, const __nv_bfloat16*, const __nv_bfloat16*,
+                                                         const float*, const float*, const int*, const int*, const int*,
+                                                         float*, float*, const FixedGridDecode&, cudaStream_t);
+template void fixed_grid_decode_attention<attention::Fp8Kv>(const float*, const attention::Fp8Kv*,
+                                                            const attention::Fp8Kv*, const float*, const float*,
+                                                            const int*, const int*, const int*, float*, float*,
+                                                            const FixedGridDecode&, cudaStream_t);
+template void fixed_grid_decode_attention<attention::Int8Kv>(const float*, const attention::Int8Kv*,
+                                                             const attention::Int8Kv*, const float*, const float*,
+                                                             const int*, const int*, const int*, float*, float*,
+                                                             const FixedGridDecode&, cudaStream_t);
 
 }  // namespace pd::kernels::runtime

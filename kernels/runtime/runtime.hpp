@@ -169,4 +169,50 @@ void paged_kv_append_rows(const float* k_new, const float* v_new, attention::Int
                           cudaStream_t stream = nullptr);
 // [kv_append_kv8]
 
+// [fixed_grid_decode]
+/// Chapter 12: a decode attention whose launch does not depend on the step's lengths, so that a
+/// CUDA graph captured once per batch bucket replays it at any context. The kernel is the one
+/// above (paged_decode.cu: chapter 04's v4 body on chapter 04's slots or chapter 06's pages, any
+/// element type), launched with as many splits as the bucket can ever take (split_rule() at the
+/// cache's capacity); a first kernel, fixed_grid_decode_plan(), applies the eager rule
+/// (decode_splits() for slots, paged_splits() for pages) to the lengths it finds on the device,
+/// and the blocks past the step's split count return at once. A step's bits are those of the
+/// eager launch on the same batch (chapter 04's v4 on slots, chapter 06's v2 on pages, chapter
+/// 08's on an 8-bit cache).
+struct FixedGridDecode {
+    int batch = 1;       ///< B, the bucket's rows
+    int heads = 1;       ///< Hq
+    int kv_heads = 1;    ///< Hkv
+    int head_dim = 64;   ///< d
+    int block_size = 0;  ///< 0: chapter 04's slots; > 0: chapter 06's pages of this many positions
+    int slots = 1;       ///< slots: slots of the cache (sequence b reads slot b)
+    int max_seq = 1;     ///< slots: positions per slot
+    int num_blocks = 1;  ///< pages: blocks of the cache
+    int max_blocks = 1;  ///< pages: columns of the block table
+    int sm_count = 1;    ///< the device's SMs (the split rule's)
+    /// The positions a sequence can hold: max_seq (slots) or max_blocks x block_size (pages).
+    int capacity() const { return block_size > 0 ? max_blocks * block_size : max_seq; }
+};
+
+/// The grid's splits: split_rule() for the bucket at the cache's capacity, the most any step
+/// may take. @param s the sizes  @throws std::invalid_argument naming a size out of range
+int fixed_grid_splits(const FixedGridDecode& s);
+/// One thread on the device: plan [2] = the step's splits and chunk from kv_len [B], by the
+/// eager rule of the layout (the longest of kv_len, clamped to the capacity, at least 1).
+/// @param kv_len [B] (device)  @param plan [2] (device, out)  @param s the sizes  @param stream the stream
+void fixed_grid_decode_plan(const int* kv_len, int* plan, const FixedGridDecode& s, cudaStream_t stream = nullptr);
+/// The decode attention on the fixed grid: out [B, Hq, d] from q [B, Hq, d] over each sequence's
+/// kv_len[b] positions, its split count and chunk read from @p plan. T is float, bf16,
+/// attention::Fp8Kv or attention::Int8Kv (the 8-bit ones with their row scales; null otherwise).
+/// @param q [B, Hq, d]  @param k_cache the layer's K (slots [slots, Hkv, max_seq, d]; pages
+/// [num_blocks, Hkv, block_size, d])  @param v_cache as k_cache  @param k_scales 8-bit: K's row
+/// scales  @param v_scales 8-bit: V's  @param block_table pages: [B, max_blocks] (device); slots: null
+/// @param kv_len [B] (device)  @param plan [2] (device, fixed_grid_decode_plan())  @param out [B, Hq, d]
+/// @param partials B Hq fixed_grid_splits() (d + 2) floats  @param s the sizes  @param stream the stream
+template <typename T>
+void fixed_grid_decode_attention(const float* q, const T* k_cache, const T* v_cache, const float* k_scales,
+                                 const float* v_scales, const int* block_table, const int* kv_len, const int* plan,
+                                 float* out, float* partials, const FixedGridDecode& s, cudaStream_t stream = nullptr);
+// [fixed_grid_decode]
+
 }  // namespace pd::kernels::runtime

@@ -184,6 +184,7 @@ void Model::upload_batch(std::span<const int> tokens, std::span<const StepSequen
     batch_.block_table = paged ? block_table_.data() : nullptr;
     batch_.rows_in_order = in_order;
     batch_.uniform = uniform ? sequences[0].tokens : 0;
+    batch_.stream = stream_;
 }
 
 // ---- chapter 04's batches -------------------------------------------------------------------
@@ -236,6 +237,12 @@ void Model::decode(const int* tokens_device) {
         return;
     }
     communication_ = {};
+    graph_stats_.last_bucket = 0;
+    if (replay_) {  // chapter 12: the batch's graph
+        graph_pass({}, tokens_device, rows);
+        ++length_;
+        return;
+    }
     if (tokens_device != tokens_.data())
         PD_CHECK_CUDA(
             cudaMemcpyAsync(tokens_.data(), tokens_device, std::size_t(B) * sizeof(int), cudaMemcpyDeviceToDevice));
@@ -303,6 +310,7 @@ void Model::warm_up() {
         for (int s = 0; s < S; ++s) rows[std::size_t(s)] = {.slot = s, .context = 0, .tokens = 1, .blocks = table(s)};
         forward(std::vector<int>(std::size_t(S), 0), rows);
     }
+    if (graphs_) capture_graphs();  // chapter 12: every bucket's graph, before anything is timed
     PD_CHECK_CUDA(cudaDeviceSynchronize());
     length_ = 0;
 }

@@ -34,6 +34,13 @@ namespace {
     throw std::invalid_argument("KvCacheShape." + field + " = " + value + " " + rule);
 }
 
+/// Floats of partial results the fixed grid (chapter 12) of @p rows sequences may write: one
+/// per split of split_rule() at the cache's @p capacity, query head and row, a max, a sum and d
+/// outputs each (the bound for any split count the eager rule picks at a shorter context too).
+std::size_t fixed_grid_floats(const KvCacheShape& s, int rows, int capacity) {
+    return std::size_t(rows) * s.heads * at::split_rule(rows, s.kv_heads, capacity, s.sm_count) * (s.head_dim + 2);
+}
+
 bool is_version(const std::vector<Version>& list, const std::string& name) {
     return std::any_of(list.begin(), list.end(), [&](const Version& v) { return v.name == name; });
 }
@@ -92,29 +99,45 @@ public:
         std::size_t floats = 1;
         for (int b = 1; b <= s.slots; ++b)
             floats =
-                std::max(floats, at::decode_workspace_floats(s_.attention, decode_shape(b, s.max_seq), s.sm_count));
+                std::max({floats, at::decode_workspace_floats(s_.attention, decode_shape(b, s.max_seq), s.sm_count),
+                          fixed_grid_floats(s, b, s.max_seq)});
         workspace_ = DeviceBuffer<float>(floats);
     }
 
     void append(int layer, const float* k, const float* v, const BatchView& b) override {
         if constexpr (at::kIsKv8<T>)  // codes and a scale per row (chapter 08)
             rt::kv_append_rows(k, v, store_.k_of(layer), store_.v_of(layer), store_.k_scales_of(layer),
-                               store_.v_scales_of(layer), b.row_seq, b.positions, b.tokens, layer_);
+                               store_.v_scales_of(layer), b.row_seq, b.positions, b.tokens, layer_, b.stream);
         else if (b.rows_in_order && b.uniform > 0)  // B sequences of n tokens in slots 0 ... B - 1: lab 04's append
             ly::kv_append(k, v, store_.k_of(layer), store_.v_of(layer), b.context, b.uniform,
-                          {b.sequences, s_.kv_heads, s_.max_seq, s_.head_dim});
+                          {b.sequences, s_.kv_heads, s_.max_seq, s_.head_dim}, b.stream);
         else  // each row to its slot and position
-            rt::kv_append_rows(k, v, store_.k_of(layer), store_.v_of(layer), b.row_seq, b.positions, b.tokens, layer_);
+            rt::kv_append_rows(k, v, store_.k_of(layer), store_.v_of(layer), b.row_seq, b.positions, b.tokens, layer_,
+                               b.stream);
     }
     bool serves_decode(const BatchView& b) const override { return b.rows_in_order; }
     void decode_attention(int layer, const float* q, float* out, const BatchView& b) override {
-        if constexpr (at::kIsKv8<T>)
+        if (b.split_plan)  // chapter 12: the fixed grid, v4's rule applied on the device
+            rt::fixed_grid_decode_attention(q, store_.k_of(layer), store_.v_of(layer), store_.k_scales_of(layer),
+                                            store_.v_scales_of(layer), nullptr, b.kv_len, b.split_plan, out,
+                                            workspace_.data(), fixed_grid(b.sequences), b.stream);
+        else if constexpr (at::kIsKv8<T>)
             at::decode_attention(s_.attention, q, store_.k_of(layer), store_.v_of(layer), store_.k_scales_of(layer),
                                  store_.v_scales_of(layer), b.kv_len, out, workspace_.data(),
-                                 decode_shape(b.sequences, b.max_kv_len), s_.sm_count);
+                                 decode_shape(b.sequences, b.max_kv_len), s_.sm_count, b.stream);
         else
             at::decode_attention(s_.attention, q, store_.k_of(layer), store_.v_of(layer), b.kv_len, out,
-                                 workspace_.data(), decode_shape(b.sequences, b.max_kv_len), s_.sm_count);
+                                 workspace_.data(), decode_shape(b.sequences, b.max_kv_len), s_.sm_count, b.stream);
+    }
+    rt::FixedGridDecode fixed_grid(int rows) const override {
+        if (s_.attention != "v4") reject("attention", s_.attention, "has no fixed-grid form for CUDA graphs (v4 has)");
+        return {.batch = rows,
+                .heads = s_.heads,
+                .kv_heads = s_.kv_heads,
+                .head_dim = s_.head_dim,
+                .slots = s_.slots,
+                .max_seq = s_.max_seq,
+                .sm_count = s_.sm_count};
     }
     void varlen_attention(int layer, const float* q, float* out, const BatchView& b) override {
         const at::VarlenShape shape{.sequences = b.sequences,
@@ -192,7 +215,8 @@ public:
                  s.head_dim) {
         std::size_t floats = 1;
         for (int b = 1; b <= s.slots; ++b)
-            floats = std::max(floats, at::paged_workspace_floats(s_.paged_attention, pages(b, s.max_seq), s.sm_count));
+            floats = std::max({floats, at::paged_workspace_floats(s_.paged_attention, pages(b, s.max_seq), s.sm_count),
+                               fixed_grid_floats(s, b, max_blocks_ * s.block_size)});
         workspace_ = DeviceBuffer<float>(floats);
     }
 
@@ -200,20 +224,37 @@ public:
         if constexpr (at::kIsKv8<T>)
             rt::paged_kv_append_rows(k, v, store_.k_of(layer), store_.v_of(layer), store_.k_scales_of(layer),
                                      store_.v_scales_of(layer), b.block_table, b.row_seq, b.positions, b.tokens,
-                                     pages(b.sequences, b.max_kv_len));
+                                     pages(b.sequences, b.max_kv_len), b.stream);
         else
             rt::paged_kv_append_rows(k, v, store_.k_of(layer), store_.v_of(layer), b.block_table, b.row_seq,
-                                     b.positions, b.tokens, pages(b.sequences, b.max_kv_len));
+                                     b.positions, b.tokens, pages(b.sequences, b.max_kv_len), b.stream);
     }
     bool serves_decode(const BatchView&) const override { return true; }
     void decode_attention(int layer, const float* q, float* out, const BatchView& b) override {
-        if constexpr (at::kIsKv8<T>)
+        if (b.split_plan)  // chapter 12: the fixed grid, paged v2's rule applied on the device
+            rt::fixed_grid_decode_attention(q, store_.k_of(layer), store_.v_of(layer), store_.k_scales_of(layer),
+                                            store_.v_scales_of(layer), b.block_table, b.kv_len, b.split_plan, out,
+                                            workspace_.data(), fixed_grid(b.sequences), b.stream);
+        else if constexpr (at::kIsKv8<T>)
             at::paged_decode_attention(s_.paged_attention, q, store_.k_of(layer), store_.v_of(layer),
                                        store_.k_scales_of(layer), store_.v_scales_of(layer), b.block_table, b.kv_len,
-                                       out, workspace_.data(), pages(b.sequences, b.max_kv_len), s_.sm_count);
+                                       out, workspace_.data(), pages(b.sequences, b.max_kv_len), s_.sm_count, b.stream);
         else
             at::paged_decode_attention(s_.paged_attention, q, store_.k_of(layer), store_.v_of(layer), b.block_table,
-                                       b.kv_len, out, workspace_.data(), pages(b.sequences, b.max_kv_len), s_.sm_count);
+                                       b.kv_len, out, workspace_.data(), pages(b.sequences, b.max_kv_len), s_.sm_count,
+                                       b.stream);
+    }
+    rt::FixedGridDecode fixed_grid(int rows) const override {
+        if (s_.paged_attention != "v2")
+            reject("paged_attention", s_.paged_attention, "has no fixed-grid form for CUDA graphs (v2 has)");
+        return {.batch = rows,
+                .heads = s_.heads,
+                .kv_heads = s_.kv_heads,
+                .head_dim = s_.head_dim,
+                .block_size = s_.block_size,
+                .num_blocks = s_.num_blocks,
+                .max_blocks = max_blocks_,
+                .sm_count = s_.sm_count};
     }
     void varlen_attention(int layer, const float* q, float* out, const BatchView& b) override {
         if constexpr (at::kIsKv8<T>)

@@ -263,6 +263,16 @@ void Model::check_options(const ModelConfig& config, const ModelOptions& o) {
         kernels::quant::check_layout({kernels::quant::Format::int4, config.d_model, o.quant.group});
     if (o.kernels.prefill_attention != "flash" && o.kernels.prefill_attention != "naive")
         reject("kernels.prefill_attention", o.kernels.prefill_attention, "must be flash or naive");
+    if (o.graphs && o.parallel.ranks > 1)  // chapter 12: the collectives are not captured
+        reject("graphs", "true",
+               "is not taken across ranks (ModelOptions.parallel.ranks = " + std::to_string(o.parallel.ranks) +
+                   "): a split model runs eagerly");
+    if (o.graphs && o.cache.block_size == 0 && o.kernels.attention != "v4")
+        reject("kernels.attention", o.kernels.attention,
+               "has no fixed-grid form for the decode graphs (ModelOptions.graphs): v4");
+    if (o.graphs && o.cache.block_size > 0 && o.kernels.paged_attention != "v2")
+        reject("kernels.paged_attention", o.kernels.paged_attention,
+               "has no fixed-grid form for the decode graphs (ModelOptions.graphs): v2");
     // chapter 10: the split, and the devices and collectives it needs
     shard_config(config, o.parallel.ranks);
     if (o.parallel.ranks > 1) {
@@ -298,6 +308,7 @@ Model::Model(const ModelConfig& config, const ModelOptions& options)
     allocate_weights();
     allocate_cache();
     allocate_activations();
+    if (o.graphs) init_graphs();  // chapter 12
     if (o.parallel.ranks > 1 && o.parallel.rank == 0) build_ranks();
 }
 

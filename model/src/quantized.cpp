@@ -63,9 +63,9 @@ void Model::project_packed(const Plan& plan, const bf16* x, const kernels::quant
     if (plan.projections == Plan::Projections::gemv || T <= qt::kMaxQuantBatch) {
         for (int t0 = 0; t0 < T; t0 += qt::kMaxQuantBatch)
             qt::gemv(w, x + std::size_t(t0) * K, y + std::size_t(t0) * N,
-                     qt::Shape{std::min(qt::kMaxQuantBatch, T - t0), N, K});
+                     qt::Shape{std::min(qt::kMaxQuantBatch, T - t0), N, K}, stream_);
     } else {
-        qt::dequantize_device(w, dequant_.data());
+        qt::dequantize_device(w, dequant_.data(), stream_);
         gemm_bf16(x, dequant_.data(), y, kernels::gemm::Shape{T, N, K});
     }
 }

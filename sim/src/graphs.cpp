@@ -308,3 +308,35 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
     delete graph;
     return cudaSuccess;
 }
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, std::size_t* numNodes) {
+    if (graph == nullptr || numNodes == nullptr)
+        return pd::sim::detail::refuse(cudaErrorInvalidValue, "cudaGraphGetNodes: graph or numNodes is null");
+    const std::size_t n = graph->nodes.size();
+    if (nodes != nullptr) {  // the first *numNodes of them (a node is its GraphNode, seen as the handle)
+        for (std::size_t i = 0; i < std::min(n, *numNodes); ++i)
+            nodes[i] = reinterpret_cast<cudaGraphNode_t>(&graph->nodes[i]);
+        if (*numNodes > n)
+            for (std::size_t i = n; i < *numNodes; ++i) nodes[i] = nullptr;
+    }
+    *numNodes = n;
+    return cudaSuccess;
+}
+
+cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* type) {
+    if (node == nullptr || type == nullptr)
+        return pd::sim::detail::refuse(cudaErrorInvalidValue, "cudaGraphNodeGetType: node or type is null");
+    using Kind = pd::sim::detail::GraphNode::Kind;
+    switch (reinterpret_cast<const pd::sim::detail::GraphNode*>(node)->kind) {
+        case Kind::kernel:
+            *type = cudaGraphNodeTypeKernel;
+            break;
+        case Kind::copy:
+            *type = cudaGraphNodeTypeMemcpy;
+            break;
+        case Kind::set:
+            *type = cudaGraphNodeTypeMemset;
+            break;
+    }
+    return cudaSuccess;
+}

@@ -367,3 +367,130 @@ TEST_CASE("runtime: decode attention is chapter 08's on an 8-bit cache in slots,
     check_kv8_is_ch08<at::Int8Kv>(3, 4, 64, 96, 8, 3, pd::derive_seed(kSeed, n++));
     check_kv8_is_ch08<at::Int8Kv>(2, 2, 48, 64, 16, 4, pd::derive_seed(kSeed, n++));
 }
+
+namespace {
+
+/// Chapter 12's fixed grid against the eager launch (chapter 04's v4 on slots, chapter 06's v2 on
+/// pages, chapter 08's on 8-bit codes), the same inputs, for a batch whose longest context is
+/// each of @p contexts in turn (the others ragged): the plan computed on the device is the host's
+/// rule, and the outputs are the eager launch's bits.
+template <typename T>
+void check_fixed_grid(int batch, int heads, int kv_heads, int d, int max_seq, int block_size, int sm_count,
+                      std::uint64_t seed) {
+    std::ostringstream what;
+    what << "fixed grid " << (block_size ? "pages of " + std::to_string(block_size) : std::string("slots"))
+         << " B=" << batch << " H=" << heads << " Hkv=" << kv_heads << " d=" << d << " S_max=" << max_seq
+         << " SMs=" << sm_count;
+    INFO(what.str());
+    const bool paged = block_size > 0;
+    const int max_blocks = paged ? pd::ceil_div(max_seq, block_size) : 1, num_blocks = batch * max_blocks + 3;
+    const rt::FixedGridDecode f{.batch = batch,
+                                .heads = heads,
+                                .kv_heads = kv_heads,
+                                .head_dim = d,
+                                .block_size = block_size,
+                                .slots = batch,
+                                .max_seq = max_seq,
+                                .num_blocks = num_blocks,
+                                .max_blocks = max_blocks,
+                                .sm_count = sm_count};
+    const std::size_t rows =
+        paged ? std::size_t(num_blocks) * kv_heads * block_size : std::size_t(batch) * kv_heads * max_seq;
+    std::vector<float> q(std::size_t(batch) * heads * d), ks(rows), vs(rows);
+    pd::fill_uniform<float>(q, -1.f, 1.f, pd::derive_seed(seed, 1));
+    pd::fill_uniform<float>(ks, 0.001f, 0.01f, pd::derive_seed(seed, 4));
+    pd::fill_uniform<float>(vs, 0.001f, 0.01f, pd::derive_seed(seed, 5));
+    const std::vector<T> k = random_cache<T>(rows * d, pd::derive_seed(seed, 2)),
+                         v = random_cache<T>(rows * d, pd::derive_seed(seed, 3));
+    std::vector<int> table(std::size_t(batch) * max_blocks);
+    for (std::size_t i = 0; i < table.size(); ++i) table[i] = int((i * 7 + 3) % std::size_t(num_blocks));  // 7 coprime
+    const std::size_t most = std::size_t(batch) * heads * rt::fixed_grid_splits(f) * (d + 2);
+    pd::DeviceBuffer<float> dq{std::span<const float>(q)}, dks{std::span<const float>(ks)},
+        dvs{std::span<const float>(vs)}, partials(most);
+    pd::DeviceBuffer<T> dk{std::span<const T>(k)}, dv{std::span<const T>(v)};
+    pd::DeviceBuffer<int> dt{std::span<const int>(table)}, plan(2);
+    const float* k_scales = at::kIsKv8<T> ? dks.data() : nullptr;
+    const float* v_scales = at::kIsKv8<T> ? dvs.data() : nullptr;
+    for (const int longest : {1, 17, 128, 129, 257, max_seq}) {
+        if (longest > max_seq) continue;
+        INFO("longest context " << longest);
+        std::vector<int> lens(static_cast<std::size_t>(batch));
+        for (int b = 0; b < batch; ++b) lens[std::size_t(b)] = b == batch / 2 ? longest : 1 + (b * 37 + 11) % longest;
+        pd::DeviceBuffer<int> dl{std::span<const int>(lens)};
+        const at::DecodeShape ds{batch, heads, kv_heads, d, max_seq, longest};
+        const at::PagedShape ps{.batch = batch,
+                                .heads = heads,
+                                .kv_heads = kv_heads,
+                                .head_dim = d,
+                                .block_size = std::max(block_size, 1),
+                                .num_blocks = num_blocks,
+                                .max_blocks = max_blocks,
+                                .max_kv_len = longest};
+        int splits = 0, chunk = 0;
+        if (paged) {
+            splits = at::paged_splits(ps, sm_count);
+            chunk = pd::ceil_div(pd::ceil_div(longest, block_size), splits) * block_size;
+        } else {
+            splits = at::decode_splits(ds, sm_count);
+            chunk = pd::ceil_div(longest, splits);
+        }
+        rt::fixed_grid_decode_plan(dl.data(), plan.data(), f);
+        CHECK(plan.download() == std::vector<int>{splits, chunk});
+        const auto eager = run_out(q.size(), [&](float* out) {
+            if constexpr (at::kIsKv8<T>) {
+                if (paged)
+                    at::paged_decode_attention("v2", dq.data(), dk.data(), dv.data(), k_scales, v_scales, dt.data(),
+                                               dl.data(), out, partials.data(), ps, sm_count);
+                else
+                    at::decode_attention("v4", dq.data(), dk.data(), dv.data(), k_scales, v_scales, dl.data(), out,
+                                         partials.data(), ds, sm_count);
+            } else {
+                if (paged)
+                    at::paged_decode_attention("v2", dq.data(), dk.data(), dv.data(), dt.data(), dl.data(), out,
+                                               partials.data(), ps, sm_count);
+                else
+                    at::decode_attention("v4", dq.data(), dk.data(), dv.data(), dl.data(), out, partials.data(), ds,
+                                         sm_count);
+            }
+        });
+        const auto fixed = run_out(q.size(), [&](float* out) {
+            rt::fixed_grid_decode_attention(dq.data(), dk.data(), dv.data(), k_scales, v_scales,
+                                            paged ? dt.data() : nullptr, dl.data(), plan.data(), out, partials.data(),
+                                            f);
+        });
+        INFO(splits << " splits of " << chunk << " positions: the fixed grid must give the eager launch's bits");
+        CHECK(pd::testing::same_bits(fixed, eager));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("runtime: the fixed grid (chapter 12) gives the eager decode's bits, its splits chosen on the device",
+          "[runtime][graphs]") {
+    std::uint64_t n = 500;
+    check_fixed_grid<float>(3, 8, 2, 64, 300, 0, 8, pd::derive_seed(kSeed, n++));
+    check_fixed_grid<bf16>(1, 32, 8, 128, 1000, 0, 132, pd::derive_seed(kSeed, n++));
+    check_fixed_grid<at::Int8Kv>(2, 4, 1, 40, 200, 0, 16, pd::derive_seed(kSeed, n++));
+    check_fixed_grid<float>(3, 8, 2, 64, 300, 16, 8, pd::derive_seed(kSeed, n++));
+    check_fixed_grid<bf16>(2, 4, 4, 32, 130, 7, 1, pd::derive_seed(kSeed, n++));
+    check_fixed_grid<at::Fp8Kv>(1, 16, 2, 128, 520, 32, 132, pd::derive_seed(kSeed, n++));
+}
+
+TEST_CASE("runtime: the fixed grid rejects bad sizes by name", "[runtime][graphs][errors]") {
+    rt::FixedGridDecode f{.batch = 2, .heads = 4, .kv_heads = 2, .head_dim = 64, .slots = 2, .max_seq = 16};
+    CHECK(rt::fixed_grid_splits(f) >= 1);
+    rt::FixedGridDecode bad = f;
+    bad.batch = 3;
+    CHECK_THROWS_WITH(rt::fixed_grid_splits(bad), Contains("batch = 3 exceeds slots = 2"));
+    bad = f;
+    bad.heads = 3;
+    CHECK_THROWS_WITH(rt::fixed_grid_splits(bad), Contains("heads / kv_heads"));
+    bad = f;
+    bad.head_dim = 130;
+    CHECK_THROWS_WITH(rt::fixed_grid_splits(bad), Contains("head_dim = 130"));
+    bad = f;
+    bad.block_size = 4;
+    CHECK_THROWS_WITH(rt::fixed_grid_decode_attention<float>(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,
+                                                             nullptr, nullptr, nullptr, nullptr, bad),
+                      Contains("without a block table"));
+}

@@ -96,6 +96,21 @@ int main() {
     CHECK_MSG(all_equal(read(y), 5.f), "the capture ran nothing: y keeps its values");
     step.scale = 100.f;  // the graph keeps the arguments it was captured with
 
+    // its nodes: two kernels, a memset, a copy (CUDA promises no order)
+    std::size_t count = 0;
+    CHECK(cudaGraphGetNodes(graph, nullptr, &count) == cudaSuccess && count == 4);
+    cudaGraphNode_t nodes[6] = {};
+    count = 6;
+    CHECK(cudaGraphGetNodes(graph, nodes, &count) == cudaSuccess && count == 4 && nodes[4] == nullptr);
+    int kernels = 0, memsets = 0, copies = 0;
+    for (int i = 0; i < 4; ++i) {
+        cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+        CHECK(nodes[i] != nullptr && cudaGraphNodeGetType(nodes[i], &type) == cudaSuccess);
+        kernels += type == cudaGraphNodeTypeKernel, memsets += type == cudaGraphNodeTypeMemset;
+        copies += type == cudaGraphNodeTypeMemcpy;
+    }
+    CHECK_MSG(kernels == 2 && memsets == 1 && copies == 1, "node types: 2 kernels, a memset, a copy");
+
     cudaGraphExec_t exec = nullptr;
     CHECK(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess && exec != nullptr);
     float expect = 5.f;

@@ -6,8 +6,12 @@
 /// element type (fp32 or bf16) is chosen once, when it is made. Includable from plain C++.
 #pragma once
 
+#include "runtime/runtime.hpp"
+
 #include "pd/half.hpp"
 #include "pd/model_config.hpp"
+
+#include <cuda_runtime.h>
 
 #include <cstddef>
 #include <memory>
@@ -35,6 +39,12 @@ struct BatchView {
     /// the layout of chapter 04's kernels (lab 04's append, decode attention v1 ... v4).
     bool rows_in_order = false;
     int uniform = 0;  ///< the tokens of every sequence when they are equal, 0 otherwise
+    /// The stream the cache's kernels go to: the model's (chapter 12: a stream being captured).
+    cudaStream_t stream = nullptr;
+    /// Chapter 12: a decode batch on a fixed grid: [splits, chunk] on the device
+    /// (kernels::runtime::fixed_grid_decode_plan()), and decode_attention() launches the
+    /// runtime's fixed-grid form; null: the eager launch, its splits from max_kv_len.
+    const int* split_plan = nullptr;
 };
 
 /// Where one block of one layer of a paged cache lies on the device (KvCache::block_span()):
@@ -64,6 +74,11 @@ public:
     /// out [S, Hq, d] = each sequence's one query [S, Hq, d] against its whole context, with the
     /// decode attention version of the model's options. @pre serves_decode(batch)
     virtual void decode_attention(int layer, const float* q, float* out, const BatchView& batch) = 0;
+    /// Chapter 12: the fixed-grid form's sizes for a decode batch of @p rows sequences
+    /// (kernels::runtime::FixedGridDecode): what decode_attention() launches when the batch brings a
+    /// split_plan. @throws std::invalid_argument when the cache's decode version has no fixed-grid
+    /// form (slots: v4; pages: v2)
+    virtual kernels::runtime::FixedGridDecode fixed_grid(int rows) const = 0;
     /// out [T, Hq, d] = varlen attention of the batch's queries over their contexts (the
     /// bottom-right causal rule; chapter 05's kernel).
     virtual void varlen_attention(int layer, const float* q, float* out, const BatchView& batch) = 0;

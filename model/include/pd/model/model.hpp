@@ -155,6 +155,13 @@ struct ModelOptions {
     KernelOptions kernels;     ///< the kernel versions a pass runs (chapters 01, 04, 06, 07)
     QuantOptions quant;        ///< weight-only quantization (chapter 08)
     ParallelOptions parallel;  ///< tensor parallelism (chapter 10)
+    /// Chapter 12: decode passes (every sequence brings one token and the decode attention
+    /// serves them) replayed as CUDA graphs, one captured per batch bucket (1, 2, 4, ... and
+    /// the largest pass, Model::graph_buckets()), the batch padded to its bucket; each pass's
+    /// inputs are copied from a pinned buffer by the graph itself. Prefill and mixed passes stay
+    /// eager, as does a model split across ranks (refused). Needs the decode versions with a
+    /// fixed-grid form: kernels.attention = v4 (slots), kernels.paged_attention = v2 (pages).
+    bool graphs = false;
 };
 
 /// One sequence of a forward pass: which cache slot it owns, how much of it is filled, and how
@@ -343,6 +350,40 @@ public:
     /// The collectives of the last forward pass (zeros on one rank).
     const Communication& communication() const { return communication_; }
 
+    /// Chapter 12: the batch sizes a decode graph is captured for (ModelOptions::graphs): 1, 2,
+    /// 4, ... below the largest decode pass, and that pass (the least of batch, max_step_tokens
+    /// and max_logit_rows). Empty without graphs.
+    const std::vector<int>& graph_buckets() const { return buckets_; }
+    /// The bucket a decode pass of @p sequences runs in: the smallest that holds it.
+    /// @throws std::invalid_argument without graphs or past the largest bucket
+    int graph_bucket(int sequences) const;
+    /// Chapter 12: what the graphs have done so far.
+    struct GraphStats {
+        int captured = 0;       ///< graphs captured (one per bucket used)
+        long long replays = 0;  ///< decode passes replayed
+        long long padded = 0;   ///< rows of padding the replays ran (bucket - sequences, summed)
+        int last_bucket = 0;    ///< the bucket of the last pass (0: it was eager)
+    };
+    /// The graphs' counts (zeros without graphs).
+    const GraphStats& graph_stats() const { return graph_stats_; }
+    /// Captures the graph of every bucket now (warm_up() does), so that no timed pass pays for it.
+    void capture_graphs();
+    /// What the graph of bucket @p bucket holds: its kernels and its copies (the pass's inputs).
+    struct GraphNodes {
+        int kernels = 0;  ///< kernel launches a replay makes on the GPU
+        int copies = 0;   ///< copies of the pass's inputs from the pinned buffer
+    };
+    /// The nodes of @p bucket's graph (captured now if it is not yet).
+    /// @throws std::invalid_argument without graphs or when @p bucket is not one of graph_buckets()
+    GraphNodes graph_nodes(int bucket);
+    /// Chapter 12: with false, decode passes run eagerly, as without graphs (on the model's
+    /// stream), until set true again; the graphs captured are kept. A program compares the
+    /// two ways on one model and one cache this way. @throws std::invalid_argument without graphs
+    void replay_graphs(bool on);
+    /// The stream every kernel of a pass goes to: a stream of the model's own with graphs, the
+    /// legacy default stream without.
+    cudaStream_t stream() const { return stream_; }
+
 private:
     struct RankGroup;
     void check(std::span<const int> tokens, std::span<const StepSequence> sequences) const;
@@ -368,11 +409,25 @@ private:
     void project_packed(const Plan& plan, const __nv_bfloat16* x, const kernels::quant::DeviceQuantizedMatrix& w,
                         float* y);
     void upload_decode_batch();
+    // chapter 12 (graphs.cpp)
+    struct Graphs;
+    struct GraphsDeleter {
+        void operator()(Graphs* g) const;
+    };
+    void graph_pass(std::span<const int> tokens, const int* tokens_device, std::span<const StepSequence> sequences);
+    void init_graphs();  // the buckets, the stream, the pinned buffer (graphs.cpp)
+    void capture(std::size_t bucket_index);
+    BatchView graph_view(int rows) const;
 
     ModelConfig full_;    // the whole model
     ModelConfig config_;  // this rank's part (the whole model on one rank)
     ModelOptions options_;
-    std::unique_ptr<RankGroup> group_;  // rank 0 of several: the other ranks and their threads
+    std::unique_ptr<RankGroup> group_;               // rank 0 of several: the other ranks and their threads
+    std::unique_ptr<Graphs, GraphsDeleter> graphs_;  // chapter 12: the stream, the pinned inputs, a graph per bucket
+    cudaStream_t stream_ = nullptr;                  // the stream of every pass's kernels (graphs_'s, or legacy)
+    std::vector<int> buckets_;
+    GraphStats graph_stats_;
+    bool replay_ = false;  // decode passes replay their bucket's graph (replay_graphs())
     Communication communication_;
     int max_seq_ = 0, max_step_tokens_ = 0, max_blocks_ = 0, max_logit_rows_ = 0;
     int length_ = 0;
