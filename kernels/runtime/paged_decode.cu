@@ -372,16 +372,20 @@ void fixed_grid_decode_attention(const float* q, const T* k_cache, const T* v_ca
                               partials, g, stream);
 }
 
+/// fixed_grid_decode_attention() on an fp32 cache.
 template void fixed_grid_decode_attention<float>(const float*, const float*, const float*, const float*, const float*,
                                                  const int*, const int*, const int*, float*, float*,
                                                  const FixedGridDecode&, cudaStream_t);
+/// fixed_grid_decode_attention() on a bf16 cache.
 template void fixed_grid_decode_attention<__nv_bfloat16>(const float*, const __nv_bfloat16*, const __nv_bfloat16*,
                                                          const float*, const float*, const int*, const int*, const int*,
                                                          float*, float*, const FixedGridDecode&, cudaStream_t);
+/// fixed_grid_decode_attention() on an fp8 cache.
 template void fixed_grid_decode_attention<attention::Fp8Kv>(const float*, const attention::Fp8Kv*,
                                                             const attention::Fp8Kv*, const float*, const float*,
                                                             const int*, const int*, const int*, float*, float*,
                                                             const FixedGridDecode&, cudaStream_t);
+/// fixed_grid_decode_attention() on an int8 cache.
 template void fixed_grid_decode_attention<attention::Int8Kv>(const float*, const attention::Int8Kv*,
                                                              const attention::Int8Kv*, const float*, const float*,
                                                              const int*, const int*, const int*, float*, float*,
