@@ -17,12 +17,13 @@
 #include "chapter.hpp"
 
 #include "pd/cuda_check.hpp"
-#include "pd/rng.hpp"
+#include "pd/model/executor.hpp"
 #include "pd/roofline.hpp"
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,26 +37,30 @@ std::vector<md::StepSequence> decode_rows(int B, int context) {
     return rows;
 }
 
-/// @p n token ids drawn from [0, @p vocab), seeded.
-std::vector<int> random_tokens(std::size_t n, int vocab, std::uint64_t seed) {
-    pd::Rng rng(seed);
-    std::vector<int> t(n);
-    for (int& x : t) x = rng.integer(0, vocab - 1);
-    return t;
-}
-
-/// The host's time to issue one step (the call returns before the GPU is done), averaged over
-/// --iters steps, each after the GPU is idle, in microseconds.
-double host_us(pd::Bench& bench, md::Model& m, std::span<const int> tokens, std::span<const md::StepSequence> rows) {
+double host_us(pd::Bench& bench, const std::function<void()>& step) {
     double total = 0;
     for (int i = 0; i < bench.options.iters; ++i) {
         PD_CHECK_CUDA(cudaDeviceSynchronize());
         const auto t0 = std::chrono::steady_clock::now();
-        m.forward(tokens, rows);
+        step();
         total += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
     }
     PD_CHECK_CUDA(cudaDeviceSynchronize());
     return total / bench.options.iters;
+}
+
+void model_times(pd::Kernel& k, const Options& o, int launches, const std::string& gpu_name) {
+    // the host issues --launch-us per launch; the GPU runs the step at the roofline of --gpu and
+    // starts each kernel in the profiler's 2 us; the longer wins
+    const pd::roofline::GpuSpec gpu = *pd::roofline::find_gpu(gpu_name);
+    const double peak = k.dtype == DType::bf16 ? gpu.tensor_tflops : gpu.fp32_tflops;
+    const double floor = std::max(k.cost.bytes / (gpu.bandwidth_gbps * 1e3), k.cost.flops / (peak * 1e6));
+    const double host = launches * o.launch_us,
+                 device = floor + k.point["kernels"].get<int>() * pd::roofline::kModelLaunchSeconds * 1e6;
+    k.point["host_us"] = host;
+    k.point["modelled_floor_us"] = floor;
+    k.point["modelled_gpu_us"] = device;
+    k.point["modelled_step_us"] = std::max(host, device);
 }
 
 // [ch12_step]
@@ -63,9 +68,8 @@ double host_us(pd::Bench& bench, md::Model& m, std::span<const int> tokens, std:
 /// of every slot): checked (the replay's logits are the eager step's bits when B fills its
 /// bucket; otherwise the same greedy tokens), then on a GPU timed. Appends the two rows.
 void measure_batch(pd::Bench& bench, const Options& o, md::Model& m, int B, std::vector<pd::Row>& rows) {
-    const pd::roofline::GpuSpec gpu = *pd::roofline::find_gpu(bench.options.gpu);
     const std::vector<md::StepSequence> seqs = decode_rows(B, o.context);
-    const std::vector<int> tokens = random_tokens(std::size_t(B), m.config().vocab, bench.options.seed + B);
+    const std::vector<int> tokens = md::synthetic_prompt(B, m.config().vocab, bench.options.seed, 1000 + B);
     const std::size_t V = std::size_t(m.config().vocab);
     const int bucket = m.graph_bucket(B);
     const md::Model::GraphNodes nodes = m.graph_nodes(bucket);
@@ -101,16 +105,10 @@ void measure_batch(pd::Bench& bench, const Options& o, md::Model& m, int B, std:
         if (bench.timing() && !bench.sim()) {  // a GPU: the step's time, and the host's share of it
             m.replay_graphs(graph);
             ms = bench.time_ms([&] { m.forward(tokens, seqs); });
-            k.point["host_us"] = host_us(bench, m, tokens, seqs);
+            k.point["host_us"] = host_us(bench, [&] { m.forward(tokens, seqs); });
             m.replay_graphs(true);
-        } else {  // the simulator, modelled: the host issues --launch-us per launch; the GPU reads the step's
-                  // bytes at --gpu's bandwidth and starts each kernel in the profiler's 2 us; the longer wins
-            const double host = launches * o.launch_us, floor = k.cost.bytes / (gpu.bandwidth_gbps * 1e3),
-                         device = floor + k.point["kernels"].get<int>() * pd::roofline::kModelLaunchSeconds * 1e6;
-            k.point["host_us"] = host;
-            k.point["modelled_floor_us"] = floor;
-            k.point["modelled_gpu_us"] = device;
-            k.point["modelled_step_us"] = std::max(host, device);
+        } else {
+            model_times(k, o, launches, bench.options.gpu);
         }
         rows.push_back(bench.timed_row(k, ms, passed));
         if (graph) bench.add_profile(rows.back(), profile);
@@ -123,17 +121,14 @@ std::string over_floor(const pd::Row& r) {
     return r.result.time_ms && r.floor_ms && *r.floor_ms > 0 ? pd::fmt("%.2fx", *r.result.time_ms / *r.floor_ms) : "-";
 }
 
-/// The table, and the batch where eager and replayed steps meet (within 5%) on a GPU.
-void print_steps(pd::Bench& bench, const Options& o, const std::vector<pd::Row>& rows) {
-    std::ostream& out = bench.out();
+std::vector<pd::Column> step_columns(const pd::Bench& bench, std::vector<pd::Column> columns) {
     const auto us = [](const char* key) {
         return [key](const pd::Row& r) {
             return r.point.contains(key) ? pd::fmt("%.1f", r.point[key].get<double>()) : "-";
         };
     };
-    std::vector<pd::Column> columns{pd::Column::name("step"), pd::Column::point("B", "batch"),
-                                    pd::Column::point("bucket", "bucket"), pd::Column::point("kernels", "kernels"),
-                                    pd::Column::point("launches", "host_launches")};
+    columns.insert(columns.end(),
+                   {pd::Column::point("kernels", "kernels"), pd::Column::point("launches", "host_launches")});
     if (bench.sim())  // modelled figures, labelled
         columns.insert(columns.end(), {pd::Column("host us*", us("host_us")),
                                        pd::Column("floor us* (" + bench.options.gpu + ")", us("modelled_floor_us")),
@@ -142,6 +137,14 @@ void print_steps(pd::Bench& bench, const Options& o, const std::vector<pd::Row>&
     else
         columns.insert(columns.end(), {pd::Column("host us", us("host_us")), "step ms", "floor ms",
                                        pd::Column("x floor", over_floor), "tokens/s", "status"});
+    return columns;
+}
+
+/// The table, and the batch where eager and replayed steps meet (within 5%) on a GPU.
+void print_steps(pd::Bench& bench, const Options& o, const std::vector<pd::Row>& rows) {
+    std::ostream& out = bench.out();
+    const std::vector<pd::Column> columns = step_columns(
+        bench, {pd::Column::name("step"), pd::Column::point("B", "batch"), pd::Column::point("bucket", "bucket")});
     out << "\n"
         << pd::render(rows, columns, bench.options.check_only)
         << "kernels: what a step runs on the GPU (the graph's include the split plan of the decode attention); "
@@ -194,8 +197,7 @@ int run(int argc, char** argv) {
 
     for (int s = 0; s < mo.batch; ++s) {  // every slot's prompt, one prefill at a time (eager)
         const md::StepSequence prompt{.slot = s, .context = 0, .tokens = o.context};
-        m.forward(random_tokens(std::size_t(o.context), config.vocab, bench.options.seed + 1000 + s),
-                  std::span(&prompt, 1));
+        m.forward(md::synthetic_prompt(o.context, config.vocab, bench.options.seed, s), std::span(&prompt, 1));
     }
     m.capture_graphs();  // before anything is timed
 
@@ -204,15 +206,20 @@ int run(int argc, char** argv) {
     for (int B : o.batches) measure_batch(bench, o, m, B, rows);
     // [ch12_versions]
     print_steps(bench, o, rows);
+    const std::vector<pd::Row> prefill = prefill_comparison(bench, o, m);
 
     nlohmann::json report = bench.report({{"preset", config.name},
                                           {"batches", o.batches},
                                           {"context", o.context},
                                           {"dtype", to_string(mo.weights)},
                                           {"kv_dtype", o.kv_dtype},
+                                          {"prefill_lens", o.prefill_lens},
                                           {"launch_us", o.launch_us}},
                                          rows);
     report["graphs"] = {{"buckets", m.graph_buckets()}, {"captured", m.graph_stats().captured}};
+    report["prefill"] = bench.json(prefill);
+    for (const pd::Row& r : prefill)
+        if (!r.result.passed) report["passed"] = false;
     return bench.finish(report);
 }
 

@@ -17,6 +17,10 @@ void add_options(pd::Bench& bench, Options& o) {
         ->check(CLI::Range(1, 64))
         ->delimiter(',')
         ->capture_default_str();
+    bench.app.add_option("--prefill-lens", o.prefill_lens, "Prompts P compared eager and replayed (slot 0; none: 0)")
+        ->check(CLI::Range(0, 1 << 20))
+        ->delimiter(',')
+        ->capture_default_str();
     bench.option("--context", o.context, "Positions already in each sequence's cache before the step",
                  CLI::Range(1, 1 << 20));
     bench.add_dtype_option();
@@ -32,11 +36,16 @@ md::ModelOptions model_options(pd::Bench& bench, Options& o, const pd::ModelConf
     if (o.context + 1 > config.max_seq)
         throw std::invalid_argument("--context " + std::to_string(o.context) + " leaves no position for the step: " +
                                     config.name + " holds " + std::to_string(config.max_seq));
-    const int B = o.batches.back();
+    o.prefill_lens.erase(std::remove(o.prefill_lens.begin(), o.prefill_lens.end(), 0), o.prefill_lens.end());
+    const int B = o.batches.back(),
+              P = o.prefill_lens.empty() ? 0 : *std::max_element(o.prefill_lens.begin(), o.prefill_lens.end());
+    if (P > config.max_seq)
+        throw std::invalid_argument("--prefill-lens " + std::to_string(P) + " is past " + config.name + "'s " +
+                                    std::to_string(config.max_seq) + " positions");
     md::ModelOptions mo{.weights = bench.single_dtype(),
                         .batch = B,
-                        .max_seq = o.context + 1,
-                        .max_step_tokens = std::max(o.context, B),  // a prompt at a time, or a decode batch
+                        .max_seq = std::max(o.context + 1, P),
+                        .max_step_tokens = std::max({o.context, B, P}),  // a prompt at a time, or a decode batch
                         .cache = {.kv = pd::dtype_named(o.kv_dtype)},
                         .kernels = {.sm_count = std::max(bench.device().sm_count, 1)}};
     mo.graphs = true;
@@ -44,6 +53,7 @@ md::ModelOptions model_options(pd::Bench& bench, Options& o, const pd::ModelConf
     // GPU, its timed steps: 2 FLOPs per parameter per token
     double tokens = double(B) * o.context;
     for (int b : o.batches) tokens += 2.0 * b;
+    for (int p : o.prefill_lens) tokens += 2.0 * p;
     bench.require(pd::Needs{"the decode steps of " + config.name,
                             "choose a smaller --preset, or lower --batches "
                             "or --context"}

@@ -18,6 +18,7 @@
 #include "pd/cuda_check.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -36,9 +37,11 @@ struct Model::Graphs {
     DeviceBuffer<int> plan{2};          // the decode attention's [splits, chunk], computed in the graph
     std::vector<cudaGraphExec_t> exec;  // per bucket
     std::vector<GraphNodes> nodes;      // per bucket, counted at its capture
+    cudaGraphExec_t pass = nullptr;     // capture_pass(): one pass of any plan, for a comparison
     ~Graphs() {                         // (no throw from a destructor: errors here are ignored)
         for (cudaGraphExec_t e : exec)
             if (e != nullptr) cudaGraphExecDestroy(e);
+        if (pass != nullptr) cudaGraphExecDestroy(pass);
         if (host != nullptr) cudaFreeHost(host);
         if (read != nullptr) cudaEventDestroy(read);
         if (stream != nullptr) cudaStreamDestroy(stream);
@@ -119,6 +122,41 @@ BatchView Model::graph_view(int rows) const {
     return v;
 }
 
+namespace {
+
+/// Captures what @p body issues on @p stream (thread-local mode: this thread may not allocate
+/// meanwhile), counts its kernels and copies into @p nodes, and returns the executable graph.
+cudaGraphExec_t record(cudaStream_t stream, const std::function<void()>& body, Model::GraphNodes& nodes) {
+    PD_CHECK_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    cudaGraph_t graph = nullptr;
+    try {
+        body();
+    } catch (...) {
+        cudaStreamEndCapture(stream, &graph);  // leave the stream usable; the partial graph is dropped
+        if (graph != nullptr) cudaGraphDestroy(graph);
+        throw;
+    }
+    PD_CHECK_CUDA(cudaStreamEndCapture(stream, &graph));
+    std::size_t count = 0;  // what a replay runs: kernels, and copies
+    PD_CHECK_CUDA(cudaGraphGetNodes(graph, nullptr, &count));
+    std::vector<cudaGraphNode_t> list(count);
+    PD_CHECK_CUDA(cudaGraphGetNodes(graph, list.data(), &count));
+    nodes = {};
+    for (cudaGraphNode_t node : list) {
+        cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+        PD_CHECK_CUDA(cudaGraphNodeGetType(node, &type));
+        nodes.kernels += type == cudaGraphNodeTypeKernel;
+        nodes.copies += type == cudaGraphNodeTypeMemcpy;
+    }
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+    PD_CHECK_CUDA(e);
+    return exec;
+}
+
+}  // namespace
+
 // [capture]
 void Model::capture(std::size_t i) {
     Graphs& g = *graphs_;
@@ -131,45 +169,56 @@ void Model::capture(std::size_t i) {
     logit_rows_host_.clear();
     const Plan p{
         .projections = Plan::Projections::gemv, .attention = Plan::Attention::decode, .sequences = n, .tokens = n};
-    PD_CHECK_CUDA(cudaStreamBeginCapture(g.stream, cudaStreamCaptureModeThreadLocal));
-    cudaGraph_t graph = nullptr;
-    try {
-        // the step's inputs, from the pinned buffer the host filled (the tokens are copied before)
-        upload(meta_.data(), at.meta, 3 * std::size_t(B));
-        upload(q_start_.data(), at.q_start, std::size_t(B));
-        upload(kv_len_.data(), at.kv_len, std::size_t(B));
-        upload(positions_.data(), at.positions, std::size_t(B));
-        upload(row_seq_.data(), at.row_seq, std::size_t(B));
-        if (!table_host_.empty()) upload(block_table_.data(), at.table, table_host_.size());
-        // the decode attention's splits, from the lengths on the device
-        kernels::runtime::fixed_grid_decode_plan(kv_len_.data(), g.plan.data(), cache_->fixed_grid(n), g.stream);
-        if (options_.weights == DType::fp32)
-            forward_pass<float>(p);
-        else
-            forward_pass<bf16>(p);
-    } catch (...) {
-        cudaStreamEndCapture(g.stream, &graph);  // leave the stream usable; the partial graph is dropped
-        if (graph != nullptr) cudaGraphDestroy(graph);
-        throw;
-    }
-    PD_CHECK_CUDA(cudaStreamEndCapture(g.stream, &graph));
-    std::size_t count = 0;  // what a replay runs: kernels, and the copies of the inputs
-    PD_CHECK_CUDA(cudaGraphGetNodes(graph, nullptr, &count));
-    std::vector<cudaGraphNode_t> nodes(count);
-    PD_CHECK_CUDA(cudaGraphGetNodes(graph, nodes.data(), &count));
-    g.nodes[i] = {};
-    for (cudaGraphNode_t node : nodes) {
-        cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
-        PD_CHECK_CUDA(cudaGraphNodeGetType(node, &type));
-        g.nodes[i].kernels += type == cudaGraphNodeTypeKernel;
-        g.nodes[i].copies += type == cudaGraphNodeTypeMemcpy;
-    }
-    const cudaError_t e = cudaGraphInstantiate(&g.exec[i], graph, 0);
-    cudaGraphDestroy(graph);
-    PD_CHECK_CUDA(e);
+    g.exec[i] = record(
+        g.stream,
+        [&] {
+            // the step's inputs, from the pinned buffer the host filled (the tokens are copied before)
+            upload(meta_.data(), at.meta, 3 * std::size_t(B));
+            upload(q_start_.data(), at.q_start, std::size_t(B));
+            upload(kv_len_.data(), at.kv_len, std::size_t(B));
+            upload(positions_.data(), at.positions, std::size_t(B));
+            upload(row_seq_.data(), at.row_seq, std::size_t(B));
+            if (!table_host_.empty()) upload(block_table_.data(), at.table, table_host_.size());
+            // the decode attention's splits, from the lengths on the device
+            kernels::runtime::fixed_grid_decode_plan(kv_len_.data(), g.plan.data(), cache_->fixed_grid(n), g.stream);
+            if (options_.weights == DType::fp32)
+                forward_pass<float>(p);
+            else
+                forward_pass<bf16>(p);
+        },
+        g.nodes[i]);
     ++graph_stats_.captured;
 }
 // [capture]
+
+Model::GraphNodes Model::capture_pass(std::span<const int> tokens, std::span<const StepSequence> sequences) {
+    if (!graphs_) throw std::invalid_argument("capture_pass: the model has no graphs (ModelOptions.graphs)");
+    check(tokens, sequences);
+    if (tokens.empty()) throw std::invalid_argument("capture_pass: no tokens");
+    Graphs& g = *graphs_;
+    upload_batch(tokens, sequences);  // eagerly: the batch the replays read again
+    PD_CHECK_CUDA(cudaDeviceSynchronize());
+    const Plan p = plan(sequences);
+    if (g.pass != nullptr) PD_CHECK_CUDA(cudaGraphExecDestroy(g.pass));
+    g.pass = nullptr;
+    GraphNodes nodes;
+    g.pass = record(
+        g.stream,
+        [&] {
+            if (options_.weights == DType::fp32)
+                forward_pass<float>(p);
+            else
+                forward_pass<bf16>(p);
+        },
+        nodes);
+    return nodes;
+}
+
+void Model::replay_pass() {
+    if (!graphs_ || graphs_->pass == nullptr)
+        throw std::invalid_argument("replay_pass: no pass was captured (capture_pass())");
+    PD_CHECK_CUDA(cudaGraphLaunch(graphs_->pass, graphs_->stream));
+}
 
 void Model::capture_graphs() {
     if (!graphs_) throw std::invalid_argument("capture_graphs: the model has no graphs (ModelOptions.graphs)");

@@ -150,10 +150,10 @@ public:
                                     .max_q_len = b.max_q_len};
         if constexpr (at::kIsKv8<T>)
             at::varlen_attention(q, store_.k_of(layer), store_.v_of(layer), store_.k_scales_of(layer),
-                                 store_.v_scales_of(layer), b.q_start, b.q_len, b.kv_len, b.slot, out, shape);
+                                 store_.v_scales_of(layer), b.q_start, b.q_len, b.kv_len, b.slot, out, shape, b.stream);
         else
             at::varlen_attention(q, store_.k_of(layer), store_.v_of(layer), b.q_start, b.q_len, b.kv_len, b.slot, out,
-                                 shape);
+                                 shape, b.stream);
     }
     DType dtype() const override { return dtype_of<T>(); }
     double bytes() const override { return store_.bytes(); }
@@ -260,10 +260,11 @@ public:
         if constexpr (at::kIsKv8<T>)
             at::paged_varlen_attention(q, store_.k_of(layer), store_.v_of(layer), store_.k_scales_of(layer),
                                        store_.v_scales_of(layer), b.q_start, b.q_len, b.kv_len, b.block_table, out,
-                                       pages(b.sequences, b.max_kv_len), b.tokens, b.max_q_len);
+                                       pages(b.sequences, b.max_kv_len), b.tokens, b.max_q_len, b.stream);
         else
             at::paged_varlen_attention(q, store_.k_of(layer), store_.v_of(layer), b.q_start, b.q_len, b.kv_len,
-                                       b.block_table, out, pages(b.sequences, b.max_kv_len), b.tokens, b.max_q_len);
+                                       b.block_table, out, pages(b.sequences, b.max_kv_len), b.tokens, b.max_q_len,
+                                       b.stream);
     }
     DType dtype() const override { return dtype_of<T>(); }
     double bytes() const override { return store_.bytes(); }

@@ -244,3 +244,34 @@ TEST_CASE("graphs: the buckets, their capture, and the options refused by name",
     split.parallel.ranks = 2;
     CHECK_THROWS_WITH(md::Model(c, split), Contains("ModelOptions.graphs = true"));
 }
+
+TEST_CASE("graphs: a prompt captured alone replays the eager pass's logits bit for bit", "[model][graphs]") {
+    const pd::ModelConfig c = tiny();
+    for (const int block_size : {0, 4}) {
+        INFO((block_size ? "pages" : "slots"));
+        md::ModelOptions o = options(true, DType::bf16, DType::bf16, block_size, 8);
+        md::Model m(c, o);
+        m.init_synthetic(24);
+        std::vector<int> blocks(40);
+        for (int i = 0; i < 40; ++i) blocks[std::size_t(i)] = 39 - i;
+        const md::StepSequence prompt{.slot = 0,
+                                      .context = 0,
+                                      .tokens = 37,
+                                      .blocks = block_size ? std::span<const int>(blocks) : std::span<const int>()};
+        const std::vector<int> tokens = random_tokens(37, c.vocab, 6);
+        CHECK_THROWS_WITH(m.replay_pass(), Contains("no pass was captured"));
+        m.forward(tokens, std::span(&prompt, 1));
+        const std::vector<float> eager = m.logits().download();
+        const md::Model::GraphNodes nodes = m.capture_pass(tokens, std::span(&prompt, 1));
+        CHECK(nodes.kernels > 2 * 16);
+        CHECK(nodes.copies == 0);
+        m.logits().fill_bytes(0xFF);
+        m.replay_pass();
+        const std::vector<float> replayed = m.logits().download();
+        CHECK(std::memcmp(eager.data(), replayed.data(), std::size_t(c.vocab) * sizeof(float)) == 0);
+        CHECK(m.graph_stats().replays == 0);  // the decode buckets' graphs are untouched
+    }
+    md::Model plain(c, {.batch = 1, .max_seq = 16});
+    const md::StepSequence one{.slot = 0, .context = 0, .tokens = 2};
+    CHECK_THROWS_WITH(plain.capture_pass(std::vector<int>{1, 2}, std::span(&one, 1)), Contains("ModelOptions.graphs"));
+}

@@ -380,6 +380,16 @@ public:
     /// stream), until set true again; the graphs captured are kept. A program compares the
     /// two ways on one model and one cache this way. @throws std::invalid_argument without graphs
     void replay_graphs(bool on);
+    /// Chapter 12: captures one pass over @p sequences, of any plan (a prompt too), as a graph of
+    /// its own, for a comparison with the same pass run eagerly: the batch is uploaded now,
+    /// eagerly, and replay_pass() runs the pass again on the same inputs (writing the same cache
+    /// positions). The decode buckets' graphs are untouched. @return the graph's kernels and copies
+    /// @param tokens as forward()  @param sequences as forward()
+    /// @throws std::invalid_argument without graphs, or for a batch forward() refuses
+    GraphNodes capture_pass(std::span<const int> tokens, std::span<const StepSequence> sequences);
+    /// Replays the graph of capture_pass() on the model's stream.
+    /// @throws std::invalid_argument when none was captured
+    void replay_pass();
     /// The stream every kernel of a pass goes to: a stream of the model's own with graphs, the
     /// legacy default stream without.
     cudaStream_t stream() const { return stream_; }
