@@ -31,13 +31,13 @@ std::vector<pd::Row> prefill_comparison(pd::Bench& bench, const Options& o, md::
             const std::string name = graph ? "graph" : "eager";
             if (!bench.selects(name)) continue;
             const int launches = graph ? 1 : nodes.kernels;
-            pd::Kernel k{.name = name,
-                         .dtype = m.options().weights,
-                         .units = m.options().weights == DType::bf16 ? pd::Units::tensor_cores : pd::Units::simt,
-                         .cost = m.cost(seqs),
-                         .tokens = double(P),
-                         .point = {{"prompt", P}, {"kernels", nodes.kernels}, {"host_launches", launches},
-                                   {"bitwise", passed}}};
+            pd::Kernel k{
+                .name = name,
+                .dtype = m.options().weights,
+                .units = m.options().weights == DType::bf16 ? pd::Units::tensor_cores : pd::Units::simt,
+                .cost = m.cost(seqs),
+                .tokens = double(P),
+                .point = {{"prompt", P}, {"kernels", nodes.kernels}, {"host_launches", launches}, {"bitwise", passed}}};
             std::optional<double> ms;
             const std::function<void()> step = [&] {
                 if (graph)
@@ -56,7 +56,8 @@ std::vector<pd::Row> prefill_comparison(pd::Bench& bench, const Options& o, md::
     }
     if (rows.empty()) return rows;
     bench.out() << "\nprefill, one prompt of P tokens in slot 0 (its graph captured for this comparison only):\n"
-                << pd::render(rows, step_columns(bench, {pd::Column::name("prefill"), pd::Column::point("P", "prompt")}),
+                << pd::render(rows,
+                              step_columns(bench, {pd::Column::name("prefill"), pd::Column::point("P", "prompt")}),
                               bench.options.check_only)
                 << "a graph removes the host's launches and nothing else; a real model's prompt keeps the GPU in its "
                    "GEMMs far longer than the host takes to launch them (on a GPU, compare the rows), while the tiny "
