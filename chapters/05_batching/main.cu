@@ -182,7 +182,7 @@ int run(int argc, char** argv) {
     bench.title();
     std::ostream& out = bench.out();
     const pd::ModelConfig model = *pd::find_model(o.s.preset);
-    const sv::CostModelConfig cost = sv::cost_model_config(model, *pd::roofline::find_gpu(o.s.gpu), o.s.tp);
+    const sv::CostModelConfig cost = sv::cost_model_config(o.s);
     const std::vector<sv::Request> requests = make_workload(o, o.s.w.rate, bench.options.seed);
     std::vector<sv::Policy> policies;
     for (sv::Policy p : {sv::Policy::static_batch, sv::Policy::continuous, sv::Policy::chunked})

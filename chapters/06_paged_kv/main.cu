@@ -166,7 +166,7 @@ int run(int argc, char** argv) {
     bench.title();
     std::ostream& out = bench.out();
     const pd::ModelConfig model = *pd::find_model(o.s.preset);
-    const sv::CostModelConfig cost = sv::cost_model_config(model, *pd::roofline::find_gpu(o.s.gpu), o.s.tp);
+    const sv::CostModelConfig cost = sv::cost_model_config(o.s);
     const double kv_per_token = model.kv_bytes_per_token(
         on_model ? pd::kv_element_bytes(pd::dtype_named(o.s.kv_dtype), model.head_dim) : cost.kv_bytes_per_element);
     if (!on_model) sv::check_kv_memory(o.s, model, cost, o.kv_memory_gib * (1ull << 30));

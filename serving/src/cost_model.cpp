@@ -46,10 +46,37 @@ void CostModelConfig::check() const {
     require_fraction(compute_efficiency, "compute_efficiency");
     require_fraction(bandwidth_efficiency, "bandwidth_efficiency");
     require_non_negative(step_overhead_s, "step_overhead_s");
+    require_non_negative(launch_host_s, "launch_host_s");
+    require_non_negative(kernel_gap_s, "kernel_gap_s");
+    if (kernels_per_pass < 0) reject("kernels_per_pass", ">= 0 (0: pass_kernels(model))", kernels_per_pass);
     require_non_negative(allreduce_latency_s, "allreduce_latency_s");
     require_positive(allreduce_bus_bytes_per_s, "allreduce_bus_bytes_per_s");
     if (!(accept_rate >= 0 && accept_rate <= 1))
         throw std::invalid_argument("CostModelConfig.accept_rate must be in [0, 1], got " + fmt("%g", accept_rate));
+}
+
+void set_launches(CostModelConfig& c, const std::string& name) {
+    const bool charged = name == "eager" || name == "graph";
+    if (!charged && name != "none")
+        throw std::invalid_argument("launch preset must be none, eager or graph, got '" + name + "'");
+    c.launch_host_s = charged ? kLaunchHostSeconds : 0;
+    c.kernel_gap_s = charged ? roofline::kModelLaunchSeconds : 0;
+    c.decode_graphs = name == "graph";
+}
+
+std::string launches_name(const CostModelConfig& c) {
+    for (const char* name : kLaunchPresets) {
+        CostModelConfig preset = c;
+        set_launches(preset, name);
+        if (preset.launch_host_s == c.launch_host_s && preset.kernel_gap_s == c.kernel_gap_s &&
+            preset.decode_graphs == c.decode_graphs)
+            return name;
+    }
+    return "custom";
+}
+
+int pass_kernels(const ModelConfig& model) {
+    return 17 * model.layers + 3;
 }
 
 CostModelConfig cost_model_config(const ModelConfig& model, const roofline::GpuSpec& gpu, int tp) {
@@ -124,7 +151,17 @@ CostModel::Breakdown CostModel::breakdown(const Step& step) const {
             config_.allreduce_latency_s + (n - 1) / n * gathered / config_.allreduce_bus_bytes_per_s;
         b.comm_s = (2.0 * m.layers + 1) * allreduce + (emitting > 0 ? allgather : 0);
     }
-    b.total_s = std::max(b.compute_s, b.memory_s) + b.overhead_s + b.comm_s;
+    if (config_.launch_host_s > 0 || config_.kernel_gap_s > 0) {
+        // chapter 12: the GPU starts each kernel after a gap; the host launches them one by one,
+        // or replays a decode step's graph with one launch; the step takes the longer of the two
+        bool decode = true;
+        for (const StepItem& i : items) decode = decode && i.tokens == 1 && i.context > 0;
+        b.kernels = config_.kernels_per_pass > 0 ? config_.kernels_per_pass : pass_kernels(m);
+        b.launches = config_.decode_graphs && decode ? 1 : b.kernels;
+        const double roof = std::max(b.compute_s, b.memory_s);
+        b.launch_s = std::max(roof + b.kernels * config_.kernel_gap_s, b.launches * config_.launch_host_s) - roof;
+    }
+    b.total_s = std::max(b.compute_s, b.memory_s) + b.launch_s + b.overhead_s + b.comm_s;
     return b;
 }
 
@@ -174,6 +211,11 @@ std::string CostModel::describe() const {
                                    fmt("%.0f GB/s bus", c.allreduce_bus_bytes_per_s / 1e9)
                              : std::string(", ideal tensor parallelism (no communication)");
     s += ", overhead " + fmt("%.3g ms", c.step_overhead_s * 1e3) + " per step";
+    if (c.launch_host_s > 0 || c.kernel_gap_s > 0)
+        s += ", launches " + launches_name(c) + ": " + fmt("%.3g us", c.launch_host_s * 1e6) + " host, " +
+             fmt("%.3g us", c.kernel_gap_s * 1e6) + " gap x " +
+             std::to_string(c.kernels_per_pass > 0 ? c.kernels_per_pass : pass_kernels(c.model)) + " kernels" +
+             (c.decode_graphs ? " (decode steps replayed)" : "");
     return s;
 }
 

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 
@@ -52,6 +53,11 @@ void add_serving_options(CLI::App& app, ServingOptions& o, const Choices& polici
     app.add_option("--preset", o.preset, "Model shape")->check(CLI::IsMember(model_names()))->capture_default_str();
     app.add_option("--gpu", o.gpu, "GPU preset of the cost model")->check(CLI::IsMember(gpus))->capture_default_str();
     app.add_option("--tp", o.tp, "Tensor-parallel GPUs")->check(CLI::Range(1, 64))->capture_default_str();
+    app.add_option("--launches", o.launches,
+                   "Kernel launches in the cost model (chapter 12): none (not charged), eager (5 us of host per "
+                   "launch, 2 us on the GPU before each kernel) or graph (decode steps replayed: one launch each)")
+        ->check(CLI::IsMember(std::vector<std::string>(std::begin(kLaunchPresets), std::end(kLaunchPresets))))
+        ->capture_default_str();
     WorkloadOptions& w = o.w;
     app.add_option("--scenario", w.scenario, scenario_help)
         ->check(CLI::IsMember(scenario_names))
@@ -167,10 +173,21 @@ void check_budgets(const std::vector<Request>& requests, int runs, double sim_pa
 }
 
 void check_executor_types(const ServingOptions& o, const std::string& weight_quant) {
-    if (o.on_model()) return;
+    if (o.on_model()) {
+        if (o.launches != "none")
+            throw std::invalid_argument("--launches " + o.launches +
+                                        " needs --executor cost: the model executor measures its launches");
+        return;
+    }
     const std::string why = " needs --executor model: the cost model counts bf16 weights and a bf16 cache";
     if (weight_quant != "none") throw std::invalid_argument("--dtype " + weight_quant + why);
     if (o.kv_dtype == "fp8" || o.kv_dtype == "int8") throw std::invalid_argument("--kv-dtype " + o.kv_dtype + why);
+}
+
+CostModelConfig cost_model_config(const ServingOptions& o) {
+    CostModelConfig c = cost_model_config(*find_model(o.preset), *roofline::find_gpu(o.gpu), o.tp);
+    set_launches(c, o.launches);
+    return c;
 }
 
 void check_kv_memory(const ServingOptions& o, const ModelConfig& model, const CostModelConfig& cost, double kv_bytes) {
@@ -204,15 +221,11 @@ void write_timelines(const ServingOptions& o, const std::string& executor, const
 }
 
 nlohmann::json problem_json(const ServingOptions& o, std::size_t requests) {
-    return {{"preset", o.preset},
-            {"gpu", o.gpu},
-            {"tp", o.tp},
-            {"executor", o.executor},
-            {"scenario", o.w.trace.empty() ? o.w.scenario : "trace"},
-            {"requests", requests},
-            {"rate", o.w.rate},
-            {"token_budget", o.token_budget},
-            {"max_seqs", o.max_seqs}};
+    return {
+        {"preset", o.preset},     {"gpu", o.gpu},           {"tp", o.tp},
+        {"launches", o.launches}, {"executor", o.executor}, {"scenario", o.w.trace.empty() ? o.w.scenario : "trace"},
+        {"requests", requests},   {"rate", o.w.rate},       {"token_budget", o.token_budget},
+        {"max_seqs", o.max_seqs}};
 }
 
 std::string step_times_note(bool on_model, bool simulator) {

@@ -106,7 +106,7 @@ void account(Review& r, const ReviewInput& in, const Served& served, const CostM
     WorkShares w;
     for (const Timeline::StepRecord& s : served.timeline.steps) {
         const CostModel::Breakdown b = cm.breakdown(s.step);
-        const double t = std::max(b.compute_s, b.memory_s) + b.overhead_s;
+        const double t = std::max(b.compute_s, b.memory_s) + b.launch_s + b.overhead_s;
         if (b.compute_s >= b.memory_s) {
             w.dense += t * b.dense_flops / b.flops;
             w.attention += t * b.attention_flops / b.flops;

@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <functional>
 #include <stdexcept>
@@ -142,6 +143,67 @@ TEST_CASE("a tiny step's breakdown matches hand computation", "[cost_model]") {
     }
 }
 
+TEST_CASE("launches: a gap before each kernel, and the host's launches unless a decode step is replayed",
+          "[cost_model]") {
+    // The toy model on a machine fast enough for launches to matter: 10 GFLOP/s and 10 GB/s.
+    sv::CostModelConfig c = toy_config();
+    c.machine.peak_flops_per_s = 1e10;
+    c.machine.bytes_per_s = 1e10;
+    c.step_overhead_s = 0;
+    REQUIRE(sv::pass_kernels(c.model) == 17 * 2 + 3);
+    const sv::Step one_decode{{decode(0, 5)}}, mixed{{prefill(0, 3, 2, false), decode(1, 5)}};
+    const sv::CostModel plain(c);
+    const sv::CostModel::Breakdown roof = plain.breakdown(one_decode);
+    CHECK(roof.launch_s == 0);
+    CHECK(roof.kernels == 0);
+    CHECK(sv::launches_name(c) == "none");
+    const double roof_s = std::max(roof.compute_s, roof.memory_s);
+    REQUIRE(roof_s < 1e-6);  // a microsecond at most: the launches decide
+
+    SECTION("eager: the host's 37 x 5 us outlast the GPU's roofline + 37 x 2 us") {
+        sv::set_launches(c, "eager");
+        CHECK(sv::launches_name(c) == "eager");
+        const sv::CostModel cm(c);
+        for (const sv::Step& step : {one_decode, mixed}) {
+            const sv::CostModel::Breakdown b = cm.breakdown(step);
+            CHECK(b.kernels == 37);
+            CHECK(b.launches == 37);
+            CHECK(b.launch_s == Approx(37 * 5e-6 - std::max(b.compute_s, b.memory_s)));
+            CHECK(b.total_s == Approx(37 * 5e-6));
+        }
+        CHECK_THAT(cm.describe(), Contains("launches eager: 5 us host, 2 us gap x 37 kernels"));
+    }
+    SECTION("graph: a decode step is one launch and keeps its gaps; a step with a prompt is eager") {
+        sv::set_launches(c, "graph");
+        CHECK(sv::launches_name(c) == "graph");
+        const sv::CostModel cm(c);
+        const sv::CostModel::Breakdown d = cm.breakdown(one_decode);
+        CHECK(d.launches == 1);
+        CHECK(d.launch_s == Approx(37 * 2e-6));
+        CHECK(d.total_s == Approx(roof_s + 37 * 2e-6));
+        const sv::CostModel::Breakdown m = cm.breakdown(mixed);
+        CHECK(m.launches == 37);
+        CHECK(m.total_s == Approx(37 * 5e-6));
+        CHECK_THAT(cm.describe(), Contains("(decode steps replayed)"));
+    }
+    SECTION("a slow GPU hides the host's launches: the gaps alone are added") {
+        sv::set_launches(c, "eager");
+        c.machine.bytes_per_s = 1e3;  // the toy config's: over a second per step
+        const sv::CostModel::Breakdown b = sv::CostModel(c).breakdown(one_decode);
+        CHECK(b.launch_s == Approx(37 * 2e-6));
+        CHECK(b.total_s == Approx(b.memory_s + 37 * 2e-6));
+    }
+    SECTION("kernels_per_pass replaces the count; custom figures, unknown presets") {
+        sv::set_launches(c, "eager");
+        c.kernels_per_pass = 100;
+        c.launch_host_s = 1e-6;
+        CHECK(sv::launches_name(c) == "custom");
+        const sv::CostModel::Breakdown b = sv::CostModel(c).breakdown(one_decode);
+        CHECK(b.kernels == 100);
+        CHECK(b.total_s == Approx(roof_s + 100 * 2e-6));
+        CHECK_THROWS_WITH(sv::set_launches(c, "lazy"), Contains("none, eager or graph") && Contains("lazy"));
+    }
+}
 TEST_CASE("decode steps are memory-bound and nearly flat in batch", "[cost_model]") {
     sv::CostModel cm(llama70b(8));
     const double one = cm.run(decodes(1, 1000));
@@ -287,6 +349,9 @@ TEST_CASE("bad configurations and steps are rejected, naming the field", "[cost_
         {"compute_efficiency", [](sv::CostModelConfig& c) { c.compute_efficiency = 1.5; }},
         {"bandwidth_efficiency", [](sv::CostModelConfig& c) { c.bandwidth_efficiency = 0.0 / 0.0; }},
         {"step_overhead_s", [](sv::CostModelConfig& c) { c.step_overhead_s = -1e-3; }},
+        {"launch_host_s", [](sv::CostModelConfig& c) { c.launch_host_s = -1e-6; }},
+        {"kernel_gap_s", [](sv::CostModelConfig& c) { c.kernel_gap_s = 0.0 / 0.0; }},
+        {"kernels_per_pass", [](sv::CostModelConfig& c) { c.kernels_per_pass = -1; }},
         {"allreduce_latency_s", [](sv::CostModelConfig& c) { c.allreduce_latency_s = -1; }},
         {"allreduce_bus_bytes_per_s", [](sv::CostModelConfig& c) { c.allreduce_bus_bytes_per_s = 0; }},
     };

@@ -9,6 +9,7 @@
 #include "pd/model/executor.hpp"
 #include "pd/model/generate.hpp"
 #include "pd/model/model.hpp"
+#include "pd/serving/cost_model.hpp"
 #include "pd/serving/scheduler.hpp"
 
 #include "attention/decode_attention.hpp"
@@ -227,6 +228,15 @@ TEST_CASE("graphs: the buckets, their capture, and the options refused by name",
     CHECK(m.graph_stats().replays == replays + 1);
     CHECK(m.graph_stats().last_bucket == 0);
     CHECK(same_bits(m.logits().download(), replayed));
+    // with bf16 weights, the attention's output cast once per layer: chapter 05's cost model
+    // counts these kernels for a pass (pass_kernels(): the graph's besides the split plan)
+    md::ModelOptions b16 = o;
+    b16.weights = DType::bf16;
+    md::Model mb(c, b16);
+    mb.init_synthetic(1);
+    mb.capture_graphs();
+    CHECK(mb.graph_nodes(1).kernels == sv::pass_kernels(c) + 1);
+    CHECK(sv::pass_kernels(c) == nodes.kernels - 1 + c.layers);
     md::Model plain(c, {.batch = 2, .max_seq = 16});
     CHECK(plain.graph_buckets().empty());
     CHECK(plain.stream() == nullptr);

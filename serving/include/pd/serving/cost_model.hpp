@@ -18,7 +18,10 @@
 ///   two per layer (after the attention output projection and after the FFN's down projection),
 ///   and an all-gather of the vocabulary-split logits of the rows that emit (rows x V);
 ///
-/// time = max(compute_s, memory_s) + overhead_s + comm_s, with compute at
+/// * **launches** (chapter 12, off by default): the pass's kernels, each started after a gap on
+///   the GPU and, unless a decode step replays a CUDA graph, launched by the host one by one;
+///
+/// time = max(compute_s, memory_s) + launch_s + overhead_s + comm_s, with compute at
 /// compute_efficiency x the machine's bf16 tensor rate and memory at bandwidth_efficiency x its
 /// bandwidth. Not counted: activations other than the all-reduced ones, norms' and RoPE's
 /// arithmetic, sampling. The model does not enforce ModelConfig::max_seq (the worked example's
@@ -62,13 +65,25 @@ struct CostModelConfig {
     /// reaches about 0.90 of the datasheet bandwidth on HBM GPUs (a lead until chapter 00's
     /// measured copy ratio is recorded for the device).
     double bandwidth_efficiency = 0.81;
-    /// Fixed cost per step beyond the roofline (kernel launch gaps, sampling, host scheduling),
+    /// Fixed cost per step beyond the roofline and the launches (sampling, host scheduling),
     /// seconds. Default 0: current engines overlap the host's work for step n + 1 with the GPU's
     /// step n (TensorRT-LLM's overlap scheduler, enabled by default; SGLang v0.4's zero-overhead
-    /// batch scheduler) and replay decode steps as CUDA graphs, and no published per-step figure
-    /// for such an engine is used here. Set it from a measured run (real step times minus
-    /// predicted ones).
+    /// batch scheduler), and no published per-step figure for such an engine is used here. Set it
+    /// from a measured run (real step times minus predicted ones). Kernel launches are charged
+    /// apart, by the fields below.
     double step_overhead_s = 0;
+    /// Chapter 12: the host's time to launch one kernel, seconds. 0 (the default) charges no
+    /// launch; set_launches() sets the chapter's presets.
+    double launch_host_s = 0;
+    /// Chapter 12: the GPU's idle time before each kernel of a step, seconds (a graph keeps it).
+    double kernel_gap_s = 0;
+    /// Chapter 12: a decode-only step (every item one token, none of them a prompt) replays a
+    /// CUDA graph, one launch on the host; prefill and mixed steps launch every kernel, as the
+    /// model runs them.
+    bool decode_graphs = false;
+    /// Kernels of one forward pass; 0 (the default) counts them as the course's model launches
+    /// them, pass_kernels(model).
+    int kernels_per_pass = 0;
     /// Whether tensor parallelism (machine.gpus > 1) pays for its all-reduces; false models an
     /// ideal split (chapter 00's machine_from()).
     bool communication = true;
@@ -76,7 +91,7 @@ struct CostModelConfig {
     /// vLLM's custom all-reduce on 8 x H100, 512 B to 32 KB messages, measured at 9.3 to 11.8 us
     /// without CUDA graphs (sgl-project/sglang pull request 2904, "unit test performance in
     /// H100", its "w/o CUDA graph" column). The figure therefore includes a launch each, while
-    /// step_overhead_s = 0 assumes graph replay: the default charges a graph-replaying engine's
+    /// launches are not charged by default: the default charges a graph-replaying engine's
     /// communication at the measured, launched latency, an upper estimate.
     double allreduce_latency_s = 10e-6;
     /// All-reduce bus bandwidth (nccl-tests "busBw"), bytes/s: an all-reduce of S bytes on n GPUs
@@ -93,6 +108,28 @@ struct CostModelConfig {
     /// compute_efficiency must be in (0, 1], got 0"), the model's fields included.
     void check() const;
 };
+
+/// Chapter 12's launch presets for CostModelConfig: "none" (launches not charged, the default),
+/// "eager" (every kernel launched by the host) and "graph" (decode steps replayed as CUDA graphs).
+inline constexpr const char* kLaunchPresets[] = {"none", "eager", "graph"};
+/// The host's time per launch of the eager and graph presets: 5 us, chapter 12's --launch-us
+/// (4 to 6 us measured on an RTX 5070 Ti with CUDA 13.0, susun-blog.com/blog/pegainfer-3-cuda-graph).
+inline constexpr double kLaunchHostSeconds = 5e-6;
+/// Sets @p c's launch fields to the preset @p name of kLaunchPresets: the host's kLaunchHostSeconds
+/// per launch and the GPU's roofline::kModelLaunchSeconds (2 us) before each kernel for "eager"
+/// and "graph", decode_graphs for "graph"; all 0 for "none". A GPU run of chapter 12 measures
+/// both figures. Throws std::invalid_argument naming an unknown preset.
+void set_launches(CostModelConfig& c, const std::string& name);
+/// The preset @p c's launch fields match ("none", "eager", "graph"), or "custom".
+std::string launches_name(const CostModelConfig& c);
+
+/// Kernels the course's model launches for one decode pass of @p model with 2-byte weights and at
+/// most chapter 03's batch of rows per LM-head launch: 17 per layer (two RMSNorms, the Q, K and V
+/// projections, RoPE on Q and on K, the cache append, the attention, its output cast to bf16, the
+/// output projection, two residual adds, gate, up, SwiGLU, down) and 3 for the pass (the embedding
+/// gather, the final norm, the LM head); a decode attention split over its context adds a combine
+/// per layer, not counted. A model test counts them in a captured decode step.
+int pass_kernels(const ModelConfig& model);
 
 /// The defaults for @p model on @p tp GPUs of @p gpu (roofline::machine_from(gpu, tp)).
 /// @pre tp >= 1 (std::invalid_argument otherwise)
@@ -114,7 +151,8 @@ public:
     double run(const Step& step) override;
 
     /// "cost model: llama-3-70b, 8 x H100-SXM (tp 8), 2-byte weights, compute 0.80 x 7915 TFLOP/s,
-    /// memory 0.81 x 26800 GB/s, all-reduce 10 us + 480 GB/s bus, overhead 0 ms per step".
+    /// memory 0.81 x 26800 GB/s, all-reduce 10 us + 480 GB/s bus, overhead 0 ms per step"; with
+    /// launches charged, then ", launches eager: 5 us host, 2 us gap x 1363 kernels".
     std::string describe() const override;
 
     /// How a step's predicted time is made.
@@ -124,8 +162,11 @@ public:
         double compute_s = 0;        ///< flops / (compute_efficiency x peak FLOP/s)
         double memory_s = 0;         ///< bytes / (bandwidth_efficiency x bytes/s)
         double overhead_s = 0;       ///< step_overhead_s (0 for an empty step)
+        int kernels = 0;             ///< kernels of the pass (0 when launches are not charged)
+        int launches = 0;            ///< of them, launched by the host (1 for a replayed graph)
+        double launch_s = 0;         ///< max(roofline + kernels x gap, launches x host) - roofline
         double comm_s = 0;           ///< the tensor-parallel all-reduces (0 on one GPU)
-        double total_s = 0;          ///< max(compute_s, memory_s) + overhead_s + comm_s
+        double total_s = 0;          ///< max(compute_s, memory_s) + launch_s + overhead_s + comm_s
         double dense_flops = 0;      ///< of flops: the layers' matrices and the LM head
         double attention_flops = 0;  ///< of flops: q . k and p v
         double weight_bytes = 0;     ///< of bytes: the weights read

@@ -49,6 +49,7 @@ struct ServingOptions {
     std::string preset = "llama-3-8b";  ///< `--preset`: the model's shape
     std::string gpu = "H100-SXM";       ///< `--gpu`: the cost model's machine
     int tp = 1;                         ///< `--tp`: tensor-parallel GPUs of the cost model
+    std::string launches = "none";      ///< `--launches`: the cost model's launch preset (chapter 12)
     std::string kv_dtype = "fp32";      ///< `--kv-dtype`: the model executor's cache
     int token_budget = 512;             ///< `--token-budget`: tokens per step
     int max_seqs = 64;                  ///< `--max-seqs`: requests running at once
@@ -119,6 +120,9 @@ void check_budgets(const std::vector<Request>& requests, int runs, double sim_pa
 /// format of `--dtype` (pd::Bench::weight_quant(): "none" for fp32 and bf16)
 /// @throws std::invalid_argument naming the options
 void check_executor_types(const ServingOptions& o, const std::string& weight_quant);
+
+/// The cost model of `--preset` on `--tp` x `--gpu`, with `--launches`' preset (set_launches()).
+CostModelConfig cost_model_config(const ServingOptions& o);
 
 /// Refuses a KV cache of @p kv_bytes larger than the cost model's machine (`--tp` x `--gpu`)
 /// holds beside the model's weights: what chapter 06 allocates the cache's books for.
