@@ -9,13 +9,16 @@
 /// model's stream. A step then fills the pinned buffer on the host, copies its tokens, and
 /// launches the bucket's graph: one call instead of one per kernel. A batch smaller than its
 /// bucket is padded with rows that write nothing to the cache (position -1, which the appends
-/// skip) and read at most one position (their logits are never read).
+/// skip) and read at most one position (their logits are never read). The buckets, the bucket
+/// of a batch and the padded inputs are lab 12's (pd/serving/graph_batch.hpp, built from the lab
+/// tree); this file keeps the graphs, the pinned buffer and the copies.
 #include "pd/model/model.hpp"
 
 #include "runtime/runtime.hpp"
 
 #include "pd/common.hpp"
 #include "pd/cuda_check.hpp"
+#include "pd/serving/graph_batch.hpp"
 
 #include <algorithm>
 #include <functional>
@@ -75,8 +78,7 @@ void Model::init_graphs() {
     const ModelOptions& o = options_;
     // the largest decode pass the model takes: batch rows, within the activations and the logits
     const int largest = std::min({o.batch, max_step_tokens_, max_logit_rows_});
-    for (int b = 1; b < largest; b *= 2) buckets_.push_back(b);
-    buckets_.push_back(largest);
+    buckets_ = serving::graph_buckets(largest);  // lab 12: 1, 2, 4, ... and the largest
     graphs_.reset(new Graphs);
     Graphs& g = *graphs_;
     PD_CHECK_CUDA(cudaStreamCreate(&g.stream));  // blocking: ordered with the legacy stream's copies
@@ -93,10 +95,7 @@ void Model::init_graphs() {
 
 int Model::graph_bucket(int sequences) const {
     if (buckets_.empty()) throw std::invalid_argument("graph_bucket: the model has no graphs (ModelOptions.graphs)");
-    for (int b : buckets_)
-        if (b >= sequences && sequences >= 1) return b;
-    throw std::invalid_argument("graph_bucket: sequences = " + std::to_string(sequences) + " must be in 1 .. " +
-                                std::to_string(buckets_.back()));
+    return serving::graph_bucket(buckets_, sequences);  // lab 12: the smallest that holds them
 }
 
 /// The batch a graph of @p rows rows reads: the model's own metadata buffers (fixed addresses,
@@ -250,24 +249,28 @@ void Model::graph_pass(std::span<const int> tokens, const int* tokens_device, st
     const Layout at(B, int(table_host_.size()));
     PD_CHECK_CUDA(cudaEventSynchronize(g.read));  // the last replay has copied the pinned buffer
     int* h = g.host;
-    for (int s = 0; s < n; ++s) {
-        const bool real = s < S;
-        const StepSequence q = real ? sequences[std::size_t(s)] : StepSequence{.slot = s, .context = 0};
-        h[at.tokens + s] = real && !tokens.empty() ? tokens[std::size_t(s)] : 0;
-        h[at.meta + s] = 1;                           // q_len
-        h[at.meta + B + s] = q.context;               // context
-        h[at.meta + 2 * B + s] = paged ? s : q.slot;  // slot (pages: row s of the tables)
-        h[at.q_start + s] = s;                        // one row per sequence
-        h[at.kv_len + s] = q.context + 1;             // a padded row: 1 position, read, never written
-        h[at.positions + s] = real ? q.context : -1;  // -1: the appends write nothing
-        h[at.row_seq + s] = paged ? s : q.slot;
-        if (paged) {
-            int* row = h + at.table + std::size_t(s) * max_blocks_;
-            std::fill_n(row, max_blocks_, -1);  // a padded row has no block: it reads nothing
-            if (real)
-                std::copy_n(q.blocks.begin(), std::size_t(ceil_div(q.context + 1, options_.cache.block_size)), row);
-        }
+    // lab 12: the rows, padded to the bucket, written where the graph's first copies read them
+    std::vector<serving::GraphRow> rows(static_cast<std::size_t>(S));
+    for (int s = 0; s < S; ++s) {
+        const StepSequence& q = sequences[std::size_t(s)];
+        rows[std::size_t(s)] = {.token = tokens.empty() ? 0 : tokens[std::size_t(s)],
+                                .slot = q.slot,
+                                .context = q.context,
+                                .blocks = q.blocks};
     }
+    const auto part = [&](std::size_t offset) { return std::span<int>(h + offset, std::size_t(B)); };
+    serving::fill_graph_inputs(rows, n,
+                               {.tokens = part(at.tokens),
+                                .q_len = part(at.meta),
+                                .context = part(at.meta + B),
+                                .slot = part(at.meta + 2 * std::size_t(B)),
+                                .q_start = part(at.q_start),
+                                .kv_len = part(at.kv_len),
+                                .positions = part(at.positions),
+                                .row_seq = part(at.row_seq),
+                                .table = std::span<int>(h + at.table, table_host_.size()),
+                                .block_size = paged ? options_.cache.block_size : 0,
+                                .max_blocks = paged ? max_blocks_ : 0});
     // the tokens: from the host (every row), or already on the device (then only the padding's)
     const int first = tokens_device != nullptr ? S : 0;
     if (first < n)

@@ -101,6 +101,8 @@ PLANTS = {
         ("        links.accumulate(chunk(r - s - 1));", "        links.store(chunk(r - s - 1));")]),
     "wrong-11": ("kv_transfer.cpp", [  # after the prefill, the link's previous transfer ignored: transfers overlap
         ("            t.start_s = std::max(j.prefill_end_s, free);", "            t.start_s = j.prefill_end_s;")]),
+    "wrong-12": ("graph_batch.cpp", [  # a padded row written at position 0: it would overwrite slot s's first K and V
+        ("            in.positions[i] = -1;", "            in.positions[i] = 0;")]),
 }
 
 
@@ -153,6 +155,10 @@ def wrong_fails(n, case):
         return True
     if n == "11":  # after the prefill, two jobs or more: the test queues the second behind the first
         return not case["layerwise"] and case["jobs"] >= 2
+    if n == "12":  # a batch smaller than its bucket: a padded row
+        bucket = next((b for b in [2 ** i for i in range(7)] if b >= case["sequences"] and b < case["largest"]),
+                      case["largest"])
+        return bucket > case["sequences"]
     return None  # 05: whether a step mixes decodes and prefills past the budget depends on the queue
 
 

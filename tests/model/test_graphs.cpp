@@ -191,6 +191,39 @@ TEST_CASE("graphs: chapter 05's engine generates the eager engine's tokens, on s
     }
 }
 
+TEST_CASE("graphs: a padded row writes nothing: the sequence whose slot it reads keeps its cache", "[model][graphs]") {
+    // 4 sequences prefilled; 3 of them stepped (bucket 4: row 3 padded, reading slot 3, or with
+    // pages a table row of no block), then all 4: the eager model never pads, so the replays match
+    // it only if the padded row wrote no K or V (lab 12's position -1) over the fourth sequence's
+    const pd::ModelConfig c = tiny();
+    for (const int block_size : {0, 4}) {
+        INFO((block_size ? "pages" : "slots"));
+        std::vector<float> logits[2];
+        for (const bool graphs : {false, true}) {
+            md::Model m(c, options(graphs, DType::fp32, DType::fp32, block_size, 1));
+            m.init_synthetic(21);
+            std::vector<int> blocks(40);
+            for (int i = 0; i < 40; ++i) blocks[std::size_t(i)] = i;
+            const auto table = [&](int s) {
+                return block_size > 0 ? std::span<const int>(blocks).subspan(std::size_t(s) * 10, 10)
+                                      : std::span<const int>();
+            };
+            std::vector<md::StepSequence> rows(4);
+            for (int s = 0; s < 4; ++s)
+                rows[std::size_t(s)] = {.slot = s, .context = 0, .tokens = 5, .blocks = table(s)};
+            m.forward(random_tokens(20, c.vocab, 22), rows);
+            for (int s = 0; s < 4; ++s)
+                rows[std::size_t(s)] = {.slot = s, .context = 5, .tokens = 1, .blocks = table(s)};
+            m.forward(random_tokens(3, c.vocab, 23), std::span(rows).first(3));
+            if (graphs) CHECK(m.graph_stats().padded == 1);
+            for (int s = 0; s < 3; ++s) rows[std::size_t(s)].context = 6;
+            m.forward(random_tokens(4, c.vocab, 24), rows);  // the fourth at position 5, after 0 ... 4
+            logits[graphs] = m.logits().download();
+        }
+        CHECK(same_bits(logits[1], logits[0]));
+    }
+}
+
 TEST_CASE("graphs: the buckets, their capture, and the options refused by name", "[model][graphs]") {
     const pd::ModelConfig c = tiny();
     md::ModelOptions o{.batch = 6, .max_seq = 16};
