@@ -84,6 +84,8 @@ void measure_batch(pd::Bench& bench, const Options& o, md::Model& m, int B, std:
     nlohmann::json profile = bench.end_profile(m.cost(seqs), pd::Units::simt);
     std::vector<float> replayed = m.logits().download();
     eager.resize(B * V), replayed.resize(B * V);
+    bench.dump<float>("logits_eager_B" + std::to_string(B), eager, {std::size_t(B), V});  // --dump: both, [B, V]
+    bench.dump<float>("logits_graph_B" + std::to_string(B), replayed, {std::size_t(B), V});
     const bool same_bits = std::memcmp(eager.data(), replayed.data(), eager.size() * sizeof(float)) == 0;
     const bool passed = bucket == B ? same_bits : m.greedy_tokens() == eager_tokens;
 
@@ -206,6 +208,9 @@ int run(int argc, char** argv) {
     for (int B : o.batches) measure_batch(bench, o, m, B, rows);
     // [ch12_versions]
     print_steps(bench, o, rows);
+    if (bench.dumping())
+        out << "dumped logits_eager_B<B> and logits_graph_B<B> (each [B, vocab], fp32) of every batch to "
+            << bench.dump_dir() << "\n";
     const std::vector<pd::Row> prefill = prefill_comparison(bench, o, m);
 
     nlohmann::json report = bench.report({{"preset", config.name},

@@ -4,12 +4,15 @@
     check_dry_run.py --build-dir BUILD --out DIR [--expect ok|out-of-time]
 
 ok: exit 0; every chapter of BUILD/chapters.txt (sim) has DIR/docs/results/sim/<chapter>.json,
-its own report with the date, commit and command added, passed; summary.md holds one row per
+its own report with the date, commit and command added, passed (and each further run of
+gpu-check's EXTRA_RUNS its <chapter>-<suffix>.json); summary.md holds one row per
 step (configure, build, each chapter, ctest, memcheck, racecheck), and the printed output ends
 with that table; nothing was written into the source tree's docs/results.
 out-of-time (--budget 1): exit 1, every chapter step TIMEOUT with "no time left", no report.
 """
 import argparse
+import importlib.machinery
+import importlib.util
 import json
 import re
 import shutil
@@ -85,6 +88,16 @@ def main():
             fail(f"{path}: command {r.get('command')!r}")
         if r.get("passed") is not True or not r.get("results") or "device" not in r:
             fail(f"{path}: not a passing report with results and device")
+    loader = importlib.machinery.SourceFileLoader("gpu_check", str(ROOT / "scripts" / "gpu-check"))
+    spec = importlib.util.spec_from_loader("gpu_check", loader)
+    gpu_check = importlib.util.module_from_spec(spec)
+    loader.exec_module(gpu_check)
+    programs = {program: chapter for program, chapter in chapters}
+    extras = [(programs[p], suffix) for p, suffix, _args in gpu_check.EXTRA_RUNS if p in programs]
+    for chapter, suffix in extras:
+        path = results / f"{chapter}-{suffix}.json"
+        if not path.is_file() or json.loads(path.read_text()).get("passed") is not True:
+            fail(f"the further run {suffix} of {chapter}: no passing {path}")
     summary = (results / "summary.md").read_text()
     table = [l for l in summary.splitlines() if l.startswith("| ")][2:]
     names = [l.split("|")[1].strip() for l in table]
@@ -99,7 +112,7 @@ def main():
     # The printed output ends with the table, then the line naming where the files are.
     if not lines or not lines[-1].startswith("results: ") or lines[-2] != table[-1]:
         fail("the output does not end with the summary table")
-    print(f"check_dry_run: {len(chapters)} chapter reports and the summary as expected")
+    print(f"check_dry_run: {len(chapters)} chapter reports, {len(extras)} further runs and the summary as expected")
 
 
 if __name__ == "__main__":
