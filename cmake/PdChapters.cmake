@@ -19,7 +19,7 @@
 # simulator's PD_SIM_DEVICE=T4 preset: compute capability 7.5, no bf16 tensor cores, no
 # cp.async), at its smoke, tour and (simulator-sized) benchmark arguments: <program>.sim.t4.smoke,
 # .t4.tour and .t4.bench (labels sim, t4) must exit 0, the versions that need sm_80 reported as
-# not run.
+# not run (each argument list once: a run whose arguments an earlier one had is not registered).
 
 function(pd_chapter_target program backend out_var)
   if(backend STREQUAL "cuda")
@@ -109,12 +109,19 @@ function(add_chapter name)
       add_test(NAME ${program}.${backend}.smoke COMMAND ${target} ${ARG_SMOKE_ARGS})
       set_tests_properties(${program}.${backend}.smoke PROPERTIES LABELS "${backend};smoke")
       if(backend STREQUAL "sim")  # as on a T4 (see above)
+        set(t4_runs)  # the argument lists registered: a run with the same arguments as an earlier
+                      # one (chapter 11's benchmark arguments are its smoke test's) is that run
         foreach(run IN ITEMS smoke tour bench)
           string(TOUPPER ${run} kind)
           set(args ${ARG_${kind}_ARGS})
           if(run STREQUAL "bench")
             set(args ${ARG_SIM_BENCH_ARGS})
           endif()
+          string(REPLACE ";" " " key "[${args}]")
+          if(key IN_LIST t4_runs)
+            continue()
+          endif()
+          list(APPEND t4_runs "${key}")
           add_test(NAME ${program}.sim.t4.${run} COMMAND ${target} ${args})
           set_tests_properties(${program}.sim.t4.${run} PROPERTIES LABELS "sim;t4" ENVIRONMENT PD_SIM_DEVICE=T4)
         endforeach()

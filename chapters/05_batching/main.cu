@@ -174,6 +174,7 @@ int run(int argc, char** argv) {
                     "benchmark defines them.",
                     {}};
     add_options(bench, o);
+    bench.no_dump();  // its results are the tables and --json
     if (auto code = bench.parse(argc, argv)) return *code;
     check_options(bench, o);
     const bool on_model = o.s.on_model();

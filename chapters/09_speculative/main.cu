@@ -156,6 +156,7 @@ int run(int argc, char** argv) {
                     "the speed-up over plain decoding, beside the cost model's prediction.",
                     sv::proposer_versions()};
     add_options(bench, o);
+    bench.no_dump();  // its results are the tables and --json
     if (auto code = bench.parse(argc, argv)) return *code;
     const Target t = read_target(o);
     const pd::ModelConfig& config = t.config;

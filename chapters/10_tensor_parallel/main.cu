@@ -175,6 +175,7 @@ int run(int argc, char** argv) {
                     "step, the all-reduce benchmark (algbw, busbw), and the cost model's communication share.",
                     {}};
     add_options(bench, o);
+    bench.no_dump();  // its results are the tables and --json
     if (auto code = bench.parse(argc, argv)) return *code;
     const pd::ModelConfig config = *pd::find_model(o.preset);
     const pd::DeviceInfo& dev = bench.device();

@@ -176,6 +176,7 @@ int run(int argc, char** argv) {
                     "the cost per million tokens.",
                     {}};
     add_options(bench, o);
+    bench.no_dump();  // its results are the tables and --json
     if (auto code = bench.parse(argc, argv)) return *code;
     const pd::ModelConfig model = *pd::find_model(o.preset);
     const pd::roofline::GpuSpec gpu = *pd::roofline::find_gpu(o.gpu);

@@ -57,6 +57,10 @@ void Bench::add_sampling_options(float& temperature, int& top_k, float& top_p) {
     option("--top-p", top_p, "Sample within the nucleus of this probability (1: all)", CLI::Range(0.0f, 1.0f));
 }
 
+void Bench::no_dump() {
+    app.remove_option(app.get_option("--dump"));
+}
+
 void Bench::add_dtype_option(bool quantized_weights) {
     has_dtype_option_ = true;
     if (quantized_weights)

@@ -144,6 +144,10 @@ public:
     /// whose check_sampling() checks them against the vocabulary, naming its fields). Its seed is
     /// `--seed`. @param temperature 0: greedy  @param top_k 0: all tokens  @param top_p 1: all
     void add_sampling_options(float& temperature, int& top_k, float& top_p);
+    /// Leaves `--dump` out, for a program with no arrays to write (chapters 05, 09, 10 and 11:
+    /// their results are the tables and `--json`): `--help` does not list it and `--dump DIR` is
+    /// refused (exit 2, naming it) instead of accepted and left empty.
+    void no_dump();
     /// Parses the command line. Returns the exit code to return now (0 after `--help`, 2 for bad
     /// input, with a one-line message naming the option), or nothing to go on. A CUDA-only
     /// version asked for on the simulator, or a `--kernel` whose input type `--dtype` excludes,
