@@ -284,6 +284,27 @@ void Model::sample(const ly::SamplingParams& p, std::span<const int> streams, st
     ly::sample(logits_.data(), probs_.data(), out_device, draw_.data(), draw_.data() + R, R, full_.vocab, p);
 }
 
+void Model::sample(std::span<const ly::SamplingParams> rules, std::span<const int> streams,
+                   std::span<const int> positions, int* out_device) {
+    const int R = rows_ > 0 ? rows_ : options_.batch;
+    if (rules.size() != std::size_t(R) || streams.size() != std::size_t(R) || positions.size() != std::size_t(R))
+        throw std::invalid_argument(
+            "sample: " + std::to_string(rules.size()) + " rules, " + std::to_string(streams.size()) + " streams and " +
+            std::to_string(positions.size()) + " positions for " + std::to_string(R) + " rows of logits");
+    for (const ly::SamplingParams& p : rules) ly::check_sampling(p, full_.vocab);  // before anything runs
+    PD_CHECK_CUDA(cudaMemcpy(draw_.data(), streams.data(), streams.size_bytes(), cudaMemcpyHostToDevice));
+    PD_CHECK_CUDA(cudaMemcpy(draw_.data() + R, positions.data(), positions.size_bytes(), cudaMemcpyHostToDevice));
+    const auto same = [](const ly::SamplingParams& a, const ly::SamplingParams& b) {
+        return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p && a.seed == b.seed;
+    };
+    const std::size_t V = std::size_t(full_.vocab);
+    for (int r = 0, end = 0; r < R; r = end) {  // each run of rows with one rule: one launch
+        for (end = r + 1; end < R && same(rules[std::size_t(r)], rules[std::size_t(end)]);) ++end;
+        ly::sample(logits_.data() + std::size_t(r) * V, probs_.data() + std::size_t(r) * V, out_device + r,
+                   draw_.data() + r, draw_.data() + R + r, end - r, full_.vocab, rules[std::size_t(r)]);
+    }
+}
+
 // [warm_up]
 void Model::warm_up() {
     const int B = options_.batch, bs = options_.cache.block_size;

@@ -29,7 +29,7 @@ std::vector<int> synthetic_prompt(int n, int vocab, std::uint64_t seed, int id) 
 
 ModelExecutor::ModelExecutor(Model& model, const std::vector<serving::Request>& requests, std::uint64_t seed,
                              const serving::PagedCache* pages)
-    : model_(model), pages_(pages), next_(std::size_t(model.max_logit_rows())) {
+    : model_(model), pages_(pages), next_(std::size_t(model.max_logit_rows())), seed_(seed) {
     if ((pages != nullptr) != (model.options().cache.block_size > 0) ||
         (pages && pages->block_size() != model.options().cache.block_size))
         throw std::invalid_argument(
@@ -38,19 +38,31 @@ ModelExecutor::ModelExecutor(Model& model, const std::vector<serving::Request>& 
     for (const serving::Request& r : requests) {
         if (r.id != int(prompts_.size()))
             throw std::invalid_argument("model executor: request ids must be 0, 1, 2, ... in order");
-        if (r.prompt_tokens + r.output_tokens > model.max_seq())
-            throw std::invalid_argument(
-                "request " + std::to_string(r.id) + ": prompt " + std::to_string(r.prompt_tokens) + " + output " +
-                std::to_string(r.output_tokens) + " tokens exceed the cache slot of " +
-                std::to_string(model.max_seq()) + " positions (Request.prompt_tokens, Request.output_tokens)");
-        for (int t : r.prompt)
-            if (t < 0 || t >= model.config().vocab)
-                throw std::invalid_argument("request " + std::to_string(r.id) + ": token " + std::to_string(t) +
-                                            " is outside the model's vocabulary");
-        prompts_.push_back(r.prompt.empty() ? synthetic_prompt(r.prompt_tokens, model.config().vocab, seed, r.id)
-                                            : r.prompt);
-        generated_.emplace_back();
+        arrive(r);
     }
+}
+
+void ModelExecutor::arrive(const serving::Request& r) {
+    if (r.id < int(prompts_.size())) return;  // the constructor's workload
+    if (r.id != int(prompts_.size()))
+        throw std::invalid_argument("model executor: request " + std::to_string(r.id) + " arrived after " +
+                                    std::to_string(prompts_.size()) + " requests (ids 0, 1, 2, ... in order)");
+    if (r.prompt_tokens + r.output_tokens > model_.max_seq())
+        throw std::invalid_argument("request " + std::to_string(r.id) + ": prompt " + std::to_string(r.prompt_tokens) +
+                                    " + output " + std::to_string(r.output_tokens) +
+                                    " tokens exceed the cache slot of " + std::to_string(model_.max_seq()) +
+                                    " positions (Request.prompt_tokens, Request.output_tokens)");
+    for (int t : r.prompt)
+        if (t < 0 || t >= model_.config().vocab)
+            throw std::invalid_argument("request " + std::to_string(r.id) + ": token " + std::to_string(t) +
+                                        " is outside the model's vocabulary");
+    kernels::layers::check_sampling(
+        {.temperature = r.sampling.temperature, .top_k = r.sampling.top_k, .top_p = r.sampling.top_p},
+        model_.config().vocab);  // its rule's field out of range, by name
+    prompts_.push_back(r.prompt.empty() ? synthetic_prompt(r.prompt_tokens, model_.config().vocab, seed_, r.id)
+                                        : r.prompt);
+    sampling_.push_back(r.sampling);
+    generated_.emplace_back();
 }
 
 namespace {
@@ -106,13 +118,15 @@ double ModelExecutor::run(const serving::Step& step) {
                  pages_ ? std::span<const int>(pages_->table(item.request)) : std::span<const int>());
     }
     accepted_.assign(step.items.size(), 0);
+    tokens_.clear();
     if (pass.sequences.empty()) return 0;
     const Cost cost = model_.cost(pass.sequences);
     spent_.flops += cost.flops;
     spent_.bytes += cost.bytes;
     model_.forward(pass.tokens, pass.sequences);  // one turn of the token loop (generate.hpp): run_engine() loops
-    // greedy: item s's rows of the logits follow item s - 1's (one, or 1 + its draft)
-    const std::vector<int> next = choose(model_, pass, {}, next_);
+    // item s's rows of the logits follow item s - 1's (one, or 1 + its draft); each chosen by its
+    // request's rule (greedy unless it asks otherwise)
+    const std::vector<int> next = choose_rows(step, pass);
     std::size_t row = 0;
     for (std::size_t s = 0; s < step.items.size(); ++s) {
         const serving::BatchItem& item = step.items[s];
@@ -120,14 +134,42 @@ double ModelExecutor::run(const serving::Step& step) {
         row += choice.size();
         if (!item.emits) continue;
         std::vector<int>& g = generated_[std::size_t(item.request)];
-        const int kept = serving::accept_greedy(drafts[s], choice);  // the longest prefix the target chose too
+        // the longest prefix the target chose too (by its rule: a draw keyed by position keeps a
+        // draft token exactly when the draw without the draft would have chosen it)
+        const int kept = serving::accept_greedy(drafts[s], choice);
         g.insert(g.end(), drafts[s].begin(), drafts[s].begin() + kept);
         g.push_back(choice[std::size_t(kept)]);
+        tokens_.insert(tokens_.end(), g.end() - (1 + kept), g.end());
         accepted_[s] = kept;
     }
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 // [model_executor_run]
+
+// [choose_rows]
+std::vector<int> ModelExecutor::choose_rows(const serving::Step& step, Pass& pass) {
+    std::vector<kernels::layers::SamplingParams> rules;
+    bool greedy = true;
+    for (const serving::BatchItem& item : step.items) {
+        const serving::Request::Sampling& s = sampling_.at(std::size_t(item.request));
+        const std::size_t row = rules.size();
+        // a seeded request's draws are keyed by (its seed, position) alone; the others' by the
+        // executor's seed, the request's id (their stream, as Pass::add() set it) and position
+        rules.resize(
+            row + std::size_t(1 + item.draft),
+            {.temperature = s.temperature, .top_k = s.top_k, .top_p = s.top_p, .seed = s.seeded ? s.seed : seed_});
+        if (s.seeded)
+            std::fill(pass.streams.begin() + std::ptrdiff_t(row), pass.streams.begin() + std::ptrdiff_t(rules.size()),
+                      0);
+        greedy = greedy && s.temperature == 0.f;
+    }
+    if (greedy) return choose(model_, pass, {}, next_);  // the argmax of every row, one launch
+    model_.sample(rules, pass.streams, pass.positions, next_.data());
+    std::vector<int> chosen = next_.download();
+    chosen.resize(rules.size());
+    return chosen;
+}
+// [choose_rows]
 
 ModelOptions engine_model_options(const ModelConfig& config, const serving::SchedulerConfig& scheduler,
                                   const std::vector<serving::Request>& requests, DType weights, DType kv, int sm_count,

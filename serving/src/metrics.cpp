@@ -19,11 +19,13 @@ void check_bound(double v, const char* name) {
         throw std::invalid_argument(std::string("slo: ") + name + " must be >= 0 and finite, got " + std::to_string(v));
 }
 
-/// Checks one request record: a token time for each output token, finite, none before the
-/// arrival, in order.
+/// Checks one request record: a token time for each output token (up to its stop token, for a
+/// request that stopped early), finite, none before the arrival, in order.
 void check_record(const Timeline::RequestRecord& r) {
     const std::string who = "timeline: request " + std::to_string(r.request.id);
-    if (static_cast<long long>(r.token_s.size()) != r.request.output_tokens)
+    const bool stopped =
+        r.finish == Finish::stop && static_cast<long long>(r.token_s.size()) <= r.request.output_tokens;
+    if (!stopped && static_cast<long long>(r.token_s.size()) != r.request.output_tokens)
         throw std::invalid_argument(who + " has " + std::to_string(r.token_s.size()) + " token times for " +
                                     std::to_string(r.request.output_tokens) + " output tokens");
     if (r.token_s.empty()) throw std::invalid_argument(who + " has no output tokens");
@@ -73,8 +75,9 @@ Metrics compute_metrics(const Timeline& timeline, const Slo& slo) {
     double last_token = timeline.requests.front().request.arrival_s;
     int good = 0;
     for (const Timeline::RequestRecord& r : timeline.requests) {
+        if (r.finish == Finish::cancelled) continue;  // not completed (chapter 13)
         check_record(r);
-        const int n = r.request.output_tokens;
+        const int n = static_cast<int>(r.token_s.size());  // output_tokens, or fewer up to a stop token
         const double t_ttft = r.token_s.front() - r.request.arrival_s;
         const double t_e2e = r.token_s.back() - r.request.arrival_s;
         // vLLM: TPOT is defined for more than one output token; for goodput a single-token

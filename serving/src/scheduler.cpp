@@ -329,6 +329,21 @@ std::vector<int> Scheduler::complete(const Step& step, const std::vector<int>& a
     return emitted;
 }
 
+bool Scheduler::end_request(int id) {
+    if (const auto w =
+            std::find_if(waiting_.begin(), waiting_.end(), [id](const Sequence& s) { return s.request.id == id; });
+        w != waiting_.end()) {
+        waiting_.erase(w);  // a waiting request holds nothing (a preempted one gave its cache back)
+        return true;
+    }
+    const std::size_t i = index_of(id);
+    if (i == running_.size()) return false;
+    cache_.release(running_[i]);
+    running_.erase(running_.begin() + static_cast<std::ptrdiff_t>(i));
+    next_find_ = 0;
+    return true;
+}
+
 void Scheduler::check_invariants() const {
     const auto fail = [](const std::string& what) { throw std::logic_error("scheduler invariant: " + what); };
     if (static_cast<int>(running_.size()) > config_.max_seqs) fail("more requests run than there are slots");

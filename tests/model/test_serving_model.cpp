@@ -200,9 +200,81 @@ TEST_CASE("engine on the model: every request generates the tokens it generates 
         for (const sv::Request& r : requests) {
             INFO("request " << r.id);
             CHECK(executor.generated(r.id) == want[std::size_t(r.id)]);
+            CHECK(t.requests[std::size_t(r.id)].tokens == want[std::size_t(r.id)]);  // the ids the engine recorded
         }
         if (p != sv::Policy::static_batch) CHECK(preemptions > 0);  // the recomputation path ran
     }
+
+    // Online (chapter 13): the executor learns of each request as it arrives, and a request ends
+    // at its stop token (its third token's id), with it, at its first occurrence
+    md::Model m(c, {.batch = 3, .max_seq = 32});
+    m.init_synthetic(10);
+    md::ModelExecutor executor(m, {}, 5);
+    sv::Scheduler scheduler({.policy = sv::Policy::chunked, .token_budget = 8, .max_seqs = 3, .kv_capacity = 30});
+    sv::EngineClock clock;
+    sv::Engine engine(scheduler, executor, clock, true);
+    for (sv::Request r : requests) {
+        if (r.output_tokens >= 3) r.stop_ids = {want[std::size_t(r.id)][2]};
+        engine.submit(r);
+    }
+    engine.run();
+    for (const sv::Request& r : requests) {
+        INFO("request " << r.id);
+        const std::vector<int>& w = want[std::size_t(r.id)];
+        const sv::Timeline::RequestRecord& got = engine.timeline().requests[std::size_t(r.id)];
+        const auto stop = r.output_tokens >= 3 ? std::find(w.begin(), w.end(), w[2]) + 1 : w.end();
+        CHECK(got.tokens == std::vector<int>(w.begin(), stop));
+        CHECK(got.finish == (r.output_tokens >= 3 ? sv::Finish::stop : sv::Finish::length));
+    }
+    CHECK_FALSE(scheduler.has_work());
+}
+
+TEST_CASE("engine on the model: a request's sampled tokens are the same alone and in a busy batch",
+          "[serving][model]") {
+    // Each request its own rule (chapter 13): seeded draws keyed by (seed, position) alone, so a
+    // request gives the same tokens whatever row it lands in and whoever its neighbours are
+    // (greedy requests, other rules, other seeds, drafts); two requests of one seed and prompt
+    // give the same tokens; the rules do sample (their tokens are not the greedy ones).
+    const pd::ModelConfig c = tiny();
+    const auto serve = [&](const std::vector<sv::Request>& requests) {
+        md::Model m(c, {.batch = 4, .max_seq = 40, .max_logit_rows = 4 * 3});
+        m.init_synthetic(10);
+        md::ModelExecutor executor(m, {}, 5);
+        sv::Scheduler scheduler({.policy = sv::Policy::chunked, .token_budget = 12, .max_seqs = 4, .kv_capacity = 160});
+        sv::EngineClock clock;
+        sv::Engine engine(scheduler, executor, clock, true);
+        for (const sv::Request& r : requests) engine.submit(r);
+        engine.run();
+        return engine.take_timeline();
+    };
+    const std::vector<int> prompt = random_tokens(9, c.vocab, 33);
+    const sv::Request::Sampling hot{.temperature = 1.5f, .seeded = true, .seed = 1234};
+    sv::Request probe{.prompt_tokens = 9, .output_tokens = 12, .prompt = prompt, .sampling = hot};
+    const std::vector<int> alone = serve({probe}).requests[0].tokens;
+    REQUIRE(alone.size() == 12);
+
+    std::vector<sv::Request> busy;
+    const int prompts[] = {14, 3, 9, 20, 6, 9};
+    for (int i = 0; i < 6; ++i) {
+        sv::Request r{.arrival_s = 0.5 * i, .prompt_tokens = prompts[i], .output_tokens = 10};
+        if (i % 3 == 1) r.sampling = {.temperature = 0.8f, .top_k = 20, .top_p = 0.9f};  // unseeded
+        if (i % 3 == 2) r.sampling = {.temperature = 1.2f, .top_p = 0.95f, .seeded = true, .seed = 77u + i};
+        if (i == 3) r.speculate = 2;  // a neighbour with drafts (its rows come in threes)
+        busy.push_back(r);
+    }
+    sv::Request twin = probe;
+    twin.arrival_s = 0.7;
+    busy.insert(busy.begin() + 2, probe);  // the probe in the middle of the batch, arriving with the others
+    busy.push_back(twin);                  // and the same request again, later, beside other requests
+    for (std::size_t i = 1; i < busy.size(); ++i)
+        busy[i].arrival_s = std::max(busy[i].arrival_s, busy[i - 1].arrival_s);
+    const sv::Timeline t = serve(busy);
+    CHECK(t.requests[2].tokens == alone);
+    CHECK(t.requests.back().tokens == alone);
+
+    sv::Request greedy = probe;
+    greedy.sampling = {};
+    CHECK(serve({greedy}).requests[0].tokens != alone);
 }
 
 TEST_CASE("engine on the model: a request too long for its cache slot is rejected by name", "[serving][model]") {

@@ -5,10 +5,9 @@
 ///
 /// The model's cache has one slot per running request (the scheduler's slot, BatchItem::slot).
 /// Every request gets a seeded synthetic prompt; the executor keeps what each has generated
-/// (greedy), so an item's tokens are always the request's own: its prompt (the workload's, or a
-/// seeded synthetic one) followed by its
-/// output, from position `context` on (a decode feeds the last token generated; a recomputation
-/// after a preemption re-feeds the prompt and the output so far).
+/// (greedy, or drawn by the request's own rule, Request::sampling), so an item's tokens are always the request's own:
+/// its prompt (the workload's, or a seeded synthetic one) followed by its output, from position `context` on (a decode
+/// feeds the last token generated; a recomputation after a preemption re-feeds the prompt and the output so far).
 #pragma once
 
 #include "pd/model/model.hpp"
@@ -27,6 +26,8 @@
 
 namespace pd::model {
 
+struct Pass;  // generate.hpp
+
 /// Runs the scheduler's steps on a Model whose batch is the scheduler's slot count.
 class ModelExecutor : public serving::Executor {
 public:
@@ -39,7 +40,7 @@ public:
     ModelExecutor(Model& model, const std::vector<serving::Request>& requests, std::uint64_t seed,
                   const serving::PagedCache* pages = nullptr);
 
-    /// Runs @p step as one mixed forward pass and greedy sampling; returns its wall-clock
+    /// Runs @p step as one mixed forward pass and each request's sampling; returns its wall-clock
     /// duration in seconds (host bookkeeping, uploads, kernels and the download of the sampled
     /// tokens: what a serving loop waits for).
     /// @throws std::logic_error if an item asks for tokens the request does not have yet
@@ -58,14 +59,28 @@ public:
     /// Chapter 09: the draft tokens each item of the last step kept (greedy acceptance of prompt
     /// lookup's guesses; 0 for an item without a draft).
     std::vector<int> accepted() const override { return accepted_; }
+    /// Chapter 13: the token ids the last step emitted (each emitting item's kept drafts, then its token).
+    std::vector<int> tokens() const override { return tokens_; }
+    /// Chapter 13: takes on request @p r, submitted to an online engine (a request of the
+    /// constructor's workload is known already). @param r the request, its id the next one
+    /// @throws std::invalid_argument as the constructor, or for an id out of order
+    void arrive(const serving::Request& r) override;
 
 private:
+    /// The token of each row of logits of @p step's pass @p pass, by its request's rule: the
+    /// argmax when every request is greedy, else Model::sample() with a rule per row (a seeded
+    /// request's rows drawn from stream 0, so its draws are keyed by its seed and position only).
+    std::vector<int> choose_rows(const serving::Step& step, Pass& pass);
+
     Model& model_;
     const serving::PagedCache* pages_;
     std::vector<std::vector<int>> prompts_, generated_;
-    DeviceBuffer<int> next_;     // the sampled token of each sequence of a step
-    Cost spent_;                 // the steps' costs, summed
-    std::vector<int> accepted_;  // per item of the last step: its draft tokens kept
+    DeviceBuffer<int> next_;                            // the sampled token of each sequence of a step
+    Cost spent_;                                        // the steps' costs, summed
+    std::vector<int> accepted_;                         // per item of the last step: its draft tokens kept
+    std::vector<int> tokens_;                           // the ids the last step emitted
+    std::vector<serving::Request::Sampling> sampling_;  // each request's rule
+    std::uint64_t seed_;                                // the synthetic prompts' seed
 };
 
 // [engine_model_options]

@@ -280,6 +280,14 @@ public:
     /// @param out_device [rows] the tokens  @throws std::invalid_argument on sizes or a rule out of range
     void sample(const kernels::layers::SamplingParams& p, std::span<const int> streams, std::span<const int> positions,
                 int* out_device);
+    /// Chapter 13: as above with a rule per row (each request its own temperature, top-k, top-p
+    /// and seed), row r drawn with (rules[r].seed, streams[r], positions[r]). Consecutive rows of
+    /// one rule are one launch of the kernel (a batch whose requests share a rule, one launch).
+    /// @param rules [rows] each row's rule  @param streams [rows] each row's stream
+    /// @param positions [rows] each row's draw index  @param out_device [rows] the tokens
+    /// @throws std::invalid_argument on sizes or a rule out of range
+    void sample(std::span<const kernels::layers::SamplingParams> rules, std::span<const int> streams,
+                std::span<const int> positions, int* out_device);
     /// Runs one pass of every plan the model can choose (a prefill of max_step_tokens tokens, a
     /// mixed batch, a decode batch), so that first-launch costs fall outside any timing. The
     /// cache's contents are then meaningless: prefill() or a pass from position 0 comes next.

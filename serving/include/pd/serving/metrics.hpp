@@ -52,7 +52,7 @@ struct Metrics {
     double duration_s = 0;
     double output_tokens_per_s = 0;  ///< output_tokens / duration_s (0 for a zero duration)
     double requests_per_s = 0;       ///< completed / duration_s (0 for a zero duration)
-    int completed = 0;               ///< requests in the timeline (each with all its tokens)
+    int completed = 0;               ///< requests in the timeline, less the cancelled (chapter 13)
     int output_tokens = 0;           ///< output tokens of all requests
     /// Requests meeting every bound of @ref slo, per second of duration_s (as vLLM's
     /// `--goodput`: a request counts when TTFT <= slo.ttft_s and TPOT <= slo.tpot_s, a

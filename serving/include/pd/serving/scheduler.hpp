@@ -121,6 +121,12 @@ public:
     /// @throws std::logic_error as above, or for an accepted count outside 0 ... draft
     std::vector<int> complete(const Step& step, const std::vector<int>& accepted);
 
+    /// Chapter 13: ends request @p id now, whether it waits or runs (cancelled, or stopped early
+    /// at an end-of-sequence or stop token): its slot and its blocks, prefix-cache references
+    /// included, are free for the next step. A request that has left already is not an error.
+    /// @param id a request id  @return true if it was waiting or running
+    bool end_request(int id);
+
     /// True while a request waits or runs.
     bool has_work() const { return !waiting_.empty() || !running_.empty(); }
     /// Preemptions so far.

@@ -4,6 +4,7 @@
 /// executor interface, and the timeline a run leaves behind.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,32 @@ struct Request {
     /// and its first token out, so it joins at context prompt_tokens and decodes the other
     /// output_tokens - 1 (>= 1) tokens. A cache of slots only (SchedulerConfig::block_size = 0).
     bool cached = false;
+    /// Chapter 13: token ids that end it early (the model's end-of-sequence unless the request
+    /// ignores it, and its stop token ids): its output ends with the first of them it generates,
+    /// which is its last token. Empty: it runs to output_tokens. (An executor without token ids,
+    /// such as the cost model, never stops a request early.)
+    std::vector<int> stop_ids;
+    /// Chapter 13: how its tokens are chosen (OpenAI's temperature, top_k, top_p and seed), by
+    /// an executor that has logits (the model's; greedy when temperature is 0). Its draw for
+    /// position p is keyed by (seed, p), so its tokens do not depend on the row it lands in or
+    /// on its neighbours; without a seed, by the executor's seed, its id and p.
+    struct Sampling {
+        float temperature = 0.f;  ///< 0: greedy (the argmax)
+        int top_k = 0;            ///< 0: every token
+        float top_p = 1.f;        ///< 1: every token
+        bool seeded = false;      ///< true: seed keys its draws
+        std::uint64_t seed = 0;   ///< its draws' key, when seeded
+    } sampling;
 };
+
+/// How a request ended (chapter 13; OpenAI's finish_reason for the first two).
+enum class Finish {
+    length,     ///< it generated output_tokens
+    stop,       ///< it generated one of its stop_ids
+    cancelled,  ///< it was cancelled (Engine::cancel()) before either
+};
+/// "length", "stop" or "cancelled".
+std::string to_string(Finish f);
 
 /// What one request does in one step: `tokens` new tokens of its prompt (a prefill chunk, or
 /// a whole prompt), or one decode token, attending to `context` cached positions before them.
@@ -69,6 +95,14 @@ public:
     /// Chapter 09: for each item of the last step run, the draft tokens it kept (0 for an item
     /// without a draft). Empty: none kept (an executor that does not speculate).
     virtual std::vector<int> accepted() const { return {}; }
+    /// Chapter 13: the token ids the last step emitted, one per token in the order
+    /// Scheduler::complete() lists the requests that emitted them. Empty: an executor that
+    /// predicts times only (the engine records no ids and stops no request early).
+    virtual std::vector<int> tokens() const { return {}; }
+    /// Chapter 13: request @p r has been submitted to the engine (before any step it is in): an
+    /// executor that keeps per-request state (the model's prompts) takes it on here.
+    /// @param r the request, its id the next one
+    virtual void arrive(const Request& r) { (void)r; }
 };
 
 /// What a run leaves behind: every step with its times, and every request's token times.
@@ -85,10 +119,12 @@ struct Timeline {
     };
     /// One request's life.
     struct RequestRecord {
-        Request request;              ///< as it arrived
-        std::vector<double> token_s;  ///< the time of each output token (token_s[0]: the first)
-        int preemptions = 0;          ///< times it was preempted and later recomputed
-        long long prefix_hit = 0;     ///< prompt positions found in the prefix cache (not computed)
+        Request request;                 ///< as it arrived
+        std::vector<double> token_s;     ///< the time of each output token (token_s[0]: the first)
+        int preemptions = 0;             ///< times it was preempted and later recomputed
+        long long prefix_hit = 0;        ///< prompt positions found in the prefix cache (not computed)
+        Finish finish = Finish::length;  ///< how it ended (chapter 13)
+        std::vector<int> tokens;         ///< the ids of its tokens, when the executor has them (Executor::tokens())
     };
     std::string policy;                   ///< the scheduler's policy
     std::vector<StepRecord> steps;        ///< in order
