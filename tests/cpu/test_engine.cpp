@@ -4,8 +4,14 @@
 // request with the token, its cache given back, a speculative step's tokens after it dropped;
 // each listener's events in order with one last event and its finish reason. Chapter 05's
 // replay is the same engine on a clock that jumps: its tests (test_scheduler.cpp) are unchanged.
+// The cost model in real time: steps paced at their predicted times, placeholder words, an
+// end-of-sequence token after N that ends the requests that stop at it.
+#include "pd/model_config.hpp"
+#include "pd/roofline.hpp"
+#include "pd/serving/cost_model.hpp"
 #include "pd/serving/engine.hpp"
 #include "pd/serving/metrics.hpp"
+#include "pd/serving/placeholder.hpp"
 #include "pd/serving/scheduler.hpp"
 
 #include <catch2/catch.hpp>
@@ -289,4 +295,70 @@ TEST_CASE("engine: submissions out of order are refused by name", "[engine]") {
     CHECK(engine.submit_now({.prompt_tokens = 3, .output_tokens = 2}) == 1);
     engine.run();
     CHECK(engine.timeline().requests[1].request.arrival_s == 2);
+}
+
+TEST_CASE("engine: the cost model in real time streams placeholder words at its predicted pace", "[engine]") {
+    // llama-3-8b on one H200, predicted; every request's 5th token is the end of sequence, which
+    // ends the requests that stop at it (the others ignore it and run to their 12 tokens)
+    sv::CostModel cost(sv::cost_model_config(*pd::find_model("llama-3-8b"), *pd::roofline::find_gpu("H200"), 1));
+    sv::PlaceholderTokens exec(cost, 5);
+    const int eos = sv::PlaceholderTokens::placeholder_eos();
+    const auto requests = [&] {
+        std::vector<sv::Request> r;
+        for (int i = 0; i < 6; ++i) {
+            r.push_back({.prompt_tokens = 100 + 50 * i, .output_tokens = 12});
+            if (i % 2 == 0) r.back().stop_ids = {eos};
+        }
+        return r;
+    }();
+    sv::Scheduler s({.policy = sv::Policy::chunked, .token_budget = 512, .max_seqs = 8, .kv_capacity = 1 << 16});
+    sv::EngineClock clock(true);
+    sv::Engine engine(s, exec, clock, true);
+    std::mutex m;
+    std::condition_variable done;
+    int finished = 0;
+    const auto begin = std::chrono::steady_clock::now();
+    std::thread loop([&] { engine.serve(); });
+    for (const sv::Request& r : requests)
+        engine.submit_now(r, [&](const sv::TokenEvent& e) {
+            const std::lock_guard lock(m);
+            if (e.last && ++finished == 6) done.notify_all();
+        });
+    {
+        std::unique_lock lock(m);
+        REQUIRE(done.wait_for(lock, std::chrono::seconds(60), [&] { return finished == 6; }));
+    }
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    engine.stop();
+    loop.join();
+
+    const sv::Timeline& t = engine.timeline();
+    double predicted = 0;
+    for (std::size_t i = 0; i < t.steps.size(); ++i) {
+        const double step_s = cost.breakdown(t.steps[i].step).total_s;
+        CHECK(t.steps[i].end_s - t.steps[i].start_s == Approx(step_s));
+        if (i + 1 < t.steps.size()) CHECK(t.steps[i + 1].start_s >= t.steps[i].end_s);  // slept, not skipped
+        predicted += step_s;
+    }
+    CHECK(predicted > 0.02);      // a few milliseconds a step: the pace is measurable
+    CHECK(elapsed >= predicted);  // the wall clock waited for every predicted step
+    for (const sv::Timeline::RequestRecord& r : t.requests) {
+        INFO("request " << r.request.id);
+        const bool stops = !r.request.stop_ids.empty();
+        REQUIRE(r.tokens.size() == (stops ? 5u : 12u));
+        CHECK(r.tokens[4] == eos);
+        CHECK(r.finish == (stops ? sv::Finish::stop : sv::Finish::length));
+        std::string text;
+        for (int id : r.tokens) text += sv::PlaceholderTokens::text(id);
+        CHECK(text.size() > r.tokens.size());  // words, each after a space (the end of sequence: none)
+    }
+    // the same requests replayed on a clock that jumps: the same tokens
+    sv::Scheduler again({.policy = sv::Policy::chunked, .token_budget = 512, .max_seqs = 8, .kv_capacity = 1 << 16});
+    sv::PlaceholderTokens replay_exec(cost, 5);
+    std::vector<sv::Request> trace = requests;
+    for (std::size_t i = 0; i < trace.size(); ++i) trace[i].id = int(i);
+    const sv::Timeline r = sv::run_engine(trace, again, replay_exec, true);
+    for (std::size_t i = 0; i < trace.size(); ++i) CHECK(r.requests[i].tokens == t.requests[i].tokens);
+    CHECK_THROWS_AS(sv::PlaceholderTokens(cost, -1), std::invalid_argument);
+    CHECK_THROWS_AS(sv::PlaceholderTokens::text(eos + 1), std::invalid_argument);
 }
