@@ -11,9 +11,15 @@
 /// zlib, which a GPU machine that cannot install packages cannot be handed as a header.)
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstddef>
+#include <deque>
+#include <functional>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -105,5 +111,95 @@ std::string event_stream_head();
 /// One server-sent event carrying @p data: "data: <data>\n\n" (data without a newline).
 /// @param data the payload (one line)
 std::string event(std::string_view data);
+
+/// One connection's side of a response, given to a Server's handler.
+class Responder {
+public:
+    /// @param fd the connection's socket (the Server's)  @param keep_alive whether the request
+    /// lets the connection stay open after a whole response (Request::keep_alive())
+    Responder(int fd, bool keep_alive) : fd_(fd), closes_(!keep_alive) {}
+    /// Sends a whole response (response()). @return false if the client has gone
+    /// @param status the status  @param content_type its Content-Type  @param body the body
+    /// @param extra more header fields
+    bool send(int status, std::string_view content_type, std::string_view body,
+              const std::vector<std::pair<std::string, std::string>>& extra = {});
+    /// Starts a stream of server-sent events (event_stream_head()); the connection closes after
+    /// it. @return false if the client has gone
+    bool start_events();
+    /// Sends one event (event()) at once. @param data its payload @return false if the client has gone
+    bool send_event(std::string_view data);
+    /// True once the client has gone: a write failed, or the connection was closed or reset by
+    /// the client (asked of the socket without waiting), so a handler streaming to no one stops.
+    bool gone();
+    /// True once a response (or the head of a stream) was sent.
+    bool responded() const { return responded_; }
+    /// True when the connection must close after the response (a stream, or a failed write).
+    bool closes() const { return closes_; }
+
+private:
+    bool write_all(std::string_view bytes);
+    int fd_;
+    bool closes_, responded_ = false, gone_ = false;
+};
+
+/// A small HTTP/1.1 server on a socket of its own: an acceptor thread and a fixed pool of
+/// workers, each serving one connection at a time (its requests one after another while the
+/// client keeps it open), so a pool as large as the requests served at once never makes a
+/// stream wait for a worker. A connection that arrives when every worker is busy gets 503 with
+/// Retry-After; one whose client sends nothing (or too slowly) for read_timeout_s gets 408; a
+/// request the parser refuses gets its status; each closes the connection, never the server.
+class Server {
+public:
+    /// Its options.
+    struct Options {
+        std::string host = "127.0.0.1";  ///< the address to bind (loopback unless told otherwise)
+        int port = 0;                    ///< the port (0: a free one, port() says which)
+        int workers = 8;                 ///< connections served at once (>= 1)
+        double read_timeout_s = 10;      ///< the most a request may take to arrive, and an idle keep-alive wait
+        Limits limits;                   ///< what a request may be
+        /// The body of an error response the server makes (its status and reason): text by
+        /// default; the OpenAI-compatible server makes OpenAI's error object.
+        std::function<std::string(int status, const std::string& message)> error_body;
+        std::string error_type = "text/plain";  ///< its Content-Type
+    };
+    /// Called on a worker for each request; it answers through the Responder (if it sends
+    /// nothing, the server answers 500).
+    using Handler = std::function<void(const Request&, Responder&)>;
+
+    /// Binds and listens. @param options the options  @param handler the requests' handler
+    /// @throws std::invalid_argument naming a bad option; std::runtime_error naming the
+    /// address when it cannot be bound ("127.0.0.1:8000: Address already in use")
+    Server(Options options, Handler handler);
+    /// Stops (stop()) and closes.
+    ~Server();
+    Server(const Server&) = delete;
+    Server& operator=(const Server&) = delete;
+
+    /// The port it listens on.
+    int port() const { return port_; }
+    /// Accepts and serves on its threads, from now until stop().
+    void start();
+    /// Stops accepting, closes idle connections, and waits for the workers' requests in
+    /// progress to end (a handler streaming must see Responder::gone() or end on its own).
+    /// Thread-safe; safe to call twice.
+    void stop();
+
+private:
+    void accept_loop();
+    void worker_loop();
+    void serve(int fd);  // one connection, until it closes
+
+    Options options_;
+    Handler handler_;
+    int listen_fd_ = -1;
+    int port_ = 0;
+    std::atomic<bool> stopping_{false};
+    std::mutex mutex_;
+    std::condition_variable ready_;
+    std::deque<int> queue_;  // accepted connections for the workers
+    int busy_ = 0;           // workers serving one
+    std::thread acceptor_;
+    std::vector<std::thread> workers_;
+};
 
 }  // namespace pd::http
