@@ -41,7 +41,8 @@ struct Request {
         float top_p = 1.f;        ///< 1: every token
         bool seeded = false;      ///< true: seed keys its draws
         std::uint64_t seed = 0;   ///< its draws' key, when seeded
-    } sampling;
+    };
+    Sampling sampling;  ///< chapter 13: how its tokens are chosen (greedy by default)
 };
 
 /// How a request ended (chapter 13; OpenAI's finish_reason for the first two).
