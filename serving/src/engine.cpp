@@ -41,10 +41,10 @@ int Engine::submit_locked(Request r, TokenListener listener) {
                                     std::to_string(r.arrival_s) + " s after " + std::to_string(last_arrival_) + " s)");
     r.id = next_id_++;
     last_arrival_ = r.arrival_s;
-    pending_.push_back({std::move(r), std::move(listener)});
+    pending_.emplace_back(std::move(r), std::move(listener));
     ++wakes_;
     wake_.notify_all();
-    return pending_.back().request.id;
+    return pending_.back().first.id;
 }
 
 int Engine::submit(Request r, TokenListener listener) {
@@ -96,13 +96,13 @@ void Engine::arrive_due(std::vector<TokenEvent>& events) {
     {
         const std::lock_guard lock(mutex_);
         const double now = clock_.now();
-        while (!pending_.empty() && pending_.front().request.arrival_s <= now) {
-            Submitted s = std::move(pending_.front());
+        while (!pending_.empty() && pending_.front().first.arrival_s <= now) {
+            auto [request, listener] = std::move(pending_.front());
             pending_.pop_front();
-            scheduler_.arrive(s.request);
-            executor_.arrive(s.request);
-            timeline_.requests.push_back({.request = std::move(s.request)});
-            listeners_.push_back(std::move(s.listener));
+            scheduler_.arrive(request);
+            executor_.arrive(request);
+            timeline_.requests.push_back({.request = std::move(request)});
+            listeners_.push_back(std::move(listener));
             done_.push_back(false);
         }
         // a cancellation of a request still to arrive waits for it
@@ -188,7 +188,7 @@ void Engine::run() {
         {
             const std::lock_guard lock(mutex_);
             if (pending_.empty()) continue;  // a cancellation emptied the scheduler
-            next = pending_.front().request.arrival_s;
+            next = pending_.front().first.arrival_s;
         }
         if (clock_.real())
             std::this_thread::sleep_until(clock_.at(next));
@@ -211,9 +211,9 @@ void Engine::serve() {
         if (pending_.empty())
             wake_.wait(lock, woken);
         else if (clock_.real())
-            wake_.wait_until(lock, clock_.at(pending_.front().request.arrival_s), woken);
+            wake_.wait_until(lock, clock_.at(pending_.front().first.arrival_s), woken);
         else
-            clock_.idle_until(pending_.front().request.arrival_s);
+            clock_.idle_until(pending_.front().first.arrival_s);
     }
 }
 

@@ -132,10 +132,6 @@ public:
     bool busy() const;
 
 private:
-    struct Submitted {
-        Request request;
-        TokenListener listener;
-    };
     int submit_locked(Request r, TokenListener listener);
     void arrive_due(std::vector<TokenEvent>& events);                    // pending requests whose time has come
     void leave(int id, Finish finish, std::vector<TokenEvent>& events);  // it ends: record, event
@@ -152,7 +148,7 @@ private:
 
     mutable std::mutex mutex_;  // guards what follows
     std::condition_variable wake_;
-    std::deque<Submitted> pending_;  // submitted, not arrived, in arrival order
+    std::deque<std::pair<Request, TokenListener>> pending_;  // submitted, not arrived, in arrival order
     std::set<int> cancels_;          // cancelled, not yet applied
     int next_id_ = 0;
     double last_arrival_ = 0;
