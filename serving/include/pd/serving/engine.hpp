@@ -149,7 +149,7 @@ private:
     mutable std::mutex mutex_;  // guards what follows
     std::condition_variable wake_;
     std::deque<std::pair<Request, TokenListener>> pending_;  // submitted, not arrived, in arrival order
-    std::set<int> cancels_;          // cancelled, not yet applied
+    std::set<int> cancels_;                                  // cancelled, not yet applied
     int next_id_ = 0;
     double last_arrival_ = 0;
     bool stop_ = false;
