@@ -24,7 +24,7 @@ std::vector<float> as_float(const std::vector<double>& v) {
 
 }  // namespace
 
-TEST_CASE("identical outputs pass; one wrong element fails and is reported", "[compare]") {
+TEST_CASE("identical outputs pass, and one wrong element fails and is reported", "[compare]") {
     const auto ref = random_ref(1000, 7);
     std::vector<float> out = as_float(ref);
     auto r = pd::compare<float, double>(out, ref, pd::Tolerance::fp32());
@@ -252,7 +252,7 @@ TEST_CASE("check: the low-precision rule when values_lowp is given", "[compare][
     CHECK(r.first[0].index == 5);
 }
 
-TEST_CASE("check: an all-zero output fails; bad sampling is refused", "[compare][check][errors]") {
+TEST_CASE("check: an all-zero output fails, and bad sampling is refused", "[compare][check][errors]") {
     pd::Expected e;
     e.values = {1e-6, -2e-6, 0};
     e.tolerance = {1e-3, 0};

@@ -60,7 +60,7 @@ TEST_CASE("http: a request whole, and cut at every byte, gives the same fields",
     CHECK(bytewise.request().body == r.body);
 }
 
-TEST_CASE("http: a pipelined request is left to the next parser; empty lines before one are skipped", "[http]") {
+TEST_CASE("http: a pipelined request is left to the next parser, and empty lines before one are skipped", "[http]") {
     const std::string get = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
     http::RequestParser first;
     std::size_t used = 0;

@@ -183,7 +183,7 @@ TEST_CASE("http server: a stream's handler sees its client go", "[http_server]")
     CHECK(f.get() < 100000);  // it stopped when the client went, not at its end
 }
 
-TEST_CASE("http server: stop() closes an idle connection; a port in use and a bad host are refused by name",
+TEST_CASE("http server: stop() closes an idle connection, and a port in use and a bad host are refused by name",
           "[http_server]") {
     auto server = std::make_unique<http::Server>(options(), kEcho);
     server->start();

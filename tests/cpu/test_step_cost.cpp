@@ -124,7 +124,7 @@ TEST_CASE("step cost: chapter 04's worked example: llama-3-8b at C = 1024 cached
     CHECK(cached.bytes / bandwidth > cached.flops / peak);
 }
 
-TEST_CASE("step cost: a tied head reads the table once; gathers stop at the table", "[step_cost]") {
+TEST_CASE("step cost: a tied head reads the table once, and gathers stop at the table", "[step_cost]") {
     const pd::StepCostShape tied = pd::step_cost_shape(toy(true), 2, 2, 2);
     const pd::StepItem emits{.tokens = 3}, silent{.tokens = 3, .emits = false}, many{.tokens = 30, .emits = false};
     // emitting: the head is the table, read whole; the gathers add nothing

@@ -58,7 +58,7 @@ TEST_CASE("stop text: the earliest stop string wins, whichever is listed first",
     CHECK(t.matched() == "aab");
 }
 
-TEST_CASE("stop text: characters split across tokens are sent whole; ill-formed bytes as U+FFFD", "[stop_text]") {
+TEST_CASE("stop text: characters split across tokens are sent whole, ill-formed bytes as U+FFFD", "[stop_text]") {
     sv::StopText s;
     // é (C3 A9), then a 4-byte emoji (F0 9F 98 80) one byte per token
     CHECK(sent(s, {"caf\xC3", "\xA9!", "\xF0", "\x9F", "\x98", "\x80"}) ==

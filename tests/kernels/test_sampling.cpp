@@ -110,7 +110,7 @@ TEST_CASE("sampling: temperature, top-k and top-p draw the reference's token fro
     }
 }
 
-TEST_CASE("sampling: temperature 0 is the argmax with a one-hot distribution; ties at the k-th value are kept",
+TEST_CASE("sampling: temperature 0 is the argmax with a one-hot distribution, and ties at the k-th value are kept",
           "[sampling]") {
     const int V = 300;
     std::vector<float> logits(2 * V);
@@ -139,7 +139,7 @@ TEST_CASE("sampling: temperature 0 is the argmax with a one-hot distribution; ti
     CHECK(kept == 3);
 }
 
-TEST_CASE("sampling: a second run gives the same bits; another seed or position draws anew", "[sampling]") {
+TEST_CASE("sampling: a second run gives the same bits, and another seed or position draws anew", "[sampling]") {
     const int V = 1000, R = 16;
     std::vector<float> logits(std::size_t(R) * V);
     pd::fill_uniform<float>(logits, -1.f, 1.f, kSeed + 2);  // flat rows: many tokens are likely

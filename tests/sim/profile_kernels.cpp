@@ -279,7 +279,7 @@ TEST_CASE("chapter 06: paged reads the same K and V plus the table", "[profile][
 // On the tensor cores (bf16, d = 64, two 64-query blocks): v4 reads its fragments with plain
 // shared loads that conflict 8 ways; v5's ldmatrix from the swizzled tiles needs only the ideal
 // wavefronts, and v6 (cp.async) the same.
-TEST_CASE("chapter 07: flash attention skips the tiles above the diagonal; ldmatrix without conflicts",
+TEST_CASE("chapter 07: flash attention skips the tiles above the diagonal, and its ldmatrix reads without conflicts",
           "[profile][flash]") {
     const at::Shape s{.batch = 1, .heads = 1, .q_len = 128, .kv_len = 128, .head_dim = 64, .causal = true};
     const u64 S = 128, d = 64, tile_bytes = 2 * 32 * d * 4;
